@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The part of systemd-rig.sh that runs inside the private mount namespace: mounts cgroup2, starts the
+# user manager, runs the command, and always tears the manager and its cgroups down.
+set -euo pipefail
+
+umount -R /sys/fs/cgroup 2>/dev/null || true
+mount -t cgroup2 none /sys/fs/cgroup
+mount -t tmpfs tmpfs /run/systemd 2>/dev/null || { mkdir -p /run/systemd && mount -t tmpfs tmpfs /run/systemd; }
+mkdir -p /run/systemd/system
+
+base="/sys/fs/cgroup/synaps-rig-$$"
+scratch="$(mktemp -d /tmp/synaps-rig.XXXXXX)"
+mkdir -p "$base/user@0.service" "$base/tests"
+# Toolchains keep their real homes; everything else the command does sees a temporary HOME.
+export CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}"
+export XDG_RUNTIME_DIR="$scratch/runtime" XDG_CONFIG_HOME="$scratch/config" HOME="$scratch/home"
+mkdir -p -m 0700 "$XDG_RUNTIME_DIR"; mkdir -p "$XDG_CONFIG_HOME" "$HOME"
+
+manager_pid=""
+cleanup() {
+  if [ -n "$manager_pid" ]; then kill -CONT "$manager_pid" 2>/dev/null || true; kill -KILL "$manager_pid" 2>/dev/null || true; wait "$manager_pid" 2>/dev/null || true; fi
+  # Anything left in the rig's cgroups (scopes, test managers) goes with them.
+  echo 1 > "$base/cgroup.kill" 2>/dev/null || true
+  for _ in $(seq 50); do
+    find "$base" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    [ -d "$base" ] || break
+    sleep 0.1
+  done
+  [ -d "$base" ] && echo "systemd-rig: could not remove $base" >&2
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+
+sh -c 'echo $$ > "$1/cgroup.procs" && exec "$2" --user' sh "$base/user@0.service" "$SYNAPS_RIG_MANAGER" \
+  >"$scratch/manager.log" 2>&1 &
+manager_pid=$!
+for _ in $(seq 100); do
+  [ -S "$XDG_RUNTIME_DIR/systemd/private" ] && break
+  kill -0 "$manager_pid" 2>/dev/null || { echo "systemd-rig: the user manager exited at start; its log:" >&2; cat "$scratch/manager.log" >&2; exit 1; }
+  sleep 0.05
+done
+[ -S "$XDG_RUNTIME_DIR/systemd/private" ] || { echo "systemd-rig: the user manager did not come up within 5 s" >&2; exit 1; }
+export SYNAPS_RIG_CGROUP="$base/tests"
+"$@"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The project's whole test suite: formatting, lints, then every test (unit, integration, CLI,
+# doc) against a real private systemd user manager, once on systemd 252 and once on 254.
+#
+#   scripts/test.sh                      # everything, both versions (as root)
+#   SYNAPS_SYSTEMD_VERSIONS=254 scripts/test.sh
+#
+# Exits non-zero if anything fails; the last lines summarise each version's pass counts.
+set -euo pipefail
+cd "$(dirname "$(readlink -f "$0")")/.."
+
+[ "$(id -u)" = 0 ] || { echo "test.sh: run as root: the tests start private systemd user managers" >&2; exit 2; }
+command -v cargo >/dev/null || { echo "test.sh: cargo not found" >&2; exit 2; }
+
+echo "== rustfmt, clippy"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo build --workspace --all-targets --locked
+
+summary=()
+for version in ${SYNAPS_SYSTEMD_VERSIONS:-252 254}; do
+  echo "== tests against systemd $version"
+  log="$(mktemp)"
+  status=0
+  scripts/systemd-rig.sh --systemd "$version" -- cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
+  read -r passed failed ignored < <(awk '/^test result:/ {
+      for (i = 1; i < NF; i++) {
+        if ($(i + 1) ~ /^passed/) p += $i; if ($(i + 1) ~ /^failed/) f += $i; if ($(i + 1) ~ /^ignored/) g += $i
+      } } END { print p + 0, f + 0, g + 0 }' "$log")
+  rm -f "$log"
+  summary+=("systemd $version: $passed passed, $failed failed, $ignored ignored (cargo exit $status)")
+  total_passed=$((${total_passed:-0} + passed)); total_failed=$((${total_failed:-0} + failed))
+  if [ "$status" != 0 ] || [ "$failed" != 0 ] || [ "$ignored" != 0 ] || [ "$passed" = 0 ]; then
+    printf '%s\n' "${summary[@]}"
+    echo "test.sh: FAILED on systemd $version" >&2
+    exit 1
+  fi
+done
+echo "== summary"
+printf '%s\n' "${summary[@]}"
+echo "total: $total_passed passed, $total_failed failed"

@@ -1,0 +1,203 @@
+//! Running a helper process (systemd-run, systemctl) with a hard deadline (R6): on time-out it is
+//! killed and reaped, and the caller is never held past the deadline.
+
+use std::io::Read;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How much of each captured stream is kept; the rest is read and dropped so the child never
+/// blocks on a full pipe.
+const CAPTURE_LIMIT: usize = 16 * 1024;
+
+/// What a helper that finished in time left behind.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Why a helper gave no answer.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// It could not be started.
+    Spawn(std::io::Error),
+    /// It was still running at the deadline, and was killed and reaped.
+    TimedOut(Duration),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Spawn(e) => write!(f, "could not be started: {e}"),
+            Failure::TimedOut(after) => write!(f, "timed out after {} ms", after.as_millis()),
+        }
+    }
+}
+
+enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Runs `cmd` (stdin null; stderr captured; stdout captured when `capture_stdout`, else null)
+/// until it exits or `deadline` passes. Readers run on threads so the caller wakes as soon as
+/// the pipes close instead of polling on a timer.
+pub(crate) fn run(
+    mut cmd: Command,
+    capture_stdout: bool,
+    deadline: Instant,
+) -> Result<Finished, Failure> {
+    let started = Instant::now();
+    cmd.stdin(Stdio::null())
+        .stdout(if capture_stdout {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(Failure::Spawn)?;
+
+    let (tx, rx) = mpsc::channel();
+    let mut readers = 0;
+    if let Some(out) = child.stdout.take() {
+        readers += spawn_reader(out, Stream::Stdout, tx.clone());
+    }
+    if let Some(err) = child.stderr.take() {
+        readers += spawn_reader(err, Stream::Stderr, tx);
+    }
+
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    for _ in 0..readers {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((Stream::Stdout, bytes)) => stdout = bytes,
+            Ok((Stream::Stderr, bytes)) => stderr = bytes,
+            // A grandchild may hold a pipe open after the child exits: fall through to waiting.
+            Err(mpsc::RecvTimeoutError::Timeout) => break,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    match wait_until(&mut child, deadline) {
+        Some(status) => Ok(Finished {
+            status,
+            stdout,
+            stderr,
+        }),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(Failure::TimedOut(started.elapsed()))
+        }
+    }
+}
+
+/// Starts a thread that reads `pipe` to its end, keeping the first [`CAPTURE_LIMIT`] bytes.
+/// Returns how many readers were started (0 if no thread could be had, when the pipe is dropped
+/// and the child sees EPIPE rather than the caller waiting on it).
+fn spawn_reader<R: Read + Send + 'static>(
+    mut pipe: R,
+    stream: Stream,
+    tx: mpsc::Sender<(Stream, Vec<u8>)>,
+) -> usize {
+    let spawned = thread::Builder::new()
+        .name("synaps-scope-pipe".into())
+        .spawn(move || {
+            let mut kept = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                match pipe.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let room = CAPTURE_LIMIT.saturating_sub(kept.len());
+                        kept.extend_from_slice(&buf[..n.min(room)]);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send((stream, kept));
+        });
+    usize::from(spawned.is_ok())
+}
+
+/// Reaps `child` if it exits by `deadline`. The child has normally exited already (its pipes
+/// closed), so the first check succeeds; the short sleeps only cover a child that closed its
+/// pipes early or a grandchild that still holds them.
+fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+    let mut pause = Duration::from_micros(50);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_output_and_status() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
+        let done = run(cmd, true, Instant::now() + Duration::from_secs(5)).unwrap();
+        assert_eq!(done.status.code(), Some(3));
+        assert_eq!(done.stdout, b"out\n");
+        assert_eq!(done.stderr, b"err\n");
+    }
+
+    #[test]
+    fn a_hung_child_is_killed_at_the_deadline() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        let start = Instant::now();
+        let failure = run(cmd, false, start + Duration::from_millis(200)).unwrap_err();
+        assert!(matches!(failure, Failure::TimedOut(_)), "{failure}");
+        assert!(
+            start.elapsed() < Duration::from_millis(700),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_grandchild_holding_the_pipe_does_not_hold_the_caller() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 3 & exit 0"]);
+        let start = Instant::now();
+        let done = run(cmd, false, start + Duration::from_millis(300)).unwrap();
+        assert!(done.status.success());
+        assert!(
+            start.elapsed() < Duration::from_millis(800),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn output_beyond_the_limit_is_drained_and_dropped() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "head -c 1000000 /dev/zero >&2"]);
+        let done = run(cmd, false, Instant::now() + Duration::from_secs(5)).unwrap();
+        assert!(done.status.success());
+        assert_eq!(done.stderr.len(), CAPTURE_LIMIT);
+    }
+
+    #[test]
+    fn a_missing_program_is_a_spawn_failure() {
+        let cmd = Command::new("/nonexistent/synaps-scope-test");
+        assert!(matches!(
+            run(cmd, false, Instant::now() + Duration::from_secs(1)),
+            Err(Failure::Spawn(_))
+        ));
+    }
+}

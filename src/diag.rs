@@ -1,0 +1,164 @@
+//! Diagnostics (R16): the library reports through `tracing` with target `synaps_scope`.
+//! [`CallbackSubscriber`] turns those events into plain lines for hosts that have no
+//! subscriber of their own (the CLI, and later the C, Python and Node surfaces).
+
+use std::collections::HashSet;
+use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::subscriber::Interest;
+use tracing::{Event, Level, Metadata, Subscriber};
+
+/// The `tracing` target of every event the library emits.
+pub const TARGET: &str = "synaps_scope";
+
+/// A `tracing` subscriber that formats each event at or above `max_level` into one line (the
+/// message, then `key=value` for any other field) and hands it to a callback.
+pub struct CallbackSubscriber<F> {
+    max_level: Level,
+    callback: F,
+    next_span: AtomicU64,
+}
+
+impl<F> CallbackSubscriber<F>
+where
+    F: Fn(&Level, &str, &str) + Send + Sync + 'static,
+{
+    /// `callback(level, target, line)` is called for every enabled event, on the emitting thread.
+    pub fn new(max_level: Level, callback: F) -> Self {
+        CallbackSubscriber {
+            max_level,
+            callback,
+            next_span: AtomicU64::new(1),
+        }
+    }
+}
+
+impl<F> Subscriber for CallbackSubscriber<F>
+where
+    F: Fn(&Level, &str, &str) + Send + Sync + 'static,
+{
+    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+        if self.enabled(metadata) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        *metadata.level() <= self.max_level
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(self.max_level.into())
+    }
+
+    fn new_span(&self, _span: &Attributes<'_>) -> Id {
+        Id::from_u64(self.next_span.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn record(&self, _span: &Id, _values: &Record<'_>) {}
+
+    fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        let mut line = LineVisitor::default();
+        event.record(&mut line);
+        (self.callback)(
+            event.metadata().level(),
+            event.metadata().target(),
+            &line.finish(),
+        );
+    }
+
+    fn enter(&self, _span: &Id) {}
+
+    fn exit(&self, _span: &Id) {}
+}
+
+#[derive(Default)]
+struct LineVisitor {
+    message: String,
+    fields: String,
+}
+
+impl LineVisitor {
+    fn finish(self) -> String {
+        match (self.message.is_empty(), self.fields.is_empty()) {
+            (_, true) => self.message,
+            (true, false) => self.fields,
+            (false, false) => format!("{} ({})", self.message, self.fields),
+        }
+    }
+}
+
+impl Visit for LineVisitor {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.record_debug(field, &format_args!("{value}"));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            let _ = write!(self.message, "{value:?}");
+        } else {
+            if !self.fields.is_empty() {
+                self.fields.push(' ');
+            }
+            let _ = write!(self.fields, "{}={value:?}", field.name());
+        }
+    }
+}
+
+/// Which once-per-process warnings have been given; each set is keyed by what makes a
+/// warning distinct (a slice name, a config message).
+pub(crate) struct WarnedSet(OnceLock<Mutex<HashSet<String>>>);
+
+impl WarnedSet {
+    pub(crate) const fn new() -> Self {
+        WarnedSet(OnceLock::new())
+    }
+
+    /// True the first time `key` is seen in this process, false ever after.
+    pub(crate) fn first_time(&self, key: &str) -> bool {
+        let set = self.0.get_or_init(|| Mutex::new(HashSet::new()));
+        let mut set = set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        set.insert(key.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn events_become_lines_with_their_fields() {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lines);
+        let subscriber = CallbackSubscriber::new(Level::INFO, move |level, target, line| {
+            sink.lock()
+                .unwrap()
+                .push(format!("{level} {target} {line}"));
+        });
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(target: TARGET, slice = "a.slice", "no limits");
+            tracing::debug!(target: TARGET, "filtered out");
+        });
+        assert_eq!(
+            *lines.lock().unwrap(),
+            vec!["WARN synaps_scope no limits (slice=a.slice)"]
+        );
+    }
+
+    #[test]
+    fn a_warned_set_says_yes_once_per_key() {
+        static SET: WarnedSet = WarnedSet::new();
+        assert!(SET.first_time("a"));
+        assert!(!SET.first_time("a"));
+        assert!(SET.first_time("b"));
+    }
+}

@@ -1,0 +1,34 @@
+//! Run child processes in their own systemd scope (Linux).
+//!
+//! systemd-oomd, under memory pressure, kills a whole cgroup at once. Without scopes, everything a
+//! daemon, terminal or IDE starts lives in that program's own cgroup, so one runaway child makes
+//! the whole cgroup the biggest and oomd kills the child, the daemon and every session with it.
+//! A scope per child gives each its own cgroup, so oomd kills only the runaway. A scope is not a
+//! memory cap; operators cap a slice.
+//!
+//! `systemd-run --user --scope` registers a transient scope for its own pid and then execs the
+//! command in place: same pid, process group, session, environment, fds and stdio. Each request
+//! first runs a fresh, bounded probe; when scopes are unavailable (not Linux, no user manager,
+//! `process_scopes = off`) the command starts exactly as it would without this crate.
+//!
+//! The contract, rule by rule (R1-R17), is SPEC.md of the project.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod bounded;
+pub mod config;
+pub mod diag;
+mod env;
+mod kind;
+mod launcher;
+mod probe;
+mod resolve;
+
+pub use env::{inherited_env, set_env, with_overrides};
+pub use kind::{ScopeKind, UnknownKind};
+pub use launcher::{
+    decide, launcher_for_effective_env, launcher_for_env, launcher_with_options, Decision,
+    DirectReason, LauncherOptions, ScopeError, ScopeLauncher, Wrapped, DEFAULT_PROBE_TIMEOUT,
+};
+pub use resolve::resolve_program;

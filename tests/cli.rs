@@ -1,0 +1,123 @@
+//! The `synaps-scope` command: `run` execs in place in a scope (or directly, saying why), `wrap`
+//! prints the argv.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{env_without, rig};
+use synaps_scope::inherited_env;
+
+fn cli(args: &[&str], env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synaps-scope"));
+    cmd.args(args);
+    synaps_scope::set_env(&mut cmd, env);
+    cmd.output().unwrap()
+}
+
+#[test]
+fn run_execs_the_command_in_place_in_its_own_scope() {
+    let Some(_rig) = rig() else { return };
+    let out = cli(
+        &[
+            "run",
+            "--kind",
+            "daemon",
+            "--",
+            "sh",
+            "-c",
+            "grep '^0::' /proc/$$/cgroup; exit 7",
+        ],
+        &inherited_env(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "the command's own exit status comes back"
+    );
+    let cgroup = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        cgroup.contains("/app.slice/synaps-daemon-") && cgroup.trim_end().ends_with(".scope"),
+        "{cgroup}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "a scoped run is silent"
+    );
+}
+
+#[test]
+fn wrap_prints_the_argv_and_the_unit() {
+    let Some(rig) = rig() else { return };
+    let out = cli(
+        &["wrap", "-0", "--", "echo", "${HOME}", ""],
+        &inherited_env(),
+    );
+    assert!(out.status.success());
+    let argv: Vec<&[u8]> = out.stdout.split(|&b| b == 0).collect();
+    assert!(argv[0].ends_with(b"/systemd-run"), "{argv:?}");
+    assert_eq!(
+        &argv[argv.len() - 3..],
+        &[b"${HOME}".as_slice(), b"", b""],
+        "NUL-terminated, empty kept"
+    );
+    assert_eq!(
+        argv.contains(&b"--expand-environment=no".as_slice()),
+        rig.version >= 254
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.starts_with("synaps-scope: unit synaps-tool-"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn without_a_manager_run_goes_direct_and_says_why() {
+    let Some(_rig) = rig() else { return };
+    let env = env_without(
+        &inherited_env(),
+        &["XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"],
+    );
+    let out = cli(
+        &["run", "--", "sh", "-c", "grep '^0::' /proc/$$/cgroup"],
+        &env,
+    );
+    assert!(out.status.success());
+    assert!(!String::from_utf8(out.stdout).unwrap().contains(".scope"));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("warning: launching directly") && stderr.contains("XDG_RUNTIME_DIR"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn errors_have_their_own_exit_statuses() {
+    let Some(_rig) = rig() else { return };
+    let env = inherited_env();
+    let missing = cli(&["run", "--", "synaps-no-such-program"], &env);
+    assert_eq!(missing.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot run synaps-no-such-program"));
+
+    let mut required = env_without(&env, &["XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"]);
+    required.push(("SYNAPS_PROCESS_SCOPES".into(), "required".into()));
+    let refused = cli(&["run", "--", "true"], &required);
+    assert_eq!(refused.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("required"));
+
+    for bad in [
+        &["run"][..],
+        &["run", "--kind", "nope", "--", "true"],
+        &["launch", "--", "true"],
+        &["run", "--probe-timeout-ms", "x", "--", "true"],
+    ] {
+        let out = cli(bad, &env);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("usage:"),
+            "{bad:?}"
+        );
+    }
+}

@@ -1,0 +1,337 @@
+//! Test support: the real user manager the rig started, managers of a test's own, WARN capture,
+//! temporary directories and a few process helpers. No mocks of systemd live here.
+#![allow(dead_code)] // Each test binary uses a different part of this module.
+
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use synaps_scope::diag::CallbackSubscriber;
+use synaps_scope::{inherited_env, set_env, with_overrides};
+use tracing::Level;
+
+/// The private systemd user manager that scripts/systemd-rig.sh started for this run.
+pub struct Rig {
+    /// The manager's (and systemd-run's) major version.
+    pub version: u32,
+    /// An executable that runs `systemd --user` of that version.
+    pub manager: PathBuf,
+    /// A cgroup2 directory where tests may start managers of their own.
+    pub cgroup_base: PathBuf,
+}
+
+/// The rig, or a loud failure saying how to get one. `SYNAPS_SKIP_MANAGER_TESTS=1` skips (None)
+/// with a line on stderr instead, for a run that asked for exactly that.
+pub fn rig() -> Option<Rig> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    match (
+        var("SYNAPS_RIG_SYSTEMD_VERSION"),
+        var("SYNAPS_RIG_MANAGER"),
+        var("SYNAPS_RIG_CGROUP"),
+    ) {
+        (Some(version), Some(manager), Some(cgroup)) => Some(Rig {
+            version: version
+                .parse()
+                .expect("SYNAPS_RIG_SYSTEMD_VERSION is a number"),
+            manager: manager.into(),
+            cgroup_base: cgroup.into(),
+        }),
+        _ if var("SYNAPS_SKIP_MANAGER_TESTS").as_deref() == Some("1") => {
+            eprintln!("SKIPPED (SYNAPS_SKIP_MANAGER_TESTS=1): this test needs a real systemd user manager");
+            None
+        }
+        _ => panic!(
+            "this test needs a real systemd user manager and none was started: run it through \
+             `scripts/systemd-rig.sh [--systemd 252|254] -- cargo test` as root (the README's test \
+             command does), or set SYNAPS_SKIP_MANAGER_TESTS=1 to skip such tests on purpose"
+        ),
+    }
+}
+
+/// This process's environment with `overrides` on top.
+pub fn env_with(overrides: &[(&str, &OsString)]) -> Vec<(OsString, OsString)> {
+    let overrides: Vec<(OsString, OsString)> = overrides
+        .iter()
+        .map(|(k, v)| (OsString::from(k), (*v).clone()))
+        .collect();
+    with_overrides(&inherited_env(), &overrides)
+}
+
+/// `env` without `keys`.
+pub fn env_without(env: &[(OsString, OsString)], keys: &[&str]) -> Vec<(OsString, OsString)> {
+    env.iter()
+        .filter(|(k, _)| !keys.iter().any(|key| k == key))
+        .cloned()
+        .collect()
+}
+
+/// The lines the library logged while a [`Capture`] was the thread's subscriber.
+#[derive(Clone, Default)]
+pub struct Capture(Arc<Mutex<Vec<(Level, String)>>>);
+
+impl Capture {
+    /// A dispatcher recording every event of target `synaps_scope`, at every level.
+    pub fn dispatch(&self) -> tracing::Dispatch {
+        // With exactly one dispatcher ever registered, tracing-core computes a new callsite's
+        // interest from the *registering* thread's default alone: a WARN first reached on a thread
+        // without a capture would be cached as "never" for every thread. A second, permanent
+        // dispatcher makes it ask every live one.
+        static KEEP_INTEREST_GLOBAL: std::sync::OnceLock<tracing::Dispatch> =
+            std::sync::OnceLock::new();
+        KEEP_INTEREST_GLOBAL.get_or_init(|| {
+            tracing::Dispatch::new(CallbackSubscriber::new(Level::TRACE, |_, _, _| {}))
+        });
+        let lines = Arc::clone(&self.0);
+        tracing::Dispatch::new(CallbackSubscriber::new(
+            Level::TRACE,
+            move |level, target, line| {
+                if target == "synaps_scope" {
+                    lines.lock().unwrap().push((*level, line.to_owned()));
+                }
+            },
+        ))
+    }
+
+    /// Runs `f` with this capture as the current thread's subscriber.
+    pub fn run<R>(&self, f: impl FnOnce() -> R) -> R {
+        tracing::dispatcher::with_default(&self.dispatch(), f)
+    }
+
+    /// The WARN lines so far.
+    pub fn warnings(&self) -> Vec<String> {
+        self.at(Level::WARN)
+    }
+
+    /// The lines at `level` so far.
+    pub fn at(&self, level: Level) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(l, _)| *l == level)
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+
+    /// Waits up to `limit` for a line containing `needle`; true when one came.
+    pub fn wait_for(&self, needle: &str, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(_, s)| s.contains(needle))
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+}
+
+/// A directory removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static COUNT: AtomicU64 = AtomicU64::new(0);
+        let n = COUNT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("synaps-test-{label}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Writes `name` in this directory, executable when `executable`, and returns its path.
+    pub fn write(&self, name: &str, contents: &str, executable: bool) -> PathBuf {
+        let path = self.0.join(name);
+        fs::write(&path, contents).unwrap();
+        if executable {
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Spawns `argv` with exactly `env`, stdout captured, and waits for it.
+pub fn run_argv(
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+) -> std::io::Result<std::process::Output> {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).stdin(Stdio::null());
+    set_env(&mut cmd, env);
+    cmd.output()
+}
+
+/// The `0::` line of /proc/PID/cgroup, without the prefix.
+pub fn cgroup_of(pid: u32) -> String {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Sends `signal` (a name like STOP) to `pid` with kill(1): tests hold no unsafe code.
+pub fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid} failed");
+}
+
+/// Processes whose parent is this process and that are zombies.
+pub fn zombie_children() -> Vec<u32> {
+    let me = std::process::id();
+    processes()
+        .into_iter()
+        .filter(|(_, status)| {
+            status.lines().any(|l| l == format!("PPid:\t{me}"))
+                && status.lines().any(|l| l.starts_with("State:\tZ"))
+        })
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// Live systemd-run processes whose environment names `runtime_dir` as XDG_RUNTIME_DIR.
+pub fn systemd_runs_for(runtime_dir: &Path) -> Vec<u32> {
+    let needle = format!("XDG_RUNTIME_DIR={}", runtime_dir.display()).into_bytes();
+    processes()
+        .into_iter()
+        .filter(|(pid, status)| {
+            status.lines().any(|l| l == "Name:\tsystemd-run")
+                && fs::read(format!("/proc/{pid}/environ"))
+                    .map(|env| env.split(|&b| b == 0).any(|e| e == needle.as_slice()))
+                    .unwrap_or(false)
+        })
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+fn processes() -> Vec<(u32, String)> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, fs::read_to_string(format!("/proc/{pid}/status")).ok()?)))
+        .collect()
+}
+
+/// A systemd user manager of the test's own, in its own cgroup and XDG_RUNTIME_DIR, to stop or
+/// kill without disturbing other tests. Killed and cleaned up when dropped.
+pub struct Manager {
+    child: Option<Child>,
+    pub runtime_dir: PathBuf,
+    cgroup: PathBuf,
+    _scratch: TempDir,
+}
+
+impl Manager {
+    pub fn start(rig: &Rig) -> Manager {
+        let scratch = TempDir::new("manager");
+        let runtime_dir = scratch.path().join("runtime");
+        fs::create_dir(&runtime_dir).unwrap();
+        fs::set_permissions(&runtime_dir, fs::Permissions::from_mode(0o700)).unwrap();
+        let cgroup = rig.cgroup_base.join(format!(
+            "manager-{}-{}",
+            std::process::id(),
+            scratch.path().file_name().unwrap().to_string_lossy()
+        ));
+        let service = cgroup.join("user@0.service");
+        fs::create_dir_all(&service).unwrap();
+        let log = fs::File::create(scratch.path().join("manager.log")).unwrap();
+        let child = Command::new("sh")
+            .args([
+                "-c",
+                "echo $$ > \"$1/cgroup.procs\" && exec \"$2\" --user",
+                "sh",
+            ])
+            .arg(&service)
+            .arg(&rig.manager)
+            .env("XDG_RUNTIME_DIR", &runtime_dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start a user manager");
+        let mut manager = Manager {
+            child: Some(child),
+            runtime_dir,
+            cgroup,
+            _scratch: scratch,
+        };
+        let socket = manager.runtime_dir.join("systemd/private");
+        let end = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            if let Ok(Some(status)) = manager.child.as_mut().unwrap().try_wait() {
+                panic!("the test's user manager exited at start with {status}");
+            }
+            assert!(
+                Instant::now() < end,
+                "the test's user manager did not come up within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        manager
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("manager running").id()
+    }
+
+    /// This process's environment, pointed at this manager.
+    pub fn env(&self) -> Vec<(OsString, OsString)> {
+        env_with(&[(
+            "XDG_RUNTIME_DIR",
+            &self.runtime_dir.clone().into_os_string(),
+        )])
+    }
+
+    /// Kills the manager now and reaps it (its scopes' processes live on until drop).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = fs::write(self.cgroup.join("cgroup.kill"), "1");
+        let end = Instant::now() + Duration::from_secs(5);
+        while self.cgroup.exists() && Instant::now() < end {
+            let _ = Command::new("find")
+                .arg(&self.cgroup)
+                .args(["-depth", "-type", "d", "-exec", "rmdir", "{}", "+"])
+                .stderr(Stdio::null())
+                .status();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
