@@ -237,6 +237,15 @@ fn unit_name(kind: ScopeKind) -> String {
     format!("synaps-{kind}-{high:016x}{:016x}.scope", second.finish())
 }
 
+/// The kind of a unit name this library makes (`synaps-<kind>-<32 lowercase hex>.scope`), or None
+/// for any other name: the mark that lets scope handles refuse cgroups that are not ours (R15).
+pub fn parse_unit_name(name: &str) -> Option<ScopeKind> {
+    let rest = name.strip_prefix("synaps-")?.strip_suffix(".scope")?;
+    let (kind, hex) = rest.split_once('-')?;
+    let is_hex = hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    is_hex.then(|| kind.parse().ok()).flatten()
+}
+
 /// Decides between a scope and a direct launch for one request, with reasons: what
 /// [`launcher_for_effective_env`] does, for callers that want to say why a launch went direct.
 ///
@@ -247,6 +256,23 @@ pub fn decide(
     kind: ScopeKind,
     options: &LauncherOptions,
 ) -> Result<Decision, ScopeError> {
+    decide_with(env, kind, options, SliceCheck::Background)
+}
+
+/// Whether a successful request with a slice starts the background R12 check.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SliceCheck {
+    Background,
+    /// The caller checks the slice itself (doctor does, synchronously).
+    Skip,
+}
+
+pub(crate) fn decide_with(
+    env: &[(OsString, OsString)],
+    kind: ScopeKind,
+    options: &LauncherOptions,
+    slice_check: SliceCheck,
+) -> Result<Decision, ScopeError> {
     let config = Config::load(env);
     let mode = config.mode.value;
     if mode == Mode::Off {
@@ -255,7 +281,7 @@ pub fn decide(
         }));
     }
     let slice = config.slice_for(kind).map(str::to_owned);
-    let outcome = find_launcher(env, kind, slice, options);
+    let outcome = find_launcher(env, kind, slice, options, slice_check);
     match outcome {
         Ok(launcher) => Ok(Decision::Scoped(launcher)),
         Err(reason) if mode == Mode::Required => Err(ScopeError::Unavailable { kind, reason }),
@@ -268,17 +294,22 @@ pub fn decide(
     }
 }
 
+/// The systemd-run that the effective PATH finds.
+pub(crate) fn locate_systemd_run(env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    resolve_program(OsStr::new("systemd-run"), env, Some(Path::new("/"))).ok()
+}
+
 fn find_launcher(
     env: &[(OsString, OsString)],
     kind: ScopeKind,
     slice: Option<String>,
     options: &LauncherOptions,
+    slice_check: SliceCheck,
 ) -> Result<ScopeLauncher, DirectReason> {
     if !cfg!(target_os = "linux") {
         return Err(DirectReason::UnsupportedPlatform);
     }
-    let systemd_run = resolve_program(OsStr::new("systemd-run"), env, Some(Path::new("/")))
-        .map_err(|_| DirectReason::NoSystemdRun)?;
+    let systemd_run = locate_systemd_run(env).ok_or(DirectReason::NoSystemdRun)?;
     if lookup_non_empty(env, "XDG_RUNTIME_DIR").is_none()
         && lookup_non_empty(env, "DBUS_SESSION_BUS_ADDRESS").is_none()
     {
@@ -304,7 +335,7 @@ fn find_launcher(
         deadline,
     )
     .map_err(|detail| failed(&launcher.slice, detail))?;
-    if let Some(slice) = &launcher.slice {
+    if let (Some(slice), SliceCheck::Background) = (&launcher.slice, slice_check) {
         probe::check_slice_limits_in_background(slice, env, options.probe_timeout);
     }
     Ok(launcher)
@@ -435,16 +466,33 @@ mod tests {
         let names: std::collections::HashSet<String> =
             (0..10_000).map(|_| unit_name(ScopeKind::Daemon)).collect();
         assert_eq!(names.len(), 10_000);
-        for name in names.iter().take(10) {
-            let hex = name
-                .strip_prefix("synaps-daemon-")
-                .unwrap()
-                .strip_suffix(".scope")
-                .unwrap();
-            assert_eq!(hex.len(), 32);
-            assert!(hex
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        for name in &names {
+            assert_eq!(parse_unit_name(name), Some(ScopeKind::Daemon), "{name}");
+        }
+        assert_eq!(
+            parse_unit_name(&unit_name(ScopeKind::Tool)),
+            Some(ScopeKind::Tool)
+        );
+    }
+
+    #[test]
+    fn only_the_library_s_own_unit_names_parse() {
+        let hex = "0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            parse_unit_name(&format!("synaps-tool-{hex}.scope")),
+            Some(ScopeKind::Tool)
+        );
+        for other in [
+            format!("synaps-shell-{hex}.scope"),
+            format!("synaps-tool-{}.scope", hex.to_uppercase()),
+            format!("synaps-tool-{hex}0.scope"),
+            format!("synaps-tool-{hex}.service"),
+            format!("run-{hex}.scope"),
+            "app.slice".to_owned(),
+            "synaps-tool-.scope".to_owned(),
+            String::new(),
+        ] {
+            assert_eq!(parse_unit_name(&other), None, "{other}");
         }
     }
 }

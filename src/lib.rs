@@ -19,16 +19,20 @@
 mod bounded;
 pub mod config;
 pub mod diag;
+pub mod doctor;
 mod env;
+pub mod handle;
 mod kind;
 mod launcher;
 mod probe;
 mod resolve;
 
 pub use env::{inherited_env, set_env, with_overrides};
+pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
 pub use kind::{ScopeKind, UnknownKind};
 pub use launcher::{
     decide, launcher_for_effective_env, launcher_for_env, launcher_with_options, Decision,
     DirectReason, LauncherOptions, ScopeError, ScopeLauncher, Wrapped, DEFAULT_PROBE_TIMEOUT,
 };
+pub use probe::SliceLimits;
 pub use resolve::resolve_program;

@@ -8,44 +8,58 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use synaps_scope::diag::CallbackSubscriber;
+use synaps_scope::doctor::diagnose;
 use synaps_scope::{
     decide, inherited_env, set_env, Decision, DirectReason, LauncherOptions, ScopeKind,
 };
 use tracing::Level;
 
 const USAGE: &str = "\
-usage: synaps-scope run  [--kind tool|daemon] [--probe-timeout-ms N] -- PROGRAM [ARGS...]
-       synaps-scope wrap [--kind tool|daemon] [--probe-timeout-ms N] [-0] -- PROGRAM [ARGS...]
+usage: synaps-scope run    [--kind tool|daemon] [--probe-timeout-ms N] -- PROGRAM [ARGS...]
+       synaps-scope wrap   [--kind tool|daemon] [--probe-timeout-ms N] [-0] -- PROGRAM [ARGS...]
+       synaps-scope doctor [--kind tool|daemon] [--probe-timeout-ms N] [--json]
 
-run   executes PROGRAM in place, in a new systemd user scope when one can be had, else directly
-      (with a warning saying why), with this process's environment and working directory.
-wrap  prints the command line run would execute, one argument per line (-0: NUL-terminated),
-      and the scope's unit name on stderr.
+run     executes PROGRAM in place, in a new systemd user scope when one can be had, else directly
+        (with a warning saying why), with this process's environment and working directory.
+wrap    prints the command line run would execute, one argument per line (-0: NUL-terminated),
+        and the scope's unit name on stderr.
+doctor  reports what was found and why launches would be scoped or direct (both kinds unless
+        --kind); exit 0: scoped, 1: direct, 2: required mode would refuse.
 
 Environment: SYNAPS_PROCESS_SCOPES=on|off|required, SYNAPS_CONFIG=FILE,
              SYNAPS_SCOPE_LOG=error|warn|info|debug|trace (default warn).";
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Subcommand {
+    Run,
+    Wrap,
+    Doctor,
+}
+
 /// What the command line asked for.
 struct Request {
-    exec: bool,
-    kind: ScopeKind,
+    command: Subcommand,
+    kind: Option<ScopeKind>,
     options: LauncherOptions,
     nul_separated: bool,
+    json: bool,
     argv: Vec<OsString>,
 }
 
 fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Request, String> {
-    let exec = match args.next().as_deref().and_then(|a| a.to_str()) {
-        Some("run") => true,
-        Some("wrap") => false,
+    let command = match args.next().as_deref().and_then(|a| a.to_str()) {
+        Some("run") => Subcommand::Run,
+        Some("wrap") => Subcommand::Wrap,
+        Some("doctor") => Subcommand::Doctor,
         Some("-h" | "--help") | None => return Err(String::new()),
         Some(other) => return Err(format!("unknown command {other:?}")),
     };
     let mut request = Request {
-        exec,
-        kind: ScopeKind::Tool,
+        command,
+        kind: None,
         options: LauncherOptions::default(),
         nul_separated: false,
+        json: false,
         argv: Vec::new(),
     };
     while let Some(arg) = args.next() {
@@ -55,12 +69,12 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Request, Strin
                 .ok_or_else(|| format!("{name} needs a value"))
         };
         match arg.to_str() {
-            Some("--") => {
+            Some("--") if command != Subcommand::Doctor => {
                 request.argv = args.collect();
                 break;
             }
             Some("--kind") => {
-                request.kind = value("--kind")?.parse().map_err(|e| format!("{e}"))?
+                request.kind = Some(value("--kind")?.parse().map_err(|e| format!("{e}"))?)
             }
             Some("--probe-timeout-ms") => {
                 let ms = value("--probe-timeout-ms")?;
@@ -69,16 +83,16 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Request, Strin
                 })?;
                 request.options.probe_timeout = Duration::from_millis(ms);
             }
-            Some("-0") if !exec => request.nul_separated = true,
+            Some("-0") if command == Subcommand::Wrap => request.nul_separated = true,
+            Some("--json") if command == Subcommand::Doctor => request.json = true,
             _ => {
                 return Err(format!(
-                    "unexpected argument {:?} (the command goes after --)",
-                    arg
+                    "unexpected argument {arg:?} (the command goes after --)"
                 ))
             }
         }
     }
-    if request.argv.is_empty() {
+    if request.argv.is_empty() && command != Subcommand::Doctor {
         return Err("no command given after --".into());
     }
     Ok(request)
@@ -116,7 +130,22 @@ fn main() -> ExitCode {
     });
     let _ = tracing::subscriber::set_global_default(subscriber);
 
-    let (argv, unit) = match decide(&env, request.kind, &request.options) {
+    if request.command == Subcommand::Doctor {
+        let kinds = match request.kind {
+            Some(kind) => vec![kind],
+            None => vec![ScopeKind::Tool, ScopeKind::Daemon],
+        };
+        let report = diagnose(&env, &kinds, &request.options);
+        if request.json {
+            println!("{}", report.to_json());
+        } else {
+            print!("{}", report.to_text());
+        }
+        return ExitCode::from(report.exit_code());
+    }
+
+    let kind = request.kind.unwrap_or(ScopeKind::Tool);
+    let (argv, unit) = match decide(&env, kind, &request.options) {
         Ok(Decision::Scoped(launcher)) => {
             let wrapped = launcher.wrap(&request.argv, &env, None);
             (wrapped.argv, wrapped.unit)
@@ -137,7 +166,7 @@ fn main() -> ExitCode {
         }
     };
 
-    if !request.exec {
+    if request.command == Subcommand::Wrap {
         return print_argv(&argv, unit.as_deref(), request.nul_separated);
     }
     let mut cmd = Command::new(&argv[0]);

@@ -163,39 +163,49 @@ pub(crate) fn check_slice_limits_in_background(
 }
 
 fn check_slice_limits(slice: &str, env: &[(OsString, OsString)], bound: Duration) {
-    let verdict = read_slice_limits(slice, env, bound);
-    match &verdict {
-        Ok(limits) if limits.set.is_empty() => {
-            let unit_file = match &limits.fragment {
-                Some(path) => format!("its unit file is {path}"),
-                None => "no unit file defines it".to_owned(),
-            };
-            tracing::warn!(
-                target: TARGET,
-                "slice {slice} sets no limits ({}): systemd created it on the fly or its unit file sets none, \
-                 so scopes in it are separate but uncapped; it may be a typo, or a unit file not yet \
-                 loaded (systemctl --user daemon-reload); {unit_file}",
-                LIMIT_PROPERTIES.join(", "),
-            );
+    let limits = read_slice_limits(slice, env, bound);
+    match &limits {
+        Ok(limits) => {
+            if let Some(warning) = slice_warning(slice, limits) {
+                tracing::warn!(target: TARGET, "{warning}");
+            }
         }
-        Ok(_) => {}
         Err(reason) => {
             tracing::debug!(target: TARGET, "could not read the limits of slice {slice}: {reason}");
         }
     }
-    tracing::debug!(target: TARGET, slice, limited = matches!(verdict, Ok(ref l) if !l.set.is_empty()), "slice check finished");
+    let limited = limits.is_ok_and(|l| !l.set.is_empty());
+    tracing::debug!(target: TARGET, slice, limited, "slice check finished");
 }
 
-/// What `systemctl --user show` says of a slice.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct SliceLimits {
+/// The R12 warning for a slice whose limits are `limits`, or None when one is set.
+pub(crate) fn slice_warning(slice: &str, limits: &SliceLimits) -> Option<String> {
+    if !limits.set.is_empty() {
+        return None;
+    }
+    let unit_file = match &limits.fragment {
+        Some(path) => format!("its unit file is {path}"),
+        None => "no unit file defines it".to_owned(),
+    };
+    Some(format!(
+        "slice {slice} sets no limits ({}): systemd created it on the fly or its unit file sets none, \
+         so scopes in it are separate but uncapped; it may be a typo, or a unit file not yet \
+         loaded (systemctl --user daemon-reload); {unit_file}",
+        LIMIT_PROPERTIES.join(", "),
+    ))
+}
+
+/// What the user manager says of a slice's limits (R12).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceLimits {
     /// `(property, value)` for each limit that is set.
     pub set: Vec<(String, String)>,
     /// The unit file, when one exists.
     pub fragment: Option<String>,
 }
 
-fn read_slice_limits(
+/// Asks the manager for `slice`'s limits and unit file, within `bound`.
+pub(crate) fn read_slice_limits(
     slice: &str,
     env: &[(OsString, OsString)],
     bound: Duration,

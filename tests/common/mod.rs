@@ -275,17 +275,32 @@ impl Manager {
             .stderr(log)
             .spawn()
             .expect("start a user manager");
+        let log = scratch.path().join("manager.log");
         let mut manager = Manager {
             child: Some(child),
             runtime_dir,
             cgroup,
             _scratch: scratch,
         };
-        let socket = manager.runtime_dir.join("systemd/private");
+        // Ready means answering, not just a socket file: a test that stops or kills a manager
+        // must be acting on one that has finished starting.
         let end = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
+        loop {
             if let Ok(Some(status)) = manager.child.as_mut().unwrap().try_wait() {
-                panic!("the test's user manager exited at start with {status}");
+                let log = fs::read_to_string(&log).unwrap_or_default();
+                panic!("the test's user manager exited at start with {status}; its log:\n{log}");
+            }
+            if manager.runtime_dir.join("systemd/private").exists() {
+                let state = Command::new("systemctl")
+                    .args(["--user", "is-system-running"])
+                    .env("XDG_RUNTIME_DIR", &manager.runtime_dir)
+                    .stderr(Stdio::null())
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                    .unwrap_or_default();
+                if state == "running" || state == "degraded" {
+                    return manager;
+                }
             }
             assert!(
                 Instant::now() < end,
@@ -293,7 +308,6 @@ impl Manager {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        manager
     }
 
     pub fn pid(&self) -> u32 {

@@ -1,0 +1,446 @@
+//! Scope handles (R15): from a unit name that `wrap` returned, find the scope's cgroup, list and
+//! kill every process in it (descendants that left the process group included), read its usage,
+//! and wait for it to empty. Anything that is not a `synaps-*.scope` made by this library is
+//! refused, so a caller that launched directly can never kill its own cgroup by mistake.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::bounded;
+use crate::env::{inherited_env, set_env};
+use crate::launcher::parse_unit_name;
+use crate::resolve::resolve_program;
+
+/// Why a scope handle could not be made or used.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum HandleError {
+    /// The unit name or cgroup is not a `synaps-<kind>-<32 hex>.scope` of this library.
+    NotOurs {
+        /// The name or cgroup path that was refused.
+        what: String,
+    },
+    /// The process is not in that scope (it exited, or was launched directly).
+    NotInScope {
+        /// The process asked about.
+        pid: u32,
+        /// The unit it was expected in.
+        unit: String,
+        /// Its actual cgroup.
+        cgroup: String,
+    },
+    /// No such scope is running (it exited and was collected, or never started).
+    NotFound {
+        /// The unit asked for.
+        unit: String,
+    },
+    /// There is no cgroup2 hierarchy mounted.
+    NoCgroup2,
+    /// Asking the user manager failed.
+    Manager(String),
+    /// Processes were still in the scope at the deadline.
+    TimedOut {
+        /// How long was waited.
+        waited: Duration,
+        /// The processes still there.
+        remaining: Vec<u32>,
+    },
+    /// Reading or writing the cgroup failed.
+    Io(io::Error),
+}
+
+impl fmt::Display for HandleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HandleError::NotOurs { what } => {
+                write!(
+                    f,
+                    "{what} is not a synaps-<kind>-<id>.scope made by synaps-scope; refusing it"
+                )
+            }
+            HandleError::NotInScope { pid, unit, cgroup } => {
+                write!(f, "process {pid} is not in {unit} (its cgroup is {cgroup})")
+            }
+            HandleError::NotFound { unit } => write!(f, "scope {unit} is not running"),
+            HandleError::NoCgroup2 => f.write_str("no cgroup2 hierarchy is mounted"),
+            HandleError::Manager(why) => write!(f, "the user manager could not say: {why}"),
+            HandleError::TimedOut { waited, remaining } => write!(
+                f,
+                "{} process(es) still in the scope after {} ms: {remaining:?}",
+                remaining.len(),
+                waited.as_millis()
+            ),
+            HandleError::Io(e) => write!(f, "cgroup access failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for HandleError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HandleError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for HandleError {
+    fn from(e: io::Error) -> Self {
+        HandleError::Io(e)
+    }
+}
+
+/// What the kernel says of a scope's usage; None where its controller is not enabled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScopeStats {
+    /// `memory.current`, bytes.
+    pub memory_current: Option<u64>,
+    /// `memory.peak`, bytes.
+    pub memory_peak: Option<u64>,
+    /// `pids.current`.
+    pub pids_current: Option<u64>,
+}
+
+/// How a kill empties a scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillMethod {
+    /// `cgroup.kill` (Linux 5.14+): every process at once, as systemd-oomd does.
+    CgroupKill,
+    /// Freeze the cgroup, SIGKILL each process, thaw; repeated until empty. For older kernels.
+    Signals,
+}
+
+/// A running scope of this library, found by unit name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeHandle {
+    unit: String,
+    cgroup: PathBuf,
+}
+
+impl ScopeHandle {
+    /// The scope `unit`, found through the cgroup of `pid` (a process launched in it), without
+    /// asking the manager. Refused unless `unit` is one of this library's names and `pid` is in it.
+    pub fn from_pid(unit: &str, pid: u32) -> Result<ScopeHandle, HandleError> {
+        ensure_ours(unit)?;
+        let relative = process_cgroup(pid)?;
+        if Path::new(&relative).file_name().and_then(|n| n.to_str()) != Some(unit) {
+            return Err(HandleError::NotInScope {
+                pid,
+                unit: unit.to_owned(),
+                cgroup: relative,
+            });
+        }
+        Self::at(unit, &relative)
+    }
+
+    /// The scope that process `pid` runs in, refused unless it is one of this library's.
+    pub fn of_process(pid: u32) -> Result<ScopeHandle, HandleError> {
+        let relative = process_cgroup(pid)?;
+        let unit = Path::new(&relative)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| parse_unit_name(n).is_some())
+            .ok_or_else(|| HandleError::NotOurs {
+                what: format!("the cgroup {relative} of process {pid}"),
+            })?
+            .to_owned();
+        Self::at(&unit, &relative)
+    }
+
+    /// The scope `unit`, found by asking the user manager reachable with `env` for its
+    /// `ControlGroup`, within `timeout`.
+    pub fn from_manager(
+        unit: &str,
+        env: &[(OsString, OsString)],
+        timeout: Duration,
+    ) -> Result<ScopeHandle, HandleError> {
+        ensure_ours(unit)?;
+        let systemctl = resolve_program("systemctl".as_ref(), env, Some(Path::new("/")))
+            .map_err(|_| HandleError::Manager("no systemctl in PATH".into()))?;
+        let mut cmd = Command::new(systemctl);
+        cmd.args([
+            "--user",
+            "show",
+            "-p",
+            "ControlGroup",
+            "--value",
+            "--",
+            unit,
+        ])
+        .current_dir("/");
+        set_env(&mut cmd, env);
+        let done = bounded::run(cmd, true, Instant::now() + timeout)
+            .map_err(|f| HandleError::Manager(format!("systemctl {f}")))?;
+        if !done.status.success() {
+            let said = String::from_utf8_lossy(&done.stderr).trim().to_owned();
+            return Err(HandleError::Manager(format!(
+                "systemctl {}: {said}",
+                done.status
+            )));
+        }
+        let relative = String::from_utf8_lossy(&done.stdout).trim().to_owned();
+        if relative.is_empty() {
+            return Err(HandleError::NotFound {
+                unit: unit.to_owned(),
+            });
+        }
+        Self::at(unit, &relative)
+    }
+
+    fn at(unit: &str, relative: &str) -> Result<ScopeHandle, HandleError> {
+        if Path::new(relative).file_name().and_then(|n| n.to_str()) != Some(unit) {
+            return Err(HandleError::NotOurs {
+                what: format!("the cgroup {relative}"),
+            });
+        }
+        let cgroup = cgroup2_mount()?.join(relative.trim_start_matches('/'));
+        if !cgroup.is_dir() {
+            return Err(HandleError::NotFound {
+                unit: unit.to_owned(),
+            });
+        }
+        Ok(ScopeHandle {
+            unit: unit.to_owned(),
+            cgroup,
+        })
+    }
+
+    /// The unit name.
+    pub fn unit(&self) -> &str {
+        &self.unit
+    }
+
+    /// The scope's cgroup directory.
+    pub fn cgroup_dir(&self) -> &Path {
+        &self.cgroup
+    }
+
+    /// Every process in the scope (and any cgroup below it); empty once the scope is gone.
+    pub fn pids(&self) -> Result<Vec<u32>, HandleError> {
+        let mut pids = Vec::new();
+        collect_pids(&self.cgroup, &mut pids)?;
+        pids.sort_unstable();
+        pids.dedup();
+        Ok(pids)
+    }
+
+    /// The scope's usage; a controller that is not enabled gives None, not an error.
+    pub fn stats(&self) -> ScopeStats {
+        let read = |name: &str| {
+            fs::read_to_string(self.cgroup.join(name))
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+        };
+        ScopeStats {
+            memory_current: read("memory.current"),
+            memory_peak: read("memory.peak"),
+            pids_current: read("pids.current"),
+        }
+    }
+
+    /// Kills every process in the scope and waits, up to `timeout`, until it is empty. Uses
+    /// `cgroup.kill` where the kernel has it, signals otherwise. Returns the processes that
+    /// were in the scope when the kill began.
+    pub fn kill(&self, timeout: Duration) -> Result<Vec<u32>, HandleError> {
+        let method = if self.cgroup.join("cgroup.kill").exists() {
+            KillMethod::CgroupKill
+        } else {
+            KillMethod::Signals
+        };
+        self.kill_with(method, timeout)
+    }
+
+    /// [`ScopeHandle::kill`] with a chosen method.
+    pub fn kill_with(
+        &self,
+        method: KillMethod,
+        timeout: Duration,
+    ) -> Result<Vec<u32>, HandleError> {
+        let deadline = Instant::now() + timeout;
+        ensure_ours(&self.unit)?;
+        let before = self.pids()?;
+        match method {
+            KillMethod::CgroupKill => match fs::write(self.cgroup.join("cgroup.kill"), "1") {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound && !self.cgroup.exists() => {}
+                Err(e) => return Err(e.into()),
+            },
+            KillMethod::Signals => self.signal_until_empty(deadline)?,
+        }
+        self.wait_until(deadline, timeout)?;
+        Ok(before)
+    }
+
+    /// Freezes the cgroup (so nothing forks away mid-kill), SIGKILLs each process, thaws, and
+    /// repeats until no process is left or the deadline passes.
+    fn signal_until_empty(&self, deadline: Instant) -> Result<(), HandleError> {
+        let freeze = self.cgroup.join("cgroup.freeze");
+        let kill = resolve_program("kill".as_ref(), &inherited_env(), None)
+            .unwrap_or_else(|_| "/bin/kill".into());
+        loop {
+            let _ = fs::write(&freeze, "1");
+            let pids = self.pids()?;
+            if !pids.is_empty() {
+                let mut cmd = Command::new(&kill);
+                cmd.args(["-s", "KILL", "--"])
+                    .args(pids.iter().map(u32::to_string));
+                // Some may have exited already (ESRCH): the next round sees what is left.
+                let _ = bounded::run(cmd, false, deadline);
+            }
+            let _ = fs::write(&freeze, "0");
+            if pids.is_empty() || Instant::now() >= deadline {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits up to `timeout` until no process is left in the scope.
+    pub fn wait_empty(&self, timeout: Duration) -> Result<(), HandleError> {
+        self.wait_until(Instant::now() + timeout, timeout)
+    }
+
+    fn wait_until(&self, deadline: Instant, waited: Duration) -> Result<(), HandleError> {
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let remaining = self.pids()?;
+            if remaining.is_empty() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(HandleError::TimedOut { waited, remaining });
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+}
+
+fn ensure_ours(unit: &str) -> Result<(), HandleError> {
+    match parse_unit_name(unit) {
+        Some(_) => Ok(()),
+        None => Err(HandleError::NotOurs {
+            what: format!("{unit:?}"),
+        }),
+    }
+}
+
+/// The cgroup2 path of `pid` (the `0::` line of /proc/PID/cgroup).
+pub fn process_cgroup(pid: u32) -> Result<String, HandleError> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_owned)
+        .ok_or(HandleError::NoCgroup2)
+}
+
+/// Where the cgroup2 hierarchy is mounted, from /proc/self/mountinfo.
+pub(crate) fn cgroup2_mount() -> Result<PathBuf, HandleError> {
+    let text = fs::read_to_string("/proc/self/mountinfo")?;
+    text.lines()
+        .find_map(cgroup2_mount_point)
+        .ok_or(HandleError::NoCgroup2)
+}
+
+/// The mount point of a mountinfo line whose file system type is cgroup2.
+fn cgroup2_mount_point(line: &str) -> Option<PathBuf> {
+    let (mount, fs) = line.split_once(" - ")?;
+    if fs.split(' ').next()? != "cgroup2" {
+        return None;
+    }
+    Some(PathBuf::from(unescape_mountinfo(mount.split(' ').nth(4)?)))
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
+fn unescape_mountinfo(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut rest = field;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let code = rest
+            .get(at + 1..at + 4)
+            .and_then(|o| u8::from_str_radix(o, 8).ok());
+        match code {
+            Some(byte) => {
+                out.push(char::from(byte));
+                rest = &rest[at + 4..];
+            }
+            None => {
+                out.push('\\');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn collect_pids(dir: &Path, pids: &mut Vec<u32>) -> Result<(), HandleError> {
+    match fs::read_to_string(dir.join("cgroup.procs")) {
+        Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            collect_pids(&entry.path(), pids)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_cgroup2_mount_point_with_escapes() {
+        let line = "47 46 0:38 / /sys/fs/cgroup rw,relatime - cgroup2 none rw";
+        assert_eq!(
+            cgroup2_mount_point(line),
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+        let hybrid = "30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid shared:5 - cgroup2 cgroup2 rw,nsdelegate";
+        assert_eq!(
+            cgroup2_mount_point(hybrid),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        let v1 = "31 25 0:27 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory";
+        assert_eq!(cgroup2_mount_point(v1), None);
+        assert_eq!(unescape_mountinfo(r"/a\040b\134c\"), "/a b\\c\\");
+    }
+
+    #[test]
+    fn names_that_are_not_ours_are_refused_before_anything_is_read() {
+        for unit in [
+            "app.slice",
+            "session-1.scope",
+            "synaps-tool-xyz.scope",
+            "../../x",
+        ] {
+            assert!(
+                matches!(
+                    ScopeHandle::from_pid(unit, 1),
+                    Err(HandleError::NotOurs { .. })
+                ),
+                "{unit}"
+            );
+            let refused = ScopeHandle::from_manager(unit, &[], Duration::from_secs(1));
+            assert!(
+                matches!(refused, Err(HandleError::NotOurs { .. })),
+                "{unit}"
+            );
+        }
+    }
+}

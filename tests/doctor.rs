@@ -1,0 +1,207 @@
+//! `synaps-scope doctor` in each state, against real managers: up, none, stopped, refused slice,
+//! off, required. Its JSON is checked with Python's json module.
+
+mod common;
+
+use std::ffi::OsString;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{env_with, env_without, rig, signal, Manager, TempDir};
+use synaps_scope::{inherited_env, set_env};
+
+fn doctor(args: &[&str], env: &[(OsString, OsString)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synaps-scope"));
+    cmd.arg("doctor").args(args);
+    set_env(&mut cmd, env);
+    cmd.output().unwrap()
+}
+
+/// Evaluates the Python expression `expr` over the parsed JSON `d`, printed with repr().
+fn json_query(json: &[u8], expr: &str) -> String {
+    let mut python = Command::new("python3")
+        .args([
+            "-c",
+            &format!("import json,sys; d=json.load(sys.stdin); print(repr({expr}))"),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 is on every machine of this project");
+    use std::io::Write;
+    python.stdin.take().unwrap().write_all(json).unwrap();
+    let out = python.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "not valid JSON: {}",
+        String::from_utf8_lossy(json)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn a_running_manager_gives_exit_0_with_version_timing_and_cgroup() {
+    let Some(rig) = rig() else { return };
+    let out = doctor(&["--json"], &inherited_env());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        json_query(&out.stdout, "d['systemd_run']['version']"),
+        rig.version.to_string()
+    );
+    let expand = if rig.version >= 254 { "True" } else { "False" };
+    assert_eq!(
+        json_query(&out.stdout, "d['systemd_run']['expand_environment_no']"),
+        expand
+    );
+    assert_eq!(
+        json_query(&out.stdout, "[k['state'] for k in d['kinds']]"),
+        "['scoped', 'scoped']"
+    );
+    assert_eq!(
+        json_query(
+            &out.stdout,
+            "all(isinstance(k['probe_ms'], int) for k in d['kinds'])"
+        ),
+        "True"
+    );
+    assert_eq!(
+        json_query(&out.stdout, "d['config']['process_scopes']"),
+        "{'value': 'on', 'origin': {'source': 'default'}}"
+    );
+    assert_eq!(
+        json_query(&out.stdout, "d['cgroup']"),
+        "'/'",
+        "the test runs in the rig's root cgroup"
+    );
+
+    let text = doctor(&[], &inherited_env());
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains(&format!("(systemd {})", rig.version)),
+        "{text}"
+    );
+    assert!(
+        text.contains("verdict:       scopes will be used (exit 0)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn no_manager_gives_exit_1_and_says_why() {
+    let Some(_rig) = rig() else { return };
+    let env = env_without(
+        &inherited_env(),
+        &["XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"],
+    );
+    let out = doctor(&["--json", "--kind", "tool"], &env);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        json_query(&out.stdout, "d['kinds'][0]['state']"),
+        "'direct'"
+    );
+    assert!(json_query(&out.stdout, "d['kinds'][0]['reason']").contains("XDG_RUNTIME_DIR"));
+    assert_eq!(
+        json_query(&out.stdout, "d['kinds'][0]['probe_ms']"),
+        "None",
+        "nothing was probed"
+    );
+}
+
+#[test]
+fn a_stopped_manager_gives_exit_1_within_the_bound() {
+    let Some(rig) = rig() else { return };
+    let manager = Manager::start(&rig);
+    signal(manager.pid(), "STOP");
+    let started = Instant::now();
+    let out = doctor(
+        &["--json", "--kind", "daemon", "--probe-timeout-ms", "500"],
+        &manager.env(),
+    );
+    let elapsed = started.elapsed();
+    signal(manager.pid(), "CONT");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
+    let reason = json_query(&out.stdout, "d['kinds'][0]['reason']");
+    assert!(reason.contains("timed out after"), "{reason}");
+    assert_eq!(
+        json_query(&out.stdout, "d['kinds'][0]['probe_ms'] >= 500"),
+        "True"
+    );
+}
+
+#[test]
+fn a_refused_slice_and_an_undefined_slice_are_both_explained() {
+    let Some(_rig) = rig() else { return };
+    let dir = TempDir::new("doctor-slices");
+    let config = dir.write(
+        "config",
+        "tool_scope_slice = doctortools.slice\ndaemon_scope_slice = doctor.service\n",
+        false,
+    );
+    let env = env_with(&[("SYNAPS_CONFIG", &config.clone().into_os_string())]);
+    let out = doctor(&["--json"], &env);
+    assert_eq!(out.status.code(), Some(1));
+    let tool = "d['kinds'][0]";
+    assert_eq!(
+        json_query(&out.stdout, &format!("{tool}['state']")),
+        "'scoped'"
+    );
+    assert_eq!(
+        json_query(&out.stdout, &format!("{tool}['slice_limits']")),
+        "{'set': {}, 'unit_file': None}"
+    );
+    assert!(json_query(&out.stdout, &format!("{tool}['slice_warning']")).contains("sets no limits"));
+    assert_eq!(
+        json_query(&out.stdout, "d['kinds'][1]['state']"),
+        "'direct'"
+    );
+    assert!(json_query(&out.stdout, "d['kinds'][1]['reason']").contains("is not a slice"));
+    let origin = json_query(&out.stdout, "d['config']['daemon_scope_slice']['origin']");
+    assert_eq!(
+        origin,
+        format!(
+            "{{'source': 'file', 'path': '{}', 'line': 2}}",
+            config.display()
+        )
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a slice"),
+        "the library's WARN is shown too"
+    );
+}
+
+#[test]
+fn off_gives_exit_1_and_required_gives_exit_2() {
+    let Some(_rig) = rig() else { return };
+    let off = doctor(
+        &["--json"],
+        &env_with(&[("SYNAPS_PROCESS_SCOPES", &"off".into())]),
+    );
+    assert_eq!(off.status.code(), Some(1));
+    assert!(json_query(&off.stdout, "d['kinds'][0]['reason']").contains("off"));
+    assert_eq!(
+        json_query(&off.stdout, "d['config']['process_scopes']['origin']"),
+        "{'source': 'environment', 'variable': 'SYNAPS_PROCESS_SCOPES'}"
+    );
+
+    let required = env_without(
+        &env_with(&[("SYNAPS_PROCESS_SCOPES", &"required".into())]),
+        &["XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"],
+    );
+    let out = doctor(&["--json"], &required);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        json_query(&out.stdout, "[k['state'] for k in d['kinds']]"),
+        "['refused', 'refused']"
+    );
+    let text = String::from_utf8(doctor(&[], &required).stdout).unwrap();
+    assert!(
+        text.contains("required mode will refuse launches (exit 2)"),
+        "{text}"
+    );
+}

@@ -1,0 +1,177 @@
+//! Scope handles (R15) against a real manager: a scope kill reaches descendants that left the
+//! process group; cgroups that are not this library's scopes are refused; usage reads of
+//! controllers the kernel does not offer are unknown, not errors.
+
+mod common;
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use common::{cgroup_of, rig, TempDir};
+use synaps_scope::{
+    inherited_env, launcher_for_env, set_env, HandleError, KillMethod, ScopeHandle,
+};
+
+/// Whether `pid` is a live (not zombie) process.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map(|s| !s.lines().any(|l| l.starts_with("State:\tZ")))
+        .unwrap_or(false)
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Spawns `argv` wrapped, as the leader of a new process group, once it is in its scope.
+fn spawn_scoped(argv: &[&str]) -> (Child, String) {
+    let env = inherited_env();
+    let launcher = launcher_for_env(&env).unwrap().expect("scoped");
+    let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+    let wrapped = launcher.wrap(&argv, &env, None);
+    let unit = wrapped.unit.unwrap();
+    let mut cmd = Command::new(&wrapped.argv[0]);
+    cmd.args(&wrapped.argv[1..]).process_group(0);
+    set_env(&mut cmd, &env);
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    wait_for("the child to enter its scope", || {
+        cgroup_of(pid).ends_with(&unit)
+    });
+    (child, unit)
+}
+
+fn scope_kill_reaches_an_escaped_descendant(method: KillMethod) {
+    let dir = TempDir::new("escape");
+    let pidfile = dir.path().join("escaped.pid");
+    let script = format!(
+        "( setsid sh -c 'echo $$ > {}; exec sleep 1000' & ); exec sleep 1000",
+        pidfile.display()
+    );
+    let (mut child, unit) = spawn_scoped(&["sh", "-c", &script]);
+    wait_for("the escaped pid", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n'))
+    });
+    let escaped: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{escaped}/stat")).unwrap();
+    let pgid: u32 = stat
+        .rsplit(") ")
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(pgid, child.id(), "the descendant left the process group");
+
+    let status = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .status()
+        .unwrap();
+    assert!(status.success(), "killpg of the original group");
+    child.wait().unwrap();
+    assert!(
+        alive(escaped),
+        "a process-group kill misses the escaped descendant"
+    );
+
+    let handle =
+        ScopeHandle::from_manager(&unit, &inherited_env(), Duration::from_secs(3)).unwrap();
+    assert_eq!(
+        ScopeHandle::from_pid(&unit, escaped).unwrap(),
+        handle,
+        "found by pid as by the manager"
+    );
+    assert_eq!(handle.pids().unwrap(), vec![escaped]);
+    let killed = handle.kill_with(method, Duration::from_secs(5)).unwrap();
+    assert_eq!(killed, vec![escaped]);
+    wait_for("the escaped process to die", || !alive(escaped));
+    assert_eq!(handle.pids().unwrap(), Vec::<u32>::new());
+    handle.wait_empty(Duration::from_millis(100)).unwrap();
+}
+
+#[test]
+fn cgroup_kill_reaches_descendants_that_left_the_process_group() {
+    let Some(_rig) = rig() else { return };
+    scope_kill_reaches_an_escaped_descendant(KillMethod::CgroupKill);
+}
+
+#[test]
+fn the_signal_fallback_reaches_them_too() {
+    let Some(_rig) = rig() else { return };
+    scope_kill_reaches_an_escaped_descendant(KillMethod::Signals);
+}
+
+#[test]
+fn a_direct_launch_and_foreign_cgroups_are_refused() {
+    let Some(_rig) = rig() else { return };
+    let mut direct = Command::new("sleep").arg("1000").spawn().unwrap();
+    let refused = ScopeHandle::of_process(direct.id()).unwrap_err();
+    assert!(matches!(refused, HandleError::NotOurs { .. }), "{refused}");
+    assert!(matches!(
+        ScopeHandle::of_process(std::process::id()),
+        Err(HandleError::NotOurs { .. })
+    ));
+
+    let env = inherited_env();
+    let launcher = launcher_for_env(&env).unwrap().unwrap();
+    let never_launched = launcher.wrap(&["sleep".into()], &env, None).unit.unwrap();
+    let refused = ScopeHandle::from_pid(&never_launched, direct.id()).unwrap_err();
+    assert!(
+        matches!(refused, HandleError::NotInScope { .. }),
+        "{refused}"
+    );
+    let missing =
+        ScopeHandle::from_manager(&never_launched, &env, Duration::from_secs(3)).unwrap_err();
+    assert!(matches!(missing, HandleError::NotFound { .. }), "{missing}");
+    for foreign in ["app.slice", "init.scope", "user@0.service"] {
+        let refused = ScopeHandle::from_manager(foreign, &env, Duration::from_secs(3)).unwrap_err();
+        assert!(
+            matches!(refused, HandleError::NotOurs { .. }),
+            "{foreign}: {refused}"
+        );
+    }
+    assert!(alive(direct.id()), "nothing touched the direct child");
+    direct.kill().unwrap();
+    direct.wait().unwrap();
+}
+
+#[test]
+fn usage_of_an_absent_controller_reads_as_unknown() {
+    let Some(_rig) = rig() else { return };
+    let (mut child, unit) = spawn_scoped(&["sleep", "1000"]);
+    let handle = ScopeHandle::of_process(child.id()).unwrap();
+    assert_eq!(handle.unit(), unit);
+    assert_eq!(handle.pids().unwrap(), vec![child.id()]);
+    let stats = handle.stats();
+    let offered = |file: &str| handle.cgroup_dir().join(file).exists();
+    assert_eq!(stats.memory_current.is_some(), offered("memory.current"));
+    assert_eq!(stats.memory_peak.is_some(), offered("memory.peak"));
+    assert_eq!(stats.pids_current.is_some(), offered("pids.current"));
+    let controllers = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap();
+    if !controllers.split_whitespace().any(|c| c == "memory") {
+        assert_eq!(
+            stats.memory_current, None,
+            "this machine's cgroup2 tree has no memory controller"
+        );
+    }
+    handle.kill(Duration::from_secs(5)).unwrap();
+    child.wait().unwrap();
+    wait_for("the emptied scope to be collected (--collect)", || {
+        matches!(
+            ScopeHandle::from_manager(&unit, &inherited_env(), Duration::from_secs(3)),
+            Err(HandleError::NotFound { .. })
+        )
+    });
+}
