@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The project's whole test suite: formatting, lints, then every test (unit, integration, CLI,
-# doc) against a real private systemd user manager, once on systemd 252 and once on 254.
+# The project's whole test suite: formatting, lints, then every test (unit, integration, CLI, doc,
+# and the C ABI from C under sanitizers) against a real private systemd user manager, once on
+# systemd 252 and once on 254, plus the installed C library built through pkg-config.
 #
 #   scripts/test.sh                      # everything, both versions (as root)
 #   SYNAPS_SYSTEMD_VERSIONS=254 scripts/test.sh
@@ -17,11 +18,17 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --all-targets --locked
 
+echo "== C library: install into a scratch prefix"
+c_prefix="$(mktemp -d)"
+trap 'rm -rf "$c_prefix"' EXIT
+scripts/install-c.sh --prefix "$c_prefix"
+
 summary=()
 for version in ${SYNAPS_SYSTEMD_VERSIONS:-252 254}; do
   echo "== tests against systemd $version"
   log="$(mktemp)"
   status=0
+  scripts/systemd-rig.sh --systemd "$version" -- scripts/check-c-example.sh "$c_prefix" || status=$?
   scripts/systemd-rig.sh --systemd "$version" -- cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
   read -r passed failed ignored < <(awk '/^test result:/ {
       for (i = 1; i < NF; i++) {

@@ -2,6 +2,8 @@
 //! block that the probe, program resolution and the child all see.
 
 use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::process::Command;
 
 /// Snapshots the process environment, to be taken before child-specific overrides are applied.
@@ -30,6 +32,43 @@ pub fn with_overrides(
 pub fn set_env(cmd: &mut Command, env: &[(OsString, OsString)]) {
     cmd.env_clear();
     cmd.envs(env.iter().map(|(k, v)| (k, v)));
+}
+
+/// Why a `KEY=VALUE` environment entry was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnvEntryError {
+    /// The entry has no `=`.
+    NoEquals,
+    /// The entry starts with `=`: its key is empty.
+    EmptyKey,
+}
+
+impl fmt::Display for EnvEntryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EnvEntryError::NoEquals => "it has no '=' (expected KEY=VALUE)",
+            EnvEntryError::EmptyKey => "its key is empty (expected KEY=VALUE)",
+        })
+    }
+}
+
+impl std::error::Error for EnvEntryError {}
+
+/// Splits one `KEY=VALUE` entry of an `environ`-style block at its first `=`. Keys and values
+/// are bytes; the value may be empty or contain further `=`.
+pub fn parse_env_entry(entry: &[u8]) -> Result<(OsString, OsString), EnvEntryError> {
+    let at = entry
+        .iter()
+        .position(|&b| b == b'=')
+        .ok_or(EnvEntryError::NoEquals)?;
+    if at == 0 {
+        return Err(EnvEntryError::EmptyKey);
+    }
+    let (key, value) = (&entry[..at], &entry[at + 1..]);
+    Ok((
+        OsStr::from_bytes(key).to_owned(),
+        OsStr::from_bytes(value).to_owned(),
+    ))
 }
 
 /// The value of `key` in `env`; the last entry wins, as it does for [`Command::envs`].
@@ -72,6 +111,19 @@ mod tests {
         assert_eq!(lookup(&env, "E"), Some(OsStr::new("")));
         assert_eq!(lookup_non_empty(&env, "E"), None);
         assert_eq!(lookup(&env, "missing"), None);
+    }
+
+    #[test]
+    fn entries_split_at_the_first_equals_sign() {
+        let (k, v) = parse_env_entry(b"A=b=c").unwrap();
+        assert_eq!((k.as_bytes(), v.as_bytes()), (&b"A"[..], &b"b=c"[..]));
+        let (k, v) = parse_env_entry(b"E=").unwrap();
+        assert_eq!((k.as_bytes(), v.as_bytes()), (&b"E"[..], &b""[..]));
+        let (_, v) = parse_env_entry(b"X=\xff\xfe").unwrap();
+        assert_eq!(v.as_bytes(), b"\xff\xfe");
+        assert_eq!(parse_env_entry(b"NOEQUALS"), Err(EnvEntryError::NoEquals));
+        assert_eq!(parse_env_entry(b""), Err(EnvEntryError::NoEquals));
+        assert_eq!(parse_env_entry(b"=value"), Err(EnvEntryError::EmptyKey));
     }
 
     #[test]

@@ -1,0 +1,273 @@
+//! `scope_handle` across the C ABI: find, inspect, kill and wait for a scope (R15).
+
+use std::ffi::{c_char, CString};
+use std::os::unix::ffi::OsStrExt;
+use std::ptr;
+
+use super::{
+    c_string, env_arg, guard, guard_value, out_arg, scope_result, str_arg, timeout_arg, Failure,
+};
+use crate::handle::{HandleError, ScopeHandle};
+
+/// A running scope of this library, found by unit name. Free with [`scope_handle_free`].
+pub struct scope_handle {
+    inner: ScopeHandle,
+    unit: CString,
+    cgroup: CString,
+}
+
+/// A usage figure the kernel does not offer (its controller is not enabled).
+pub const SCOPE_STAT_UNKNOWN: u64 = u64::MAX;
+
+/// A scope's usage; each figure is [`SCOPE_STAT_UNKNOWN`] where its controller is not enabled.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct scope_stats {
+    /// `memory.current`, bytes.
+    pub memory_current: u64,
+    /// `memory.peak`, bytes.
+    pub memory_peak: u64,
+    /// `pids.current`.
+    pub pids_current: u64,
+}
+
+fn handle_failure(e: HandleError) -> Failure {
+    let code = match &e {
+        HandleError::NotOurs { .. } => scope_result::NotOurs,
+        HandleError::NotInScope { .. } => scope_result::NotInScope,
+        HandleError::NotFound { .. } => scope_result::NotFound,
+        HandleError::NoCgroup2 => scope_result::NoCgroup2,
+        HandleError::Manager(_) => scope_result::Manager,
+        HandleError::TimedOut { .. } => scope_result::TimedOut,
+        _ => scope_result::Io,
+    };
+    Failure::new(code, e.to_string())
+}
+
+fn into_handle(inner: ScopeHandle, out: *mut *mut scope_handle) -> Result<(), Failure> {
+    let unit = c_string(inner.unit().as_bytes().to_vec())?;
+    let cgroup = c_string(inner.cgroup_dir().as_os_str().as_bytes().to_vec())?;
+    let handle = Box::new(scope_handle {
+        inner,
+        unit,
+        cgroup,
+    });
+    // SAFETY: every caller checked `out` non-NULL first; the C caller guarantees it is writable.
+    unsafe { *out = Box::into_raw(handle) };
+    Ok(())
+}
+
+/// The scope `unit` found through the cgroup of `pid`, a process launched in it. Refused
+/// (`SCOPE_RESULT_NOT_OURS`) unless `unit` is one of this library's names, and
+/// (`SCOPE_RESULT_NOT_IN_SCOPE`) unless `pid` is in it.
+///
+/// # Safety
+/// `unit` is NULL or a NUL-terminated string; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_from_pid(
+    unit: *const c_char,
+    pid: u32,
+    out: *mut *mut scope_handle,
+) -> scope_result {
+    guard(|| {
+        out_arg(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let unit = unsafe { str_arg(unit, "unit") }?;
+        into_handle(
+            ScopeHandle::from_pid(unit, pid).map_err(handle_failure)?,
+            out,
+        )
+    })
+}
+
+/// The scope that process `pid` runs in, refused unless it is one of this library's.
+///
+/// # Safety
+/// `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_of_process(
+    pid: u32,
+    out: *mut *mut scope_handle,
+) -> scope_result {
+    guard(|| {
+        out_arg(out, "out")?;
+        into_handle(ScopeHandle::of_process(pid).map_err(handle_failure)?, out)
+    })
+}
+
+/// The scope `unit`, found by asking the user manager reachable with `envp` (NULL: this
+/// process's environment), within `timeout_ms`.
+///
+/// # Safety
+/// `unit` is NULL or a NUL-terminated string; `envp` is NULL or a NULL-terminated array of
+/// NUL-terminated strings; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_from_manager(
+    unit: *const c_char,
+    envp: *const *const c_char,
+    timeout_ms: u32,
+    out: *mut *mut scope_handle,
+) -> scope_result {
+    guard(|| {
+        out_arg(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let unit = unsafe { str_arg(unit, "unit") }?;
+        // SAFETY: forwarded from the caller.
+        let env = unsafe { env_arg(envp) }?;
+        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
+        into_handle(
+            ScopeHandle::from_manager(unit, &env, timeout).map_err(handle_failure)?,
+            out,
+        )
+    })
+}
+
+/// The handle's unit name (NULL for NULL), valid while the handle lives.
+///
+/// # Safety
+/// `handle` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_unit(handle: *const scope_handle) -> *const c_char {
+    // SAFETY: NULL or live per the caller.
+    guard_value(ptr::null(), || {
+        unsafe { handle.as_ref() }.map_or(ptr::null(), |h| h.unit.as_ptr())
+    })
+}
+
+/// The scope's cgroup directory (NULL for NULL), valid while the handle lives.
+///
+/// # Safety
+/// `handle` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_cgroup(handle: *const scope_handle) -> *const c_char {
+    // SAFETY: NULL or live per the caller.
+    guard_value(ptr::null(), || {
+        unsafe { handle.as_ref() }.map_or(ptr::null(), |h| h.cgroup.as_ptr())
+    })
+}
+
+/// The processes in the scope: `*pids` (free with [`scope_pids_free`]) holding `*len` entries.
+/// An empty scope gives `*pids` NULL and `*len` 0.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `pids` and `len` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_pids(
+    handle: *const scope_handle,
+    pids: *mut *mut u32,
+    len: *mut usize,
+) -> scope_result {
+    guard(|| {
+        out_arg(pids, "pids")?;
+        out_arg(len, "len")?;
+        // SAFETY: NULL or live per the caller.
+        let handle = unsafe { handle.as_ref() }
+            .ok_or_else(|| Failure::new(scope_result::NullParameter, "handle is NULL"))?;
+        let found = handle.inner.pids().map_err(handle_failure)?;
+        let count = found.len();
+        let array = if found.is_empty() {
+            ptr::null_mut()
+        } else {
+            Box::into_raw(found.into_boxed_slice()).cast::<u32>()
+        };
+        // SAFETY: both checked non-NULL; writable per the caller.
+        unsafe {
+            *pids = array;
+            *len = count;
+        }
+        Ok(())
+    })
+}
+
+/// Frees an array from [`scope_handle_pids`] (NULL is accepted and ignored).
+///
+/// # Safety
+/// `pids` is NULL or from `scope_handle_pids` with its `len`, not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn scope_pids_free(pids: *mut u32, len: usize) {
+    guard_value((), || {
+        if !pids.is_null() {
+            // SAFETY: the pointer and length of a boxed slice from scope_handle_pids, freed once.
+            drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(pids, len)) });
+        }
+    })
+}
+
+/// The scope's usage into `*out`; absent controllers read as [`SCOPE_STAT_UNKNOWN`].
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_stats(
+    handle: *const scope_handle,
+    out: *mut scope_stats,
+) -> scope_result {
+    guard(|| {
+        out_arg(out, "out")?;
+        // SAFETY: NULL or live per the caller.
+        let handle = unsafe { handle.as_ref() }
+            .ok_or_else(|| Failure::new(scope_result::NullParameter, "handle is NULL"))?;
+        let stats = handle.inner.stats();
+        let known = |v: Option<u64>| v.unwrap_or(SCOPE_STAT_UNKNOWN);
+        // SAFETY: checked non-NULL; writable per the caller.
+        unsafe {
+            *out = scope_stats {
+                memory_current: known(stats.memory_current),
+                memory_peak: known(stats.memory_peak),
+                pids_current: known(stats.pids_current),
+            }
+        };
+        Ok(())
+    })
+}
+
+/// Kills every process in the scope (descendants that left the process group included) and
+/// waits up to `timeout_ms` until it is empty.
+///
+/// # Safety
+/// `handle` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_kill(
+    handle: *const scope_handle,
+    timeout_ms: u32,
+) -> scope_result {
+    guard(|| {
+        // SAFETY: NULL or live per the caller.
+        let handle = unsafe { handle.as_ref() }
+            .ok_or_else(|| Failure::new(scope_result::NullParameter, "handle is NULL"))?;
+        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
+        handle.inner.kill(timeout).map(drop).map_err(handle_failure)
+    })
+}
+
+/// Waits up to `timeout_ms` until no process is left in the scope.
+///
+/// # Safety
+/// `handle` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_wait_empty(
+    handle: *const scope_handle,
+    timeout_ms: u32,
+) -> scope_result {
+    guard(|| {
+        // SAFETY: NULL or live per the caller.
+        let handle = unsafe { handle.as_ref() }
+            .ok_or_else(|| Failure::new(scope_result::NullParameter, "handle is NULL"))?;
+        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
+        handle.inner.wait_empty(timeout).map_err(handle_failure)
+    })
+}
+
+/// Frees a handle (NULL is accepted and ignored). The scope itself is not touched.
+///
+/// # Safety
+/// `handle` is NULL or a handle from this library, not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_free(handle: *mut scope_handle) {
+    guard_value((), || {
+        if !handle.is_null() {
+            // SAFETY: a pointer from Box::into_raw, freed at most once per the caller.
+            drop(unsafe { Box::from_raw(handle) });
+        }
+    })
+}

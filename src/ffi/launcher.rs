@@ -1,0 +1,313 @@
+//! `scope_launcher`, `scope_argv` and program resolution across the C ABI.
+
+use std::ffi::{c_char, CString};
+use std::os::unix::ffi::OsStringExt;
+use std::ptr;
+
+use super::{
+    argv_arg, c_string, env_arg, guard, guard_value, kind_arg, out_arg, path_arg, scope_kind,
+    scope_result, timeout_arg, Failure, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL,
+};
+use crate::kind::ScopeKind;
+use crate::launcher::{launcher_with_options, LauncherOptions, ScopeError, ScopeLauncher};
+use crate::resolve::resolve_program;
+
+/// A launcher: turns an argv into one that runs in a new scope. Immutable, so one launcher may be
+/// shared by any number of threads. Free with [`scope_launcher_free`].
+pub struct scope_launcher {
+    inner: ScopeLauncher,
+    slice: Option<CString>,
+}
+
+/// A wrapped command line. Free with [`scope_argv_free`]; not to be shared between threads
+/// while one of them frees it.
+pub struct scope_argv {
+    args: Vec<CString>,
+    /// Pointers into `args`, then NULL: what execve and posix_spawn take.
+    pointers: Vec<*mut c_char>,
+    unit: Option<CString>,
+}
+
+/// Runs a fresh, bounded (3 s) availability check for a launch of `kind` with the environment
+/// `envp` (a NULL-terminated `KEY=VALUE` array as execve takes, or NULL for this process's).
+/// On success `*out` is a launcher, or NULL when the launch should go direct. In `required` mode,
+/// unavailable scopes return `SCOPE_RESULT_REQUIRED_UNAVAILABLE`. May block up to the bound.
+///
+/// # Safety
+/// `envp` is NULL or a NULL-terminated array of NUL-terminated strings; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_launcher_for_env(
+    envp: *const *const c_char,
+    kind: scope_kind,
+    out: *mut *mut scope_launcher,
+) -> scope_result {
+    let default_ms = u32::try_from(crate::DEFAULT_PROBE_TIMEOUT.as_millis()).unwrap_or(u32::MAX);
+    // SAFETY: forwarded from the caller.
+    unsafe { scope_launcher_for_env_timeout(envp, kind, default_ms, out) }
+}
+
+/// [`scope_launcher_for_env`] with a probe bound of `probe_timeout_ms` (at least 1).
+///
+/// # Safety
+/// As [`scope_launcher_for_env`].
+#[no_mangle]
+pub unsafe extern "C" fn scope_launcher_for_env_timeout(
+    envp: *const *const c_char,
+    kind: scope_kind,
+    probe_timeout_ms: u32,
+    out: *mut *mut scope_launcher,
+) -> scope_result {
+    guard(|| {
+        out_arg(out, "out")?;
+        let kind = kind_arg(kind)?;
+        let probe_timeout = timeout_arg(probe_timeout_ms, "probe_timeout_ms")?;
+        // SAFETY: forwarded from the caller.
+        let env = unsafe { env_arg(envp) }?;
+        let launcher = launcher_with_options(&env, kind, &LauncherOptions { probe_timeout })
+            .map_err(|e| match e {
+                ScopeError::Unavailable { .. } => {
+                    Failure::new(scope_result::RequiredUnavailable, e.to_string())
+                }
+            })?;
+        let handle = match launcher {
+            Some(inner) => {
+                let slice = inner
+                    .slice()
+                    .map(|s| c_string(s.as_bytes().to_vec()))
+                    .transpose()?;
+                Box::into_raw(Box::new(scope_launcher { inner, slice }))
+            }
+            None => ptr::null_mut(),
+        };
+        // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
+        unsafe { *out = handle };
+        Ok(())
+    })
+}
+
+/// Frees a launcher (NULL is accepted and ignored).
+///
+/// # Safety
+/// `launcher` is NULL or from [`scope_launcher_for_env`], not yet freed, and not in use.
+#[no_mangle]
+pub unsafe extern "C" fn scope_launcher_free(launcher: *mut scope_launcher) {
+    guard_value((), || {
+        if !launcher.is_null() {
+            // SAFETY: a pointer from Box::into_raw, freed at most once per the caller.
+            drop(unsafe { Box::from_raw(launcher) });
+        }
+    })
+}
+
+/// The launcher's kind (`SCOPE_KIND_TOOL` for NULL).
+///
+/// # Safety
+/// `launcher` is NULL or a live launcher.
+#[no_mangle]
+pub unsafe extern "C" fn scope_launcher_kind(launcher: *const scope_launcher) -> scope_kind {
+    // SAFETY: NULL or a live launcher per the caller.
+    guard_value(SCOPE_KIND_TOOL, || {
+        match unsafe { launcher.as_ref() }.map(|l| l.inner.kind()) {
+            Some(ScopeKind::Daemon) => SCOPE_KIND_DAEMON,
+            _ => SCOPE_KIND_TOOL,
+        }
+    })
+}
+
+/// The slice passed as `--slice` (NULL when none, or for a NULL launcher); valid while the
+/// launcher lives.
+///
+/// # Safety
+/// `launcher` is NULL or a live launcher.
+#[no_mangle]
+pub unsafe extern "C" fn scope_launcher_slice(launcher: *const scope_launcher) -> *const c_char {
+    guard_value(ptr::null(), || {
+        // SAFETY: NULL or a live launcher per the caller.
+        unsafe { launcher.as_ref() }
+            .and_then(|l| l.slice.as_ref())
+            .map_or(ptr::null(), |s| s.as_ptr())
+    })
+}
+
+/// The major version of the systemd-run in use (0 when unknown, or for a NULL launcher).
+///
+/// # Safety
+/// `launcher` is NULL or a live launcher.
+#[no_mangle]
+pub unsafe extern "C" fn scope_launcher_systemd_version(launcher: *const scope_launcher) -> u32 {
+    guard_value(0, || {
+        // SAFETY: NULL or a live launcher per the caller.
+        unsafe { launcher.as_ref() }
+            .and_then(|l| l.inner.systemd_version())
+            .unwrap_or(0)
+    })
+}
+
+/// Rewrites `argv` (NULL-terminated; arguments are bytes, not necessarily UTF-8) to run in a new
+/// scope. `envp` (NULL: this process's environment) and `cwd` (NULL: this process's) are the
+/// child's: the program is resolved with them. A program that cannot be resolved is left
+/// unwrapped, so the spawn fails as it would without scopes; [`scope_argv_unit`] is then NULL.
+/// After a successful probe, a failure of the wrapped launch must be reported, never retried
+/// as a direct launch: the command may already have run.
+///
+/// # Safety
+/// `launcher` is a live launcher; `argv` and `envp` are NULL or NULL-terminated arrays of
+/// NUL-terminated strings; `cwd` is NULL or a NUL-terminated string; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_wrap_argv(
+    launcher: *const scope_launcher,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    cwd: *const c_char,
+    out: *mut *mut scope_argv,
+) -> scope_result {
+    guard(|| {
+        out_arg(out, "out")?;
+        // SAFETY: NULL or a live launcher per the caller.
+        let launcher =
+            unsafe { launcher.as_ref() }.ok_or_else(|| Failure::null("launcher").with_hint())?;
+        // SAFETY: forwarded from the caller.
+        let argv = unsafe { argv_arg(argv) }?;
+        // SAFETY: forwarded from the caller.
+        let env = unsafe { env_arg(envp) }?;
+        // SAFETY: forwarded from the caller.
+        let cwd = unsafe { path_arg(cwd) };
+        let wrapped = launcher.inner.wrap(&argv, &env, cwd.as_deref());
+        let args = wrapped
+            .argv
+            .into_iter()
+            .map(|a| c_string(a.into_vec()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let unit = wrapped.unit.map(|u| c_string(u.into_bytes())).transpose()?;
+        let mut pointers: Vec<*mut c_char> = args.iter().map(|a| a.as_ptr().cast_mut()).collect();
+        pointers.push(ptr::null_mut());
+        let handle = Box::new(scope_argv {
+            args,
+            pointers,
+            unit,
+        });
+        // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
+        unsafe { *out = Box::into_raw(handle) };
+        Ok(())
+    })
+}
+
+impl Failure {
+    /// The launcher argument is NULL also when the request said "launch directly".
+    fn with_hint(self) -> Self {
+        Failure(
+            self.0,
+            format!(
+                "{} (a NULL launcher from scope_launcher_for_env means: launch directly)",
+                self.1
+            ),
+        )
+    }
+}
+
+/// The number of arguments (0 for NULL).
+///
+/// # Safety
+/// `argv` is NULL or a live `scope_argv`.
+#[no_mangle]
+pub unsafe extern "C" fn scope_argv_len(argv: *const scope_argv) -> usize {
+    // SAFETY: NULL or live per the caller.
+    guard_value(0, || unsafe { argv.as_ref() }.map_or(0, |a| a.args.len()))
+}
+
+/// The arguments as a NULL-terminated array ready for `execve`/`posix_spawn` (NULL for NULL),
+/// valid while `argv` lives. The strings must not be modified.
+///
+/// # Safety
+/// `argv` is NULL or a live `scope_argv`.
+#[no_mangle]
+pub unsafe extern "C" fn scope_argv_ptr(argv: *const scope_argv) -> *const *mut c_char {
+    // SAFETY: NULL or live per the caller.
+    guard_value(ptr::null(), || {
+        unsafe { argv.as_ref() }.map_or(ptr::null(), |a| a.pointers.as_ptr())
+    })
+}
+
+/// Argument `index` (NULL when out of range), its byte length in `*len` when `len` is not NULL.
+/// Arguments are bytes and may not be UTF-8. Valid while `argv` lives.
+///
+/// # Safety
+/// `argv` is NULL or a live `scope_argv`; `len` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_argv_get(
+    argv: *const scope_argv,
+    index: usize,
+    len: *mut usize,
+) -> *const c_char {
+    guard_value(ptr::null(), || {
+        // SAFETY: NULL or live per the caller.
+        let Some(arg) = unsafe { argv.as_ref() }.and_then(|a| a.args.get(index)) else {
+            return ptr::null();
+        };
+        if !len.is_null() {
+            // SAFETY: non-NULL and writable per the caller.
+            unsafe { *len = arg.as_bytes().len() };
+        }
+        arg.as_ptr()
+    })
+}
+
+/// The scope's unit name (`synaps-<kind>-<32 hex>.scope`), or NULL when the argv was left
+/// unwrapped (or for NULL). Valid while `argv` lives.
+///
+/// # Safety
+/// `argv` is NULL or a live `scope_argv`.
+#[no_mangle]
+pub unsafe extern "C" fn scope_argv_unit(argv: *const scope_argv) -> *const c_char {
+    guard_value(ptr::null(), || {
+        // SAFETY: NULL or live per the caller.
+        unsafe { argv.as_ref() }
+            .and_then(|a| a.unit.as_ref())
+            .map_or(ptr::null(), |u| u.as_ptr())
+    })
+}
+
+/// Frees a wrapped argv (NULL is accepted and ignored).
+///
+/// # Safety
+/// `argv` is NULL or from [`scope_wrap_argv`], not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn scope_argv_free(argv: *mut scope_argv) {
+    guard_value((), || {
+        if !argv.is_null() {
+            // SAFETY: a pointer from Box::into_raw, freed at most once per the caller.
+            drop(unsafe { Box::from_raw(argv) });
+        }
+    })
+}
+
+/// Resolves `program` as execvp in a child with environment `envp` (NULL: this process's) and
+/// working directory `cwd` (NULL: this process's) would. On success `*out` is the absolute path,
+/// to be freed with `scope_string_free`; a missing program is `SCOPE_RESULT_NOT_FOUND`.
+///
+/// # Safety
+/// `program` and `cwd` are NULL or NUL-terminated strings; `envp` as for
+/// [`scope_launcher_for_env`]; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_resolve_program(
+    program: *const c_char,
+    envp: *const *const c_char,
+    cwd: *const c_char,
+    out: *mut *mut c_char,
+) -> scope_result {
+    guard(|| {
+        out_arg(out, "out")?;
+        // SAFETY: NULL or a NUL-terminated string per the caller.
+        let program = unsafe { path_arg(program) }.ok_or_else(|| Failure::null("program"))?;
+        // SAFETY: forwarded from the caller.
+        let env = unsafe { env_arg(envp) }?;
+        // SAFETY: forwarded from the caller.
+        let cwd = unsafe { path_arg(cwd) };
+        let path = resolve_program(program.as_os_str(), &env, cwd.as_deref())
+            .map_err(|e| Failure::new(scope_result::NotFound, e.to_string()))?;
+        let path = c_string(path.into_os_string().into_vec())?;
+        // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
+        unsafe { *out = path.into_raw() };
+        Ok(())
+    })
+}

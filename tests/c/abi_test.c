@@ -1,0 +1,498 @@
+/* The C ABI, exercised from C against a real systemd user manager. Compiled with
+ * -Wall -Wextra -Werror -pedantic under AddressSanitizer and UBSan by tests/c_abi.rs, which runs
+ * each scenario (argv[1]) in its own process. Exit 0 means the scenario held. */
+#define _GNU_SOURCE
+#include "synaps_scope.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define CHECK(cond, ...)                                                              \
+    do {                                                                              \
+        if (!(cond)) {                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);  \
+            fprintf(stderr, __VA_ARGS__);                                             \
+            fprintf(stderr, " (scope_last_error: %s)\n", scope_last_error());        \
+            exit(1);                                                                  \
+        }                                                                             \
+    } while (0)
+
+/* A sentinel that must survive any failed call: out-parameters are written only on success. */
+static char sentinel_storage;
+#define SENTINEL ((void *)&sentinel_storage)
+
+static const char *scratch_dir(void) {
+    static char dir[256];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/synaps-cabi-%d", (int)getpid());
+        CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST, "mkdir %s", dir);
+    }
+    return dir;
+}
+
+static char *scratch_path(const char *name) {
+    size_t size = strlen(scratch_dir()) + strlen(name) + 2;
+    char *path = malloc(size);
+    CHECK(path != NULL, "malloc");
+    snprintf(path, size, "%s/%s", scratch_dir(), name);
+    return path;
+}
+
+/* environ without the variables named in `drop` (NULL-terminated), plus `add` entries. The
+ * array is malloc'd; its strings are borrowed. */
+static const char **env_edit(const char *const *drop, const char *const *add) {
+    size_t n = 0, k = 0;
+    while (environ[n]) n++;
+    while (add && add[k]) k++;
+    const char **env = calloc(n + k + 1, sizeof *env);
+    CHECK(env != NULL, "calloc");
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        int dropped = 0;
+        for (size_t d = 0; drop && drop[d]; d++) {
+            size_t len = strlen(drop[d]);
+            if (strncmp(environ[i], drop[d], len) == 0 && environ[i][len] == '=') dropped = 1;
+        }
+        if (!dropped) env[out++] = environ[i];
+    }
+    for (size_t i = 0; i < k; i++) env[out++] = add[i];
+    env[out] = NULL;
+    return env;
+}
+
+static const char *const NO_BUS[] = {"XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", NULL};
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "open %s", path);
+    char *data = malloc(1 << 16);
+    CHECK(data != NULL, "malloc");
+    size_t got = fread(data, 1, (1 << 16) - 1, f);
+    fclose(f);
+    data[got] = '\0';
+    if (len) *len = got;
+    return data;
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "create %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static pid_t spawn(char *const *argv, int new_group) {
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    if (new_group) {
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&attr, 0);
+    }
+    pid_t pid;
+    int err = posix_spawn(&pid, argv[0], NULL, &attr, argv, environ);
+    posix_spawnattr_destroy(&attr);
+    CHECK(err == 0, "posix_spawn %s: %s", argv[0], strerror(err));
+    return pid;
+}
+
+static int wait_exit(pid_t pid) {
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int ends_with(const char *text, const char *suffix) {
+    size_t t = strlen(text), s = strlen(suffix);
+    return t >= s && strcmp(text + t - s, suffix) == 0;
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int alive(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char buf[512];
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    const char *close = strrchr(buf, ')');
+    return close && close[1] == ' ' && close[2] != 'Z';
+}
+
+static scope_launcher *must_launcher(const char *const *envp) {
+    scope_launcher *launcher = SENTINEL;
+    scope_result r = scope_launcher_for_env(envp, SCOPE_KIND_TOOL, &launcher);
+    CHECK(r == SCOPE_RESULT_OK, "scope_launcher_for_env returned %u", (unsigned)r);
+    CHECK(launcher != NULL && launcher != SENTINEL, "expected a launcher from the rig's manager");
+    return launcher;
+}
+
+static scope_argv *must_wrap(const scope_launcher *launcher, const char *const *argv) {
+    scope_argv *wrapped = SENTINEL;
+    scope_result r = scope_wrap_argv(launcher, argv, NULL, NULL, &wrapped);
+    CHECK(r == SCOPE_RESULT_OK && wrapped != SENTINEL, "scope_wrap_argv returned %u", (unsigned)r);
+    return wrapped;
+}
+
+/* The first line of the child's report file: its cgroup, and it must be the unit's. */
+static void check_cgroup_file(const char *path, const char *unit) {
+    char *text = read_file(path, NULL);
+    char *newline = strchr(text, '\n');
+    if (newline) *newline = '\0';
+    CHECK(ends_with(text, unit), "cgroup %s is not in %s", text, unit);
+    free(text);
+}
+
+static int scenario_abi_version(void) {
+    CHECK(scope_abi_version() == SCOPE_ABI_VERSION, "header %d, library %u", SCOPE_ABI_VERSION, scope_abi_version());
+    CHECK(strlen(scope_version()) > 0, "empty version");
+    CHECK(strcmp(scope_result_name(SCOPE_RESULT_OK), "ok") == 0, "%s", scope_result_name(0));
+    CHECK(strcmp(scope_result_name(999), "unknown result") == 0, "%s", scope_result_name(999));
+    CHECK(scope_last_error() != NULL, "scope_last_error is never NULL");
+    return 0;
+}
+
+static int scenario_scoped_spawn(void) {
+    scope_launcher *launcher = must_launcher(NULL);
+    const char *expected = getenv("SYNAPS_RIG_SYSTEMD_VERSION");
+    CHECK(expected && scope_launcher_systemd_version(launcher) == (uint32_t)atoi(expected), "version %u",
+          scope_launcher_systemd_version(launcher));
+    CHECK(scope_launcher_kind(launcher) == SCOPE_KIND_TOOL, "kind");
+    CHECK(scope_launcher_slice(launcher) == NULL, "no slice configured");
+
+    char *report = scratch_path("report");
+    const char *argv[] = {"sh", "-c", "grep ^0:: /proc/$$/cgroup > \"$0\"; echo $$ >> \"$0\"", report, NULL};
+    scope_argv *wrapped = must_wrap(launcher, argv);
+    const char *unit = scope_argv_unit(wrapped);
+    CHECK(unit && strncmp(unit, "synaps-tool-", 12) == 0, "unit %s", unit ? unit : "(null)");
+    CHECK(scope_argv_ptr(wrapped)[scope_argv_len(wrapped)] == NULL, "NULL-terminated");
+    pid_t pid = spawn(scope_argv_ptr(wrapped), 0);
+    CHECK(wait_exit(pid) == 0, "the scoped child failed");
+    check_cgroup_file(report, unit);
+    char *text = read_file(report, NULL);
+    char pid_line[32];
+    snprintf(pid_line, sizeof pid_line, "\n%d\n", (int)pid);
+    CHECK(strstr(text, pid_line) != NULL, "the spawned pid %d is the command's pid: %s", (int)pid, text);
+    free(text);
+    free(report);
+    scope_argv_free(wrapped);
+    scope_launcher_free(launcher);
+    return 0;
+}
+
+static int scenario_nonutf8_argv(void) {
+    scope_launcher *launcher = must_launcher(NULL);
+    char *out = scratch_path("args");
+    const char *payload[] = {"\xff\xfe", "${HOME}", "", "-h", "--", "caf\xc3\xa9 \"q\" \\", "line\nbreak"};
+    const size_t count = sizeof payload / sizeof payload[0];
+    const char *argv[5 + sizeof payload / sizeof payload[0]];
+    argv[0] = "sh";
+    argv[1] = "-c";
+    argv[2] = "for a; do printf '%s\\0' \"$a\"; done > \"$0\"";
+    argv[3] = out;
+    for (size_t i = 0; i < count; i++) argv[4 + i] = payload[i];
+    argv[4 + count] = NULL;
+    scope_argv *wrapped = must_wrap(launcher, argv);
+    size_t len = scope_argv_len(wrapped);
+    for (size_t i = 0; i < count; i++) {
+        size_t got_len = 0;
+        const char *got = scope_argv_get(wrapped, len - count + i, &got_len);
+        CHECK(got && got_len == strlen(payload[i]) && memcmp(got, payload[i], got_len) == 0, "argv element %zu", i);
+    }
+    int has_flag = 0;
+    for (size_t i = 0; i < len; i++) has_flag |= strcmp(scope_argv_get(wrapped, i, NULL), "--expand-environment=no") == 0;
+    CHECK(has_flag == (scope_launcher_systemd_version(launcher) >= 254), "--expand-environment=no exactly on 254");
+    CHECK(wait_exit(spawn(scope_argv_ptr(wrapped), 0)) == 0, "child failed");
+    size_t got_len;
+    char *got = read_file(out, &got_len);
+    size_t at = 0;
+    for (size_t i = 0; i < count; i++) {
+        size_t n = strlen(payload[i]);
+        CHECK(at + n < got_len + 1 && memcmp(got + at, payload[i], n) == 0 && got[at + n] == '\0', "arg %zu arrived changed", i);
+        at += n + 1;
+    }
+    CHECK(at == got_len, "%zu bytes expected, %zu arrived", at, got_len);
+    free(got);
+    free(out);
+    scope_argv_free(wrapped);
+    scope_launcher_free(launcher);
+    return 0;
+}
+
+static int scenario_direct_no_manager(void) {
+    const char **env = env_edit(NO_BUS, NULL);
+    scope_launcher *launcher = SENTINEL;
+    CHECK(scope_launcher_for_env(env, SCOPE_KIND_DAEMON, &launcher) == SCOPE_RESULT_OK, "direct is not an error");
+    CHECK(launcher == NULL, "NULL means launch directly");
+    free(env);
+    return 0;
+}
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int refused_warnings;
+
+static void count_refused(void *userdata, scope_log_level level, const char *message, size_t len) {
+    CHECK(userdata == &refused_warnings, "userdata comes back");
+    CHECK(strlen(message) == len, "len is the message's length");
+    if (level == SCOPE_LOG_LEVEL_WARN && strstr(message, "cabi.service") && strstr(message, "is not a slice")) {
+        pthread_mutex_lock(&log_lock);
+        refused_warnings++;
+        pthread_mutex_unlock(&log_lock);
+    }
+}
+
+static const char **refused_slice_env(const char *slice) {
+    char *config = scratch_path("config");
+    char text[128];
+    snprintf(text, sizeof text, "tool_scope_slice = %s\n", slice);
+    write_file(config, text);
+    static char entry[300];
+    snprintf(entry, sizeof entry, "SYNAPS_CONFIG=%s", config);
+    free(config);
+    const char *add[] = {entry, NULL};
+    return env_edit(NULL, add);
+}
+
+static int scenario_refused_slice(void) {
+    scope_set_log_callback(count_refused, &refused_warnings);
+    const char **env = refused_slice_env("cabi.service");
+    for (int i = 0; i < 3; i++) {
+        scope_launcher *launcher = SENTINEL;
+        CHECK(scope_launcher_for_env(env, SCOPE_KIND_TOOL, &launcher) == SCOPE_RESULT_OK, "request %d", i);
+        CHECK(launcher == NULL, "a refused slice means a direct launch");
+    }
+    CHECK(refused_warnings == 1, "%d warnings, expected exactly one", refused_warnings);
+    scope_set_log_callback(NULL, NULL);
+    free(env);
+    return 0;
+}
+
+static int scenario_default_log_stderr(void) {
+    const char **env = refused_slice_env("cabistderr.service");
+    scope_launcher *launcher = SENTINEL;
+    CHECK(scope_launcher_for_env(env, SCOPE_KIND_TOOL, &launcher) == SCOPE_RESULT_OK && launcher == NULL, "direct");
+    free(env);
+    return 0;
+}
+
+static int scenario_required(void) {
+    const char *add[] = {"SYNAPS_PROCESS_SCOPES=required", NULL};
+    const char **env = env_edit(NO_BUS, add);
+    scope_launcher *launcher = SENTINEL;
+    scope_result r = scope_launcher_for_env(env, SCOPE_KIND_TOOL, &launcher);
+    CHECK(r == SCOPE_RESULT_REQUIRED_UNAVAILABLE, "result %u", (unsigned)r);
+    CHECK(launcher == SENTINEL, "out untouched on failure");
+    CHECK(strstr(scope_last_error(), "required") != NULL, "message: %s", scope_last_error());
+    free(env);
+    return 0;
+}
+
+static int scenario_scope_kill(void) {
+    scope_launcher *launcher = must_launcher(NULL);
+    char *pidfile = scratch_path("escaped");
+    const char *argv[] = {"sh", "-c", "setsid sleep 1000 & echo $! > \"$0\"; exec sleep 1000", pidfile, NULL};
+    scope_argv *wrapped = must_wrap(launcher, argv);
+    const char *unit = scope_argv_unit(wrapped);
+    pid_t pid = spawn(scope_argv_ptr(wrapped), 1);
+    pid_t escaped = 0;
+    for (int i = 0; i < 1000 && escaped == 0; i++) {
+        sleep_ms(5);
+        FILE *f = fopen(pidfile, "r");
+        if (f) {
+            int value = 0;
+            if (fscanf(f, "%d", &value) == 1) escaped = value;
+            fclose(f);
+        }
+    }
+    CHECK(escaped > 0, "the escaped pid");
+    /* $! is written before the child has run setsid(1): wait until it has left the group. */
+    for (int i = 0; i < 1000 && getpgid(escaped) == pid; i++) sleep_ms(5);
+    CHECK(getpgid(escaped) != pid, "it left the process group");
+
+    scope_handle *handle = SENTINEL;
+    CHECK(scope_handle_from_manager(unit, NULL, 3000, &handle) == SCOPE_RESULT_OK, "found by the manager");
+    CHECK(strcmp(scope_handle_unit(handle), unit) == 0, "unit");
+    CHECK(ends_with(scope_handle_cgroup(handle), unit), "cgroup %s", scope_handle_cgroup(handle));
+    uint32_t *pids = SENTINEL;
+    size_t count = 0;
+    CHECK(scope_handle_pids(handle, &pids, &count) == SCOPE_RESULT_OK && count == 2, "%zu pids", count);
+    scope_pids_free(pids, count);
+    scope_stats stats;
+    CHECK(scope_handle_stats(handle, &stats) == SCOPE_RESULT_OK, "stats");
+    char path[512];
+    snprintf(path, sizeof path, "%s/memory.current", scope_handle_cgroup(handle));
+    CHECK((stats.memory_current == SCOPE_STAT_UNKNOWN) == (access(path, F_OK) != 0), "unknown iff absent");
+
+    CHECK(kill(-pid, SIGKILL) == 0, "killpg");
+    CHECK(wait_exit(pid) == 128 + SIGKILL, "the group leader died");
+    CHECK(alive(escaped), "a process-group kill misses the escaped descendant");
+    CHECK(scope_handle_kill(handle, 5000) == SCOPE_RESULT_OK, "scope kill");
+    for (int i = 0; i < 400 && alive(escaped); i++) sleep_ms(5);
+    CHECK(!alive(escaped), "the scope kill reached it");
+    CHECK(scope_handle_wait_empty(handle, 100) == SCOPE_RESULT_OK, "empty");
+
+    scope_handle *refused = SENTINEL;
+    CHECK(scope_handle_of_process((uint32_t)getpid(), &refused) == SCOPE_RESULT_NOT_OURS, "own cgroup refused");
+    CHECK(scope_handle_from_pid(unit, (uint32_t)getpid(), &refused) == SCOPE_RESULT_NOT_IN_SCOPE, "not in it");
+    CHECK(refused == SENTINEL, "out untouched");
+    scope_handle_free(handle);
+    scope_argv_free(wrapped);
+    scope_launcher_free(launcher);
+    free(pidfile);
+    return 0;
+}
+
+static void expect(scope_result got, scope_result want, const char *what) {
+    CHECK(got == want, "%s: result %u (%s), expected %u", what, (unsigned)got, scope_result_name(got), (unsigned)want);
+    CHECK(strlen(scope_last_error()) > 0, "%s: a message explains it", what);
+}
+
+static int scenario_bad_input(void) {
+    scope_launcher *launcher = must_launcher(NULL);
+    scope_launcher *out = SENTINEL;
+    const char *no_equals[] = {"PATH=/usr/bin:/bin", "NOEQUALS", NULL};
+    const char *empty_key[] = {"=value", NULL};
+
+    expect(scope_launcher_for_env(NULL, SCOPE_KIND_TOOL, NULL), SCOPE_RESULT_NULL_PARAMETER, "NULL out");
+    expect(scope_launcher_for_env(no_equals, SCOPE_KIND_TOOL, &out), SCOPE_RESULT_INVALID_ARGUMENT, "entry without =");
+    CHECK(strstr(scope_last_error(), "envp[1]") != NULL, "names the entry: %s", scope_last_error());
+    expect(scope_launcher_for_env(empty_key, SCOPE_KIND_TOOL, &out), SCOPE_RESULT_INVALID_ARGUMENT, "empty key");
+    expect(scope_launcher_for_env(NULL, 7, &out), SCOPE_RESULT_INVALID_KIND, "kind 7");
+    expect(scope_launcher_for_env_timeout(NULL, SCOPE_KIND_TOOL, 0, &out), SCOPE_RESULT_INVALID_ARGUMENT, "0 ms");
+    CHECK(out == SENTINEL, "out untouched by every failure");
+
+    const char *argv[] = {"echo", "a", NULL, "b", NULL};
+    const char *empty[] = {NULL};
+    scope_argv *wrapped = SENTINEL;
+    expect(scope_wrap_argv(NULL, argv, NULL, NULL, &wrapped), SCOPE_RESULT_NULL_PARAMETER, "NULL launcher");
+    CHECK(strstr(scope_last_error(), "launch directly") != NULL, "hint: %s", scope_last_error());
+    expect(scope_wrap_argv(launcher, NULL, NULL, NULL, &wrapped), SCOPE_RESULT_NULL_PARAMETER, "NULL argv");
+    expect(scope_wrap_argv(launcher, empty, NULL, NULL, &wrapped), SCOPE_RESULT_INVALID_ARGUMENT, "empty argv");
+    expect(scope_wrap_argv(launcher, argv, no_equals, NULL, &wrapped), SCOPE_RESULT_INVALID_ARGUMENT, "bad envp");
+    expect(scope_wrap_argv(launcher, argv, NULL, NULL, NULL), SCOPE_RESULT_NULL_PARAMETER, "NULL out");
+    CHECK(wrapped == SENTINEL, "out untouched by every failure");
+    CHECK(scope_wrap_argv(launcher, argv, NULL, NULL, &wrapped) == SCOPE_RESULT_OK, "NULL in the middle ends argv");
+    size_t len = scope_argv_len(wrapped);
+    CHECK(strcmp(scope_argv_get(wrapped, len - 1, NULL), "a") == 0, "argv ends at the first NULL");
+    CHECK(scope_argv_get(wrapped, len, NULL) == NULL, "out of range");
+    scope_argv_free(wrapped);
+
+    const char *missing[] = {"synaps-no-such-program", "x", NULL};
+    wrapped = must_wrap(launcher, missing);
+    CHECK(scope_argv_unit(wrapped) == NULL && scope_argv_len(wrapped) == 2, "a missing program is left unwrapped");
+    CHECK(strcmp(scope_argv_get(wrapped, 0, NULL), "synaps-no-such-program") == 0, "unchanged");
+    scope_argv_free(wrapped);
+
+    scope_handle *handle = SENTINEL;
+    expect(scope_handle_from_pid(NULL, 1, &handle), SCOPE_RESULT_NULL_PARAMETER, "NULL unit");
+    expect(scope_handle_from_pid("\xff.scope", 1, &handle), SCOPE_RESULT_INVALID_UTF8, "non-UTF-8 unit");
+    expect(scope_handle_from_pid("app.slice", 1, &handle), SCOPE_RESULT_NOT_OURS, "foreign unit");
+    expect(scope_handle_from_manager("synaps-tool-0123456789abcdef0123456789abcdef.scope", NULL, 3000, &handle),
+           SCOPE_RESULT_NOT_FOUND, "no such scope");
+    expect(scope_handle_kill(NULL, 1000), SCOPE_RESULT_NULL_PARAMETER, "NULL handle");
+    CHECK(handle == SENTINEL, "out untouched by every failure");
+
+    char *path = SENTINEL;
+    expect(scope_resolve_program("synaps-no-such-program", NULL, NULL, &path), SCOPE_RESULT_NOT_FOUND, "missing");
+    expect(scope_resolve_program(NULL, NULL, NULL, &path), SCOPE_RESULT_NULL_PARAMETER, "NULL program");
+    CHECK(path == SENTINEL, "out untouched");
+    CHECK(scope_resolve_program("sh", NULL, "/", &path) == SCOPE_RESULT_OK && path[0] == '/', "sh resolves");
+    scope_string_free(path);
+    expect(scope_set_log_level(9), SCOPE_RESULT_INVALID_ARGUMENT, "log level 9");
+
+    scope_launcher_free(NULL);
+    scope_argv_free(NULL);
+    scope_handle_free(NULL);
+    scope_string_free(NULL);
+    scope_pids_free(NULL, 0);
+    CHECK(scope_argv_len(NULL) == 0 && scope_argv_ptr(NULL) == NULL && scope_argv_unit(NULL) == NULL, "NULL getters");
+    CHECK(scope_argv_get(NULL, 0, NULL) == NULL && scope_launcher_slice(NULL) == NULL, "NULL getters");
+    CHECK(scope_launcher_systemd_version(NULL) == 0 && scope_handle_unit(NULL) == NULL, "NULL getters");
+    scope_launcher_free(launcher);
+    return 0;
+}
+
+#define THREADS 32
+
+struct thread_job {
+    const scope_launcher *launcher;
+    int index;
+    char unit[128];
+    int ok;
+};
+
+static void *thread_launch(void *arg) {
+    struct thread_job *job = arg;
+    char name[32];
+    snprintf(name, sizeof name, "thread-%d", job->index);
+    char *report = scratch_path(name);
+    const char *argv[] = {"sh", "-c", "grep ^0:: /proc/$$/cgroup > \"$0\"", report, NULL};
+    scope_argv *wrapped = must_wrap(job->launcher, argv);
+    snprintf(job->unit, sizeof job->unit, "%s", scope_argv_unit(wrapped));
+    job->ok = wait_exit(spawn(scope_argv_ptr(wrapped), 0)) == 0;
+    check_cgroup_file(report, job->unit);
+    scope_argv_free(wrapped);
+    free(report);
+    return NULL;
+}
+
+static int scenario_threads(void) {
+    scope_launcher *launcher = must_launcher(NULL);
+    struct thread_job jobs[THREADS];
+    pthread_t threads[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        jobs[i] = (struct thread_job){.launcher = launcher, .index = i};
+        CHECK(pthread_create(&threads[i], NULL, thread_launch, &jobs[i]) == 0, "pthread_create");
+    }
+    for (int i = 0; i < THREADS; i++) CHECK(pthread_join(threads[i], NULL) == 0, "pthread_join");
+    for (int i = 0; i < THREADS; i++) {
+        CHECK(jobs[i].ok, "thread %d's child failed", i);
+        for (int j = 0; j < i; j++) CHECK(strcmp(jobs[i].unit, jobs[j].unit) != 0, "threads %d and %d share a unit", i, j);
+    }
+    scope_launcher_free(launcher);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    static const struct {
+        const char *name;
+        int (*run)(void);
+    } scenarios[] = {
+        {"abi_version", scenario_abi_version},       {"scoped_spawn", scenario_scoped_spawn},
+        {"nonutf8_argv", scenario_nonutf8_argv},     {"direct_no_manager", scenario_direct_no_manager},
+        {"refused_slice", scenario_refused_slice},   {"default_log_stderr", scenario_default_log_stderr},
+        {"required", scenario_required},             {"scope_kill", scenario_scope_kill},
+        {"bad_input", scenario_bad_input},           {"threads", scenario_threads},
+    };
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
+        if (strcmp(argv[1], scenarios[i].name) == 0) {
+            int status = scenarios[i].run();
+            char command[300];
+            snprintf(command, sizeof command, "rm -rf '%s'", scratch_dir());
+            if (system(command) != 0) fprintf(stderr, "could not remove %s\n", scratch_dir());
+            return status;
+        }
+    }
+    fprintf(stderr, "unknown scenario %s\n", argv[1]);
+    return 2;
+}

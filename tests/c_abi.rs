@@ -1,0 +1,224 @@
+//! The C ABI from C: tests/c/abi_test.c is compiled against the committed header with
+//! -Wall -Wextra -Werror -pedantic under AddressSanitizer (leak checks on) and UBSan, and each of
+//! its scenarios runs in its own process against the rig's real user manager.
+
+mod common;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::rig;
+
+const STRICT: [&str; 5] = ["-Wall", "-Wextra", "-Werror", "-pedantic", "-g"];
+
+/// The directory holding the cdylib that this test build produced.
+fn library_dir() -> PathBuf {
+    let profile_dir = Path::new(env!("CARGO_BIN_EXE_synaps-scope"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    [profile_dir.join("deps"), profile_dir]
+        .into_iter()
+        .find(|dir| dir.join("libsynaps_scope.so").exists())
+        .expect("libsynaps_scope.so was built with the tests (crate-type cdylib)")
+}
+
+fn compile(compiler: &str, args: &[&str]) {
+    let out = Command::new(compiler)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{compiler}: {e}"));
+    assert!(
+        out.status.success(),
+        "{compiler} {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn test_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let lib = library_dir();
+        let binary = Path::new(env!("CARGO_TARGET_TMPDIR")).join("abi_test");
+        let include = format!("-I{}", root.join("include").display());
+        let source = root.join("tests/c/abi_test.c");
+        let (lib_arg, rpath) = (
+            format!("-L{}", lib.display()),
+            format!("-Wl,-rpath,{}", lib.display()),
+        );
+        let mut args: Vec<&str> = vec!["-std=c11"];
+        args.extend(STRICT);
+        args.extend([
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=all",
+            "-fno-omit-frame-pointer",
+        ]);
+        args.extend([
+            include.as_str(),
+            source.to_str().unwrap(),
+            "-o",
+            binary.to_str().unwrap(),
+        ]);
+        args.extend([
+            lib_arg.as_str(),
+            rpath.as_str(),
+            "-lsynaps_scope",
+            "-lpthread",
+        ]);
+        compile("gcc", &args);
+        binary
+    })
+}
+
+/// Runs one scenario; it must exit 0 within a minute with no sanitizer report. Its output goes
+/// to files, not pipes, so a child it leaves behind cannot hold this test.
+fn scenario(name: &str) -> String {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let (stdout, stderr) = (
+        dir.join(format!("{name}.out")),
+        dir.join(format!("{name}.err")),
+    );
+    let mut child = Command::new(test_binary())
+        .arg(name)
+        .env(
+            "ASAN_OPTIONS",
+            "detect_leaks=1:halt_on_error=1:abort_on_error=0",
+        )
+        .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+        .stdout(File::create(&stdout).unwrap())
+        .stderr(File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stderr = std::fs::read_to_string(&stderr).unwrap_or_default();
+    let status = status.unwrap_or_else(|| panic!("scenario {name} hung for 60 s:\n{stderr}"));
+    assert!(
+        status.success(),
+        "scenario {name} failed ({status}):\n{stderr}"
+    );
+    for report in ["AddressSanitizer", "LeakSanitizer", "runtime error:"] {
+        assert!(
+            !stderr.contains(report),
+            "scenario {name}: sanitizer report:\n{stderr}"
+        );
+    }
+    stderr
+}
+
+#[test]
+fn the_abi_version_in_the_header_is_the_library_s() {
+    let Some(_rig) = rig() else { return };
+    scenario("abi_version");
+}
+
+#[test]
+fn a_posix_spawned_child_lands_in_its_unit_with_its_pid() {
+    let Some(_rig) = rig() else { return };
+    scenario("scoped_spawn");
+}
+
+#[test]
+fn non_utf8_arguments_pass_byte_exact() {
+    let Some(_rig) = rig() else { return };
+    scenario("nonutf8_argv");
+}
+
+#[test]
+fn no_manager_means_a_null_launcher() {
+    let Some(_rig) = rig() else { return };
+    scenario("direct_no_manager");
+}
+
+#[test]
+fn a_refused_slice_warns_once_through_the_callback() {
+    let Some(_rig) = rig() else { return };
+    scenario("refused_slice");
+}
+
+#[test]
+fn without_a_callback_warnings_go_to_stderr() {
+    let Some(_rig) = rig() else { return };
+    let stderr = scenario("default_log_stderr");
+    assert!(
+        stderr.contains(
+            "synaps-scope: warning: process scopes unavailable for slice cabistderr.service"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn required_mode_has_its_own_result_code() {
+    let Some(_rig) = rig() else { return };
+    scenario("required");
+}
+
+#[test]
+fn the_scope_kill_reaches_an_escaped_descendant() {
+    let Some(_rig) = rig() else { return };
+    scenario("scope_kill");
+}
+
+#[test]
+fn bad_input_gets_its_result_code_and_message_and_no_crash() {
+    let Some(_rig) = rig() else { return };
+    scenario("bad_input");
+}
+
+#[test]
+fn thirty_two_threads_share_one_launcher() {
+    let Some(_rig) = rig() else { return };
+    scenario("threads");
+}
+
+#[test]
+fn the_header_compiles_as_strict_c99_and_cxx() {
+    let include = format!("-I{}/include", env!("CARGO_MANIFEST_DIR"));
+    let source = Path::new(env!("CARGO_TARGET_TMPDIR")).join("header_check.c");
+    std::fs::write(
+        &source,
+        "#include \"synaps_scope.h\"\nint main(void) { return scope_abi_version() == SCOPE_ABI_VERSION ? 0 : 1; }\n",
+    )
+    .unwrap();
+    let source = source.to_str().unwrap();
+    let mut c = vec!["-std=c99", "-fsyntax-only", include.as_str(), source];
+    c.extend(STRICT);
+    compile("gcc", &c);
+    let mut cxx = vec![
+        "-std=c++17",
+        "-fsyntax-only",
+        "-x",
+        "c++",
+        include.as_str(),
+        source,
+    ];
+    cxx.extend(STRICT);
+    compile("g++", &cxx);
+}
+
+#[test]
+fn the_readme_shows_the_example_that_is_compiled() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let example = std::fs::read_to_string(root.join("examples/c/spawn.c")).unwrap();
+    assert!(
+        readme.contains(&example),
+        "README.md's C example differs from examples/c/spawn.c"
+    );
+}
