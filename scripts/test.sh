@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's whole test suite: formatting, lints, then every test (unit, integration, CLI, doc,
 # and the C ABI from C under sanitizers) against a real private systemd user manager, once on
-# systemd 252 and once on 254, plus the installed C library built through pkg-config.
+# systemd 252 and once on 254, plus the installed C library built through pkg-config, and the
+# Python module's wheel in a fresh venv with pytest, mypy --strict and stubtest.
 #
 #   scripts/test.sh                      # everything, both versions (as root)
 #   SYNAPS_SYSTEMD_VERSIONS=254 scripts/test.sh
@@ -15,13 +16,25 @@ command -v cargo >/dev/null || { echo "test.sh: cargo not found" >&2; exit 2; }
 
 echo "== rustfmt, clippy"
 cargo fmt --all --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo build --workspace --all-targets --locked
+cargo clippy --all-targets --locked -- -D warnings
+cargo clippy -p synaps-scope-python --features pyo3/extension-module --all-targets --locked -- -D warnings
+cargo build --all-targets --locked
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
 
 echo "== C library: install into a scratch prefix"
-c_prefix="$(mktemp -d)"
-trap 'rm -rf "$c_prefix"' EXIT
+c_prefix="$scratch/c"
 scripts/install-c.sh --prefix "$c_prefix"
+
+echo "== Python: build the abi3 wheel, install it into a fresh venv, check its types"
+venv="$scratch/venv"
+python3 -m venv "$venv"
+"$venv/bin/pip" install -q --upgrade pip
+"$venv/bin/pip" wheel -q --no-deps -w "$scratch/wheels" ./bindings/python
+ls "$scratch"/wheels/synaps_scope-*-cp39-abi3-*.whl
+"$venv/bin/pip" install -q "$scratch"/wheels/synaps_scope-*.whl pytest mypy
+(cd bindings/python && "$venv/bin/python" -m mypy --strict tests python/synaps_scope)
+(cd "$scratch" && "$venv/bin/python" -m mypy.stubtest synaps_scope._native)
 
 summary=()
 for version in ${SYNAPS_SYSTEMD_VERSIONS:-252 254}; do
@@ -29,13 +42,17 @@ for version in ${SYNAPS_SYSTEMD_VERSIONS:-252 254}; do
   log="$(mktemp)"
   status=0
   scripts/systemd-rig.sh --systemd "$version" -- scripts/check-c-example.sh "$c_prefix" || status=$?
-  scripts/systemd-rig.sh --systemd "$version" -- cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
-  read -r passed failed ignored < <(awk '/^test result:/ {
+  scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked 2>&1 | tee "$log" || status=$?
+  scripts/systemd-rig.sh --systemd "$version" -- "$venv/bin/python" -m pytest bindings/python/tests -q -rs \
+    -p no:cacheprovider 2>&1 | tee -a "$log" || status=$?
+  # cargo's "test result: ok. N passed; N failed; N ignored" and pytest's "N passed, N skipped in Ns"
+  read -r passed failed ignored < <(awk '/^test result:/ || / passed.* in [0-9.]+s/ || / failed.* in [0-9.]+s/ {
       for (i = 1; i < NF; i++) {
-        if ($(i + 1) ~ /^passed/) p += $i; if ($(i + 1) ~ /^failed/) f += $i; if ($(i + 1) ~ /^ignored/) g += $i
+        if ($(i + 1) ~ /^passed/) p += $i; if ($(i + 1) ~ /^failed/) f += $i
+        if ($(i + 1) ~ /^(ignored|skipped)/) g += $i
       } } END { print p + 0, f + 0, g + 0 }' "$log")
   rm -f "$log"
-  summary+=("systemd $version: $passed passed, $failed failed, $ignored ignored (cargo exit $status)")
+  summary+=("systemd $version: $passed passed, $failed failed, $ignored ignored or skipped (exit $status)")
   total_passed=$((${total_passed:-0} + passed)); total_failed=$((${total_failed:-0} + failed))
   if [ "$status" != 0 ] || [ "$failed" != 0 ] || [ "$ignored" != 0 ] || [ "$passed" = 0 ]; then
     printf '%s\n' "${summary[@]}"

@@ -276,9 +276,11 @@ pub(crate) fn decide_with(
     let config = Config::load(env);
     let mode = config.mode.value;
     if mode == Mode::Off {
-        return Ok(Decision::Direct(DirectReason::Off {
+        let reason = DirectReason::Off {
             origin: config.mode.origin,
-        }));
+        };
+        tracing::debug!(target: TARGET, "launching directly: {reason}");
+        return Ok(Decision::Direct(reason));
     }
     let slice = config.slice_for(kind).map(str::to_owned);
     let outcome = find_launcher(env, kind, slice, options, slice_check);
@@ -289,6 +291,7 @@ pub(crate) fn decide_with(
             if let DirectReason::ProbeFailed { slice, detail } = &reason {
                 probe::warn_probe_failed_once(slice.as_deref(), detail);
             }
+            tracing::debug!(target: TARGET, "launching directly: {reason}");
             Ok(Decision::Direct(reason))
         }
     }

@@ -1,0 +1,390 @@
+"""Run child processes in their own systemd scope, so systemd-oomd kills only the runaway child.
+
+Each launch first runs a fresh probe of the user's systemd manager, bounded at 3 s, with the GIL
+released; when scopes are unavailable the command starts exactly as it would without this module::
+
+    import synaps_scope
+    proc = synaps_scope.Popen(["cargo", "test"])      # in its own scope when one can be had
+    print(proc.scope_unit, proc.wait())               # synaps-tool-<32 hex>.scope (None: direct)
+
+Arguments and environments may be str, bytes or os.PathLike; non-UTF-8 values round-trip through
+os.fsencode/os.fsdecode. Diagnostics go to ``logging.getLogger("synaps_scope")``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import subprocess
+from asyncio.subprocess import Process, SubprocessStreamProtocol
+from dataclasses import dataclass
+from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _native
+from ._errors import (
+    NotInScopeError,
+    NotOurScopeError,
+    ScopeError,
+    ScopeNotFoundError,
+    ScopeRequiredError,
+    ScopeTimeoutError,
+)
+
+__all__ = [
+    "DEFAULT_PROBE_TIMEOUT",
+    "CompletedProcess",
+    "NotInScopeError",
+    "NotOurScopeError",
+    "Popen",
+    "ScopeError",
+    "ScopeHandle",
+    "ScopeLauncher",
+    "ScopeNotFoundError",
+    "ScopeRequiredError",
+    "ScopeStats",
+    "ScopeTimeoutError",
+    "ScopedProcess",
+    "Wrapped",
+    "create_subprocess_exec",
+    "launcher_for_env",
+    "launcher_for_env_async",
+    "resolve_program",
+    "run",
+]
+
+__version__: str = _native.__version__
+
+#: How long a launcher request may probe by default, in seconds.
+DEFAULT_PROBE_TIMEOUT: float = _native.DEFAULT_PROBE_TIMEOUT
+
+StrOrBytesPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+#: An environment: str or bytes keys and values (None means ``os.environ``).
+Env = Union[Mapping[str, str], Mapping[bytes, bytes]]
+_Pairs = List[Tuple[bytes, bytes]]
+
+
+def _fsencode(value: object, what: str) -> bytes:
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return os.fsencode(value)
+    raise TypeError(f"{what} must be str, bytes or os.PathLike, not {type(value).__name__}")
+
+
+def _env_pairs(env: Optional[Env]) -> _Pairs:
+    if env is None:
+        return list(os.environb.items())
+    if not isinstance(env, Mapping):
+        raise TypeError(f"env must be a mapping, not {type(env).__name__}")
+    return [(_fsencode(k, "an environment key"), _fsencode(v, "an environment value")) for k, v in env.items()]
+
+
+def _argv_bytes(argv: Sequence[StrOrBytesPath]) -> List[bytes]:
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        raise TypeError("argv must be a sequence of arguments, not a single string")
+    return [_fsencode(arg, "an argument") for arg in argv]
+
+
+def _cwd_bytes(cwd: Optional[StrOrBytesPath]) -> Optional[bytes]:
+    return None if cwd is None else _fsencode(cwd, "cwd")
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """A command line ready to spawn, and the scope it will run in."""
+
+    #: The argv to spawn (``systemd-run … -- /abs/program args…``, or the argv unchanged).
+    argv: List[str]
+    #: The scope's unit name; None when the program could not be resolved and was left unwrapped,
+    #: so that spawning it fails as it would without scopes.
+    unit: Optional[str]
+
+    @property
+    def argv_bytes(self) -> List[bytes]:
+        """The argv as bytes (``os.fsencode`` of each argument)."""
+        return [os.fsencode(arg) for arg in self.argv]
+
+
+class ScopeLauncher:
+    """Turns ``program args…`` into ``systemd-run --user --scope … -- program args…``.
+
+    Made by :func:`launcher_for_env` after a successful probe. After that, a failure of the
+    wrapped launch is an error to report, never a reason to run the command again directly: it
+    may already have run.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.ScopeLauncher) -> None:
+        self._native = native
+
+    @property
+    def kind(self) -> str:
+        """``"tool"`` or ``"daemon"``."""
+        return self._native.kind
+
+    @property
+    def slice(self) -> Optional[str]:
+        """The slice passed as ``--slice``, if any."""
+        return self._native.slice
+
+    @property
+    def systemd_version(self) -> Optional[int]:
+        """The major version of the systemd-run in use (None when unknown)."""
+        return self._native.systemd_version
+
+    @property
+    def systemd_run(self) -> str:
+        """The absolute path of the systemd-run in use."""
+        return os.fsdecode(self._native.systemd_run)
+
+    def wrap(
+        self,
+        argv: Sequence[StrOrBytesPath],
+        env: Optional[Env] = None,
+        cwd: Optional[StrOrBytesPath] = None,
+    ) -> Wrapped:
+        """Rewrites ``argv`` to run in a new scope. ``env`` (None: ``os.environ``) and ``cwd``
+        (None: this process's) are the child's: the program is resolved with them first."""
+        wrapped = self._native.wrap(_argv_bytes(argv), _env_pairs(env), _cwd_bytes(cwd))
+        return Wrapped([os.fsdecode(arg) for arg in wrapped.argv], wrapped.unit)
+
+    def __repr__(self) -> str:
+        return repr(self._native)
+
+
+def launcher_for_env(
+    env: Optional[Env] = None,
+    kind: str = "tool",
+    *,
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+) -> Optional[ScopeLauncher]:
+    """A fresh, bounded availability check for a launch of ``kind`` (``"tool"`` or ``"daemon"``)
+    with the child's environment ``env`` (None: ``os.environ``). Returns a launcher, or None to
+    launch directly. Blocks up to ``probe_timeout`` seconds with the GIL released; from asyncio,
+    use :func:`launcher_for_env_async`. Raises :class:`ScopeRequiredError` only in
+    ``process_scopes = required`` mode."""
+    if not isinstance(kind, str):
+        raise TypeError(f"kind must be a str, not {type(kind).__name__}")
+    if isinstance(probe_timeout, bool) or not isinstance(probe_timeout, (int, float)):
+        raise TypeError(f"probe_timeout must be a number of seconds, not {type(probe_timeout).__name__}")
+    native = _native.launcher_for_env(_env_pairs(env), kind, float(probe_timeout))
+    return None if native is None else ScopeLauncher(native)
+
+
+async def launcher_for_env_async(
+    env: Optional[Env] = None,
+    kind: str = "tool",
+    *,
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+) -> Optional[ScopeLauncher]:
+    """:func:`launcher_for_env` on the event loop's default executor: never blocks the loop."""
+    loop = asyncio.get_running_loop()
+    request = functools.partial(launcher_for_env, env, kind, probe_timeout=probe_timeout)
+    return await loop.run_in_executor(None, request)
+
+
+def resolve_program(
+    program: StrOrBytesPath,
+    env: Optional[Env] = None,
+    cwd: Optional[StrOrBytesPath] = None,
+) -> str:
+    """The absolute path execvp in a child with ``env`` and ``cwd`` would run for ``program``.
+    Raises FileNotFoundError when there is none."""
+    path = _native.resolve(_fsencode(program, "program"), _env_pairs(env), _cwd_bytes(cwd))
+    return os.fsdecode(path)
+
+
+@dataclass(frozen=True)
+class ScopeStats:
+    """A scope's usage; None where the kernel's controller for it is not enabled."""
+
+    memory_current: Optional[int]
+    memory_peak: Optional[int]
+    pids_current: Optional[int]
+
+
+class ScopeHandle:
+    """A running scope of this library, found by the unit name that :meth:`ScopeLauncher.wrap`
+    returned. Anything that is not a ``synaps-*.scope`` is refused with
+    :class:`NotOurScopeError`, so a direct launch can never kill its caller's cgroup."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.ScopeHandle) -> None:
+        self._native = native
+
+    @classmethod
+    def from_pid(cls, unit: str, pid: int) -> ScopeHandle:
+        """The scope ``unit``, found through the cgroup of ``pid``, a process in it."""
+        return cls(_native.ScopeHandle.from_pid(unit, pid))
+
+    @classmethod
+    def of_process(cls, pid: int) -> ScopeHandle:
+        """The scope process ``pid`` runs in."""
+        return cls(_native.ScopeHandle.of_process(pid))
+
+    @classmethod
+    def from_manager(cls, unit: str, env: Optional[Env] = None, timeout: float = 3.0) -> ScopeHandle:
+        """The scope ``unit``, found by asking the user manager (GIL released)."""
+        return cls(_native.ScopeHandle.from_manager(unit, _env_pairs(env), float(timeout)))
+
+    @property
+    def unit(self) -> str:
+        return self._native.unit
+
+    @property
+    def cgroup(self) -> str:
+        """The scope's cgroup directory."""
+        return os.fsdecode(self._native.cgroup)
+
+    def pids(self) -> List[int]:
+        """Every process in the scope; empty once it is gone."""
+        return self._native.pids()
+
+    def stats(self) -> ScopeStats:
+        return ScopeStats(*self._native.stats())
+
+    def kill(self, timeout: float = 5.0) -> List[int]:
+        """Kills every process in the scope, descendants that left the process group included,
+        and waits up to ``timeout`` seconds until it is empty. Returns the pids that were in it."""
+        return self._native.kill(float(timeout))
+
+    def wait_empty(self, timeout: float) -> None:
+        """Waits up to ``timeout`` seconds until the scope is empty (:class:`ScopeTimeoutError`)."""
+        self._native.wait_empty(float(timeout))
+
+    def __repr__(self) -> str:
+        return f"ScopeHandle(unit={self.unit!r}, cgroup={self.cgroup!r})"
+
+
+def _scoped_args(args: Any, kwargs: Dict[str, Any], launcher: Optional[ScopeLauncher]) -> Tuple[Any, Optional[str]]:
+    """The args to spawn with ``launcher`` (unchanged when None), and the unit. A shell command
+    becomes ``/bin/sh -c …`` and ``executable=`` the program, which is then resolved and wrapped;
+    both keyword arguments are consumed."""
+    if launcher is None:
+        return args, None
+    if kwargs.get("shell"):
+        shell = kwargs.pop("executable", None) or "/bin/sh"
+        command = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        argv: List[Any] = [shell, "-c", *command]
+        kwargs["shell"] = False
+    else:
+        argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        executable = kwargs.pop("executable", None)
+        if executable is not None:
+            argv = [executable, *argv[1:]]
+    wrapped = launcher.wrap(argv, kwargs.get("env"), kwargs.get("cwd"))
+    return wrapped.argv, wrapped.unit
+
+
+class Popen(subprocess.Popen):  # type: ignore[type-arg]
+    """A :class:`subprocess.Popen` whose child runs in its own scope when one can be had
+    (``scope_unit`` names it; None for a direct launch). Takes every Popen argument; ``shell=True``
+    runs ``/bin/sh -c`` in the scope. The probe blocks up to ``probe_timeout`` seconds."""
+
+    scope_unit: Optional[str]
+
+    def __init__(
+        self,
+        args: Any,
+        *,
+        kind: str = "tool",
+        probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+        **kwargs: Any,
+    ) -> None:
+        launcher = launcher_for_env(kwargs.get("env"), kind, probe_timeout=probe_timeout)
+        spawn_args, self.scope_unit = _scoped_args(args, kwargs, launcher)
+        super().__init__(spawn_args, **kwargs)
+
+    def kill_scope(self, timeout: float = 5.0) -> None:
+        """Kills every process of the child's scope (descendants that left its process group
+        included); for a direct launch, kills the child itself."""
+        if self.scope_unit is not None and self.returncode is None:
+            try:
+                ScopeHandle.from_pid(self.scope_unit, self.pid).kill(timeout)
+                return
+            except ScopeError:
+                pass
+        if self.returncode is None:
+            self.kill()
+
+
+class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
+    """:class:`subprocess.CompletedProcess` with the scope the command ran in."""
+
+    def __init__(self, args: Any, returncode: int, stdout: Any, stderr: Any, scope_unit: Optional[str]) -> None:
+        super().__init__(args, returncode, stdout, stderr)
+        self.scope_unit = scope_unit
+
+
+def run(
+    args: Any,
+    *,
+    kind: str = "tool",
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+    input: Any = None,
+    capture_output: bool = False,
+    timeout: Optional[float] = None,
+    check: bool = False,
+    **kwargs: Any,
+) -> CompletedProcess:
+    """Like :func:`subprocess.run`, in a scope: on a timeout the whole scope is killed, not just
+    the child, so its descendants go too."""
+    if input is not None:
+        if kwargs.get("stdin") is not None:
+            raise ValueError("stdin and input arguments may not both be used.")
+        kwargs["stdin"] = subprocess.PIPE
+    if capture_output:
+        if kwargs.get("stdout") is not None or kwargs.get("stderr") is not None:
+            raise ValueError("stdout and stderr arguments may not be used with capture_output.")
+        kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
+    with Popen(args, kind=kind, probe_timeout=probe_timeout, **kwargs) as process:
+        try:
+            stdout, stderr = process.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill_scope()
+            process.wait()
+            raise
+        except BaseException:
+            process.kill_scope()
+            raise
+        returncode = process.poll()
+        assert returncode is not None
+    if check and returncode:
+        raise subprocess.CalledProcessError(returncode, process.args, output=stdout, stderr=stderr)
+    return CompletedProcess(process.args, returncode, stdout, stderr, process.scope_unit)
+
+
+class ScopedProcess(Process):
+    """An :class:`asyncio.subprocess.Process` with the scope it runs in (None: direct)."""
+
+    scope_unit: Optional[str]
+
+
+async def create_subprocess_exec(
+    program: StrOrBytesPath,
+    *args: StrOrBytesPath,
+    kind: str = "tool",
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+    stdin: Union[int, IO[Any], None] = None,
+    stdout: Union[int, IO[Any], None] = None,
+    stderr: Union[int, IO[Any], None] = None,
+    limit: int = 2**16,
+    **kwargs: Any,
+) -> ScopedProcess:
+    """Like :func:`asyncio.create_subprocess_exec`, in a scope. The probe runs on the loop's
+    default executor, so the event loop never blocks on it."""
+    launcher = await launcher_for_env_async(kwargs.get("env"), kind, probe_timeout=probe_timeout)
+    argv, unit = _scoped_args([program, *args], kwargs, launcher)
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(
+        lambda: SubprocessStreamProtocol(limit=limit, loop=loop),
+        *argv,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        **kwargs,
+    )
+    process = ScopedProcess(transport, protocol, loop)
+    process.scope_unit = unit
+    return process

@@ -1,0 +1,25 @@
+"""The exceptions of synaps_scope. Each also derives from the built-in a caller would expect."""
+
+
+class ScopeError(Exception):
+    """Base of every error synaps_scope raises itself."""
+
+
+class ScopeRequiredError(ScopeError):
+    """``process_scopes = required``, and process scopes are unavailable for this launch."""
+
+
+class NotOurScopeError(ScopeError, PermissionError):
+    """The unit or cgroup is not a ``synaps-*.scope`` made by synaps-scope; refused."""
+
+
+class NotInScopeError(ScopeError, LookupError):
+    """The process is not in the scope named."""
+
+
+class ScopeNotFoundError(ScopeError, LookupError):
+    """No such scope is running (it exited and was collected, or never started)."""
+
+
+class ScopeTimeoutError(ScopeError, TimeoutError):
+    """Processes were still in the scope at the deadline."""

@@ -1,0 +1,318 @@
+//! `synaps_scope._native`: the core crate for Python. Arguments and environments cross as bytes
+//! (the Python layer applies os.fsencode/os.fsdecode), the probe runs with the GIL released, and
+//! the library's diagnostics go to `logging.getLogger("synaps_scope")`.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyFileNotFoundError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyBytes;
+use synaps_scope::diag::CallbackSubscriber;
+use synaps_scope::{
+    decide, parse_env_entry, resolve_program, Decision, HandleError, LauncherOptions, ScopeHandle,
+    ScopeKind, DEFAULT_PROBE_TIMEOUT,
+};
+use tracing::Level;
+
+type Env = Vec<(OsString, OsString)>;
+
+/// Raises `synaps_scope._errors.<name>(message)`: the exception classes live in Python so they
+/// can also derive from the matching built-in (TimeoutError, LookupError, PermissionError).
+fn error(py: Python<'_>, name: &str, message: String) -> PyErr {
+    let class = py
+        .import("synaps_scope._errors")
+        .and_then(|module| module.getattr(name));
+    match class {
+        Ok(class) => PyErr::from_type(class.cast_into().expect("an exception class"), message),
+        Err(e) => e,
+    }
+}
+
+fn env_from(env: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<Env> {
+    env.into_iter()
+        .map(|(key, value)| {
+            if key.contains(&0) || value.contains(&0) {
+                return Err(PyValueError::new_err(
+                    "environment keys and values cannot contain NUL bytes",
+                ));
+            }
+            let mut entry = key.clone();
+            entry.push(b'=');
+            entry.extend_from_slice(&value);
+            let (parsed_key, parsed_value) = parse_env_entry(&entry).map_err(|e| {
+                PyValueError::new_err(format!(
+                    "environment key {:?} is refused: {e}",
+                    String::from_utf8_lossy(&key)
+                ))
+            })?;
+            if parsed_key.as_bytes() != key.as_slice() {
+                return Err(PyValueError::new_err(format!(
+                    "environment key {:?} contains '='",
+                    String::from_utf8_lossy(&key)
+                )));
+            }
+            Ok((parsed_key, parsed_value))
+        })
+        .collect()
+}
+
+fn kind_from(kind: &str) -> PyResult<ScopeKind> {
+    kind.parse()
+        .map_err(|e| PyValueError::new_err(format!("{e}")))
+}
+
+fn timeout_from(seconds: f64, what: &str) -> PyResult<Duration> {
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(PyValueError::new_err(format!(
+            "{what} must be a positive number of seconds, not {seconds}"
+        )));
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+}
+
+/// Turns `program args…` into `systemd-run --user --scope … -- program args…`.
+#[pyclass(frozen, module = "synaps_scope._native")]
+struct ScopeLauncher {
+    inner: synaps_scope::ScopeLauncher,
+}
+
+/// A command line ready to spawn (bytes) and the scope's unit name (None when left unwrapped).
+#[pyclass(frozen, module = "synaps_scope._native")]
+struct Wrapped {
+    #[pyo3(get)]
+    argv: Vec<Py<PyBytes>>,
+    #[pyo3(get)]
+    unit: Option<String>,
+}
+
+#[pymethods]
+impl ScopeLauncher {
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.inner.kind().as_str()
+    }
+
+    #[getter]
+    fn slice(&self) -> Option<&str> {
+        self.inner.slice()
+    }
+
+    #[getter]
+    fn systemd_version(&self) -> Option<u32> {
+        self.inner.systemd_version()
+    }
+
+    #[getter]
+    fn systemd_run<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.inner.systemd_run().as_os_str().as_bytes())
+    }
+
+    #[pyo3(signature = (argv, env, cwd=None))]
+    fn wrap(
+        &self,
+        py: Python<'_>,
+        argv: Vec<Vec<u8>>,
+        env: Vec<(Vec<u8>, Vec<u8>)>,
+        cwd: Option<Vec<u8>>,
+    ) -> PyResult<Wrapped> {
+        if argv.is_empty() {
+            return Err(PyValueError::new_err("argv is empty"));
+        }
+        if argv.iter().any(|a| a.contains(&0)) {
+            return Err(PyValueError::new_err("arguments cannot contain NUL bytes"));
+        }
+        let env = env_from(env)?;
+        let argv: Vec<OsString> = argv.into_iter().map(OsString::from_vec).collect();
+        let cwd = cwd.map(|c| PathBuf::from(OsString::from_vec(c)));
+        let wrapped = self.inner.wrap(&argv, &env, cwd.as_deref());
+        Ok(Wrapped {
+            argv: wrapped
+                .argv
+                .iter()
+                .map(|a| PyBytes::new(py, a.as_bytes()).unbind())
+                .collect(),
+            unit: wrapped.unit,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ScopeLauncher(kind={:?}, slice={:?}, systemd_version={:?})",
+            self.inner.kind().as_str(),
+            self.inner.slice(),
+            self.inner.systemd_version()
+        )
+    }
+}
+
+/// The fresh, bounded probe, with the GIL released while it runs.
+#[pyfunction]
+#[pyo3(signature = (env, kind, probe_timeout))]
+fn launcher_for_env(
+    py: Python<'_>,
+    env: Vec<(Vec<u8>, Vec<u8>)>,
+    kind: &str,
+    probe_timeout: f64,
+) -> PyResult<Option<ScopeLauncher>> {
+    let env = env_from(env)?;
+    let kind = kind_from(kind)?;
+    let options = LauncherOptions {
+        probe_timeout: timeout_from(probe_timeout, "probe_timeout")?,
+    };
+    match py.detach(|| decide(&env, kind, &options)) {
+        Ok(Decision::Scoped(inner)) => Ok(Some(ScopeLauncher { inner })),
+        Ok(Decision::Direct(_)) => Ok(None),
+        Err(e) => Err(error(py, "ScopeRequiredError", e.to_string())),
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (program, env, cwd=None))]
+fn resolve<'py>(
+    py: Python<'py>,
+    program: Vec<u8>,
+    env: Vec<(Vec<u8>, Vec<u8>)>,
+    cwd: Option<Vec<u8>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    if program.contains(&0) {
+        return Err(PyValueError::new_err("program cannot contain NUL bytes"));
+    }
+    let env = env_from(env)?;
+    let cwd = cwd.map(|c| PathBuf::from(OsString::from_vec(c)));
+    let program = OsString::from_vec(program);
+    let path = resolve_program(&program, &env, cwd.as_deref()).map_err(|e| {
+        PyFileNotFoundError::new_err((2, e.to_string(), program.to_string_lossy().into_owned()))
+    })?;
+    Ok(PyBytes::new(py, path.as_os_str().as_bytes()))
+}
+
+fn handle_error(py: Python<'_>, e: HandleError) -> PyErr {
+    let name = match &e {
+        HandleError::NotOurs { .. } => "NotOurScopeError",
+        HandleError::NotInScope { .. } => "NotInScopeError",
+        HandleError::NotFound { .. } => "ScopeNotFoundError",
+        HandleError::TimedOut { .. } => "ScopeTimeoutError",
+        _ => "ScopeError",
+    };
+    error(py, name, e.to_string())
+}
+
+/// A running scope of this library, found by unit name.
+#[pyclass(frozen, name = "ScopeHandle", module = "synaps_scope._native")]
+struct PyScopeHandle {
+    inner: ScopeHandle,
+}
+
+#[pymethods]
+impl PyScopeHandle {
+    #[staticmethod]
+    fn from_pid(py: Python<'_>, unit: &str, pid: u32) -> PyResult<Self> {
+        ScopeHandle::from_pid(unit, pid)
+            .map(|inner| Self { inner })
+            .map_err(|e| handle_error(py, e))
+    }
+
+    #[staticmethod]
+    fn of_process(py: Python<'_>, pid: u32) -> PyResult<Self> {
+        ScopeHandle::of_process(pid)
+            .map(|inner| Self { inner })
+            .map_err(|e| handle_error(py, e))
+    }
+
+    #[staticmethod]
+    fn from_manager(
+        py: Python<'_>,
+        unit: &str,
+        env: Vec<(Vec<u8>, Vec<u8>)>,
+        timeout: f64,
+    ) -> PyResult<Self> {
+        let env = env_from(env)?;
+        let timeout = timeout_from(timeout, "timeout")?;
+        let unit = unit.to_owned();
+        py.detach(|| ScopeHandle::from_manager(&unit, &env, timeout))
+            .map(|inner| Self { inner })
+            .map_err(|e| handle_error(py, e))
+    }
+
+    #[getter]
+    fn unit(&self) -> &str {
+        self.inner.unit()
+    }
+
+    #[getter]
+    fn cgroup<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.inner.cgroup_dir().as_os_str().as_bytes())
+    }
+
+    fn pids(&self, py: Python<'_>) -> PyResult<Vec<u32>> {
+        self.inner.pids().map_err(|e| handle_error(py, e))
+    }
+
+    /// (memory_current, memory_peak, pids_current), None where the controller is absent.
+    fn stats(&self) -> (Option<u64>, Option<u64>, Option<u64>) {
+        let stats = self.inner.stats();
+        (stats.memory_current, stats.memory_peak, stats.pids_current)
+    }
+
+    fn kill(&self, py: Python<'_>, timeout: f64) -> PyResult<Vec<u32>> {
+        let timeout = timeout_from(timeout, "timeout")?;
+        py.detach(|| self.inner.kill(timeout))
+            .map_err(|e| handle_error(py, e))
+    }
+
+    fn wait_empty(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let timeout = timeout_from(timeout, "timeout")?;
+        py.detach(|| self.inner.wait_empty(timeout))
+            .map_err(|e| handle_error(py, e))
+    }
+}
+
+/// Python's logging levels for tracing's.
+fn logging_level(level: &Level) -> u32 {
+    match *level {
+        Level::ERROR => 40,
+        Level::WARN => 30,
+        Level::INFO => 20,
+        _ => 10,
+    }
+}
+
+static LOGGER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// Hands one line to `logging.getLogger("synaps_scope")`. From any thread: it attaches to the
+/// interpreter for the call (never while holding a library lock), and drops the line if the
+/// interpreter is shutting down.
+fn forward_to_logging(level: &Level, line: &str) {
+    let _ = Python::try_attach(|py| -> PyResult<()> {
+        let logger = LOGGER.get_or_try_init(py, || {
+            py.import("logging")?
+                .call_method1("getLogger", ("synaps_scope",))
+                .map(Bound::unbind)
+        })?;
+        logger
+            .bind(py)
+            .call_method1("log", (logging_level(level), "%s", line))?;
+        Ok(())
+    });
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let subscriber = CallbackSubscriber::new(Level::DEBUG, |level, _target, line| {
+        forward_to_logging(level, line)
+    });
+    // A host that embeds Python and already set a global subscriber keeps it.
+    let _ = tracing::subscriber::set_global_default(subscriber);
+    m.add_class::<ScopeLauncher>()?;
+    m.add_class::<Wrapped>()?;
+    m.add_class::<PyScopeHandle>()?;
+    m.add_function(wrap_pyfunction!(launcher_for_env, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve, m)?)?;
+    m.add("DEFAULT_PROBE_TIMEOUT", DEFAULT_PROBE_TIMEOUT.as_secs_f64())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

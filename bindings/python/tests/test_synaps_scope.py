@@ -1,0 +1,334 @@
+"""synaps_scope from Python, against real systemd user managers (the rig's, and a test's own)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+import synaps_scope
+from conftest import Manager
+
+CGROUP_OF_SELF = "grep '^0::' /proc/$$/cgroup | cut -c4-"
+PRINT_ARGS = "for a; do printf '%s\\0' \"$a\"; done"
+
+
+def no_bus_env() -> Dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS")}
+
+
+def config_env(tmp_path: Path, text: str) -> Dict[str, str]:
+    config = tmp_path / "config"
+    config.write_text(text)
+    return {**os.environ, "SYNAPS_CONFIG": str(config)}
+
+
+def scope_warnings(caplog: pytest.LogCaptureFixture, needle: str) -> List[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "synaps_scope" and r.levelno == logging.WARNING and needle in r.getMessage()
+    ]
+
+
+def test_a_popen_child_runs_in_its_own_scope(rig: Dict[str, str]) -> None:
+    with synaps_scope.Popen(["sh", "-c", f"{CGROUP_OF_SELF}; echo $$"], stdout=subprocess.PIPE, text=True) as proc:
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    unit = proc.scope_unit
+    assert unit is not None and unit.startswith("synaps-tool-") and unit.endswith(".scope")
+    cgroup, pid = out.splitlines()
+    assert cgroup.endswith(f"/app.slice/{unit}")
+    assert int(pid) == proc.pid, "the pid Popen knows is the command's pid"
+
+
+def test_launcher_reports_what_it_uses(rig: Dict[str, str]) -> None:
+    launcher = synaps_scope.launcher_for_env(kind="daemon")
+    assert launcher is not None
+    assert (launcher.kind, launcher.slice) == ("daemon", None)
+    assert launcher.systemd_version == int(rig["SYNAPS_RIG_SYSTEMD_VERSION"])
+    assert os.path.isabs(launcher.systemd_run)
+    wrapped = launcher.wrap(["true"])
+    assert wrapped.unit is not None and wrapped.unit.startswith("synaps-daemon-")
+    assert ("--expand-environment=no" in wrapped.argv) == (launcher.systemd_version >= 254)
+
+
+def test_non_utf8_arguments_round_trip(rig: Dict[str, str]) -> None:
+    launcher = synaps_scope.launcher_for_env()
+    assert launcher is not None
+    payload: List[synaps_scope.StrOrBytesPath] = [
+        os.fsdecode(b"\xff\xfe"),
+        b"\x80raw",
+        "${HOME}",
+        "",
+        "-h",
+        "caf\u00e9",
+        Path("/x y"),
+    ]
+    wrapped = launcher.wrap(["sh", "-c", PRINT_ARGS, "sh", *payload])
+    expected = [os.fsencode(a) for a in payload]
+    assert wrapped.argv_bytes[-len(payload):] == expected
+    assert wrapped.argv[-len(payload):] == [os.fsdecode(a) for a in expected]
+    out = subprocess.run(wrapped.argv, stdout=subprocess.PIPE, check=True).stdout
+    assert out.split(b"\0")[:-1] == expected
+
+    result = synaps_scope.run(["sh", "-c", PRINT_ARGS, "sh", *payload], capture_output=True, check=True)
+    assert result.scope_unit is not None
+    assert result.stdout.split(b"\0")[:-1] == expected
+
+
+def test_the_childs_path_picks_the_program(rig: Dict[str, str], tmp_path: Path) -> None:
+    for name in ("parent", "child"):
+        (tmp_path / name).mkdir()
+        program = tmp_path / name / "which-one"
+        program.write_text(f"#!/bin/sh\necho {name}\n")
+        program.chmod(0o755)
+    child_env = {**os.environ, "PATH": f"{tmp_path / 'child'}:/usr/bin:/bin"}
+    parent_env = {**os.environ, "PATH": f"{tmp_path / 'parent'}:/usr/bin:/bin"}
+    launcher = synaps_scope.launcher_for_env(parent_env)
+    assert launcher is not None
+    wrapped = launcher.wrap(["which-one"], env=child_env)
+    assert str(tmp_path / "child" / "which-one") in wrapped.argv
+    assert synaps_scope.resolve_program("which-one", env=child_env) == str(tmp_path / "child" / "which-one")
+    with synaps_scope.Popen(["which-one"], env=child_env, stdout=subprocess.PIPE) as proc:
+        assert proc.communicate(timeout=30)[0] == b"child\n"
+    assert proc.scope_unit is not None
+
+    with pytest.raises(FileNotFoundError):
+        synaps_scope.resolve_program("synaps-no-such-program", env=child_env)
+    missing = launcher.wrap(["synaps-no-such-program", "x"], env=child_env)
+    assert missing == synaps_scope.Wrapped(["synaps-no-such-program", "x"], None)
+    with pytest.raises(FileNotFoundError):
+        synaps_scope.Popen(["synaps-no-such-program"], env=child_env)
+
+
+def test_shell_and_cwd_run_in_the_scope(rig: Dict[str, str], tmp_path: Path) -> None:
+    result = synaps_scope.run(f"{CGROUP_OF_SELF}; pwd", shell=True, cwd=tmp_path, capture_output=True, text=True)
+    cgroup, cwd = result.stdout.splitlines()
+    assert result.scope_unit is not None and cgroup.endswith(result.scope_unit)
+    assert cwd == str(tmp_path)
+
+
+def test_no_manager_means_a_direct_launch(rig: Dict[str, str]) -> None:
+    env = no_bus_env()
+    assert synaps_scope.launcher_for_env(env) is None
+    with synaps_scope.Popen(["sh", "-c", CGROUP_OF_SELF], env=env, stdout=subprocess.PIPE, text=True) as proc:
+        out, _ = proc.communicate(timeout=30)
+    assert proc.scope_unit is None
+    assert ".scope" not in out
+
+
+def test_a_refused_slice_warns_once_through_logging(
+    rig: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="synaps_scope")
+    env = config_env(tmp_path, "tool_scope_slice = pyrefused.service\n")
+    for _ in range(5):
+        assert synaps_scope.launcher_for_env(env) is None
+    warnings = scope_warnings(caplog, "pyrefused.service")
+    assert len(warnings) == 1, warnings
+    assert "is not a slice" in warnings[0]
+
+
+def test_a_slice_without_limits_warns_from_the_background_thread(
+    rig: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="synaps_scope")
+    env = config_env(tmp_path, "tool_scope_slice = pyundefined.slice\n")
+    assert synaps_scope.launcher_for_env(env) is not None
+    deadline = time.monotonic() + 10
+    while not scope_warnings(caplog, "pyundefined.slice") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    warnings = scope_warnings(caplog, "pyundefined.slice")
+    assert len(warnings) == 1 and "sets no limits" in warnings[0], warnings
+
+
+def test_required_raises(rig: Dict[str, str]) -> None:
+    env = {**no_bus_env(), "SYNAPS_PROCESS_SCOPES": "required"}
+    with pytest.raises(synaps_scope.ScopeRequiredError, match="required") as raised:
+        synaps_scope.launcher_for_env(env)
+    assert isinstance(raised.value, synaps_scope.ScopeError)
+    with pytest.raises(synaps_scope.ScopeRequiredError):
+        synaps_scope.Popen(["true"], env=env)
+
+
+def test_the_asyncio_helper_never_stalls_the_loop(rig: Dict[str, str]) -> None:
+    async def main() -> float:
+        gaps: List[float] = []
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        async def launch(i: int) -> str:
+            proc = await synaps_scope.create_subprocess_exec(
+                "sh", "-c", CGROUP_OF_SELF, stdout=asyncio.subprocess.PIPE
+            )
+            out, _ = await proc.communicate()
+            assert proc.returncode == 0, i
+            assert proc.scope_unit is not None and out.decode().strip().endswith(proc.scope_unit), i
+            return proc.scope_unit
+
+        tick = asyncio.create_task(ticker())
+        units = await asyncio.gather(*(launch(i) for i in range(20)))
+        done.set()
+        await tick
+        assert len(set(units)) == 20
+        return max(gaps)
+
+    worst = asyncio.run(main())
+    assert worst < 0.1, f"the event loop stalled for {worst * 1000:.0f} ms"
+
+
+def test_the_probe_releases_the_gil(manager: Manager) -> None:
+    assert synaps_scope.launcher_for_env(manager.env) is not None
+    ticks: List[float] = []
+    stop = threading.Event()
+
+    def count() -> None:
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.001)
+
+    manager.signal("STOP")
+    worker = threading.Thread(target=count)
+    worker.start()
+    try:
+        started = time.monotonic()
+        assert synaps_scope.launcher_for_env(manager.env, probe_timeout=1.0) is None
+        elapsed = time.monotonic() - started
+    finally:
+        stop.set()
+        worker.join()
+        manager.signal("CONT")
+    assert 1.0 <= elapsed < 1.5, elapsed
+    during = [t for t in ticks if started <= t <= started + elapsed]
+    assert len(during) > 200, f"the Python thread ran only {len(during)} times during the probe"
+    assert max(b - a for a, b in zip(during, during[1:])) < 0.1
+
+
+def test_the_scope_kill_reaches_an_escaped_descendant(rig: Dict[str, str], tmp_path: Path) -> None:
+    pidfile = tmp_path / "escaped"
+    script = f"( setsid sh -c 'echo $$ > {pidfile}; exec sleep 1000' & ); exec sleep 1000"
+    proc = synaps_scope.Popen(["sh", "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not (pidfile.exists() and pidfile.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    escaped = int(pidfile.read_text())
+    assert proc.scope_unit is not None
+    handle = synaps_scope.ScopeHandle.from_pid(proc.scope_unit, escaped)
+    assert sorted(handle.pids()) == sorted([proc.pid, escaped])
+    stats = handle.stats()
+    assert (stats.memory_current is None) == (not os.path.exists(os.path.join(handle.cgroup, "memory.current")))
+    os.killpg(proc.pid, 9)
+    proc.wait()
+    assert Path(f"/proc/{escaped}").exists(), "a process-group kill misses it"
+    assert handle.kill(timeout=5) == [escaped]
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and Path(f"/proc/{escaped}/status").exists():
+        if "State:\tZ" in Path(f"/proc/{escaped}/status").read_text():
+            break
+        time.sleep(0.005)
+    assert handle.pids() == []
+    with pytest.raises(synaps_scope.NotOurScopeError):
+        synaps_scope.ScopeHandle.of_process(os.getpid())
+    with pytest.raises(PermissionError):
+        synaps_scope.ScopeHandle.from_pid("app.slice", os.getpid())
+
+
+def test_run_kills_the_whole_scope_on_timeout(rig: Dict[str, str], tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild"
+    script = f"sleep 1000 & echo $! > {pidfile}; wait"
+    with pytest.raises(subprocess.TimeoutExpired):
+        synaps_scope.run(["sh", "-c", script], timeout=0.5)
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{grandchild}").exists() and time.monotonic() < deadline:
+        status = Path(f"/proc/{grandchild}/status").read_text() if Path(f"/proc/{grandchild}/status").exists() else ""
+        if "State:\tZ" in status:
+            break
+        time.sleep(0.01)
+    status_path = Path(f"/proc/{grandchild}/status")
+    assert not status_path.exists() or "State:\tZ" in status_path.read_text(), "the grandchild outlived the timeout"
+
+
+def test_bad_inputs_raise_python_exceptions(rig: Dict[str, str]) -> None:
+    launcher = synaps_scope.launcher_for_env()
+    assert launcher is not None
+    with pytest.raises(ValueError, match="kind"):
+        synaps_scope.launcher_for_env(kind="shell")
+    for timeout in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="probe_timeout"):
+            synaps_scope.launcher_for_env(probe_timeout=timeout)
+    with pytest.raises(TypeError):
+        synaps_scope.launcher_for_env(probe_timeout="3")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        synaps_scope.launcher_for_env(env=["PATH=/bin"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="argv is empty"):
+        launcher.wrap([])
+    with pytest.raises(TypeError, match="sequence"):
+        launcher.wrap("ls -l")
+    with pytest.raises(TypeError, match="argument"):
+        launcher.wrap(["ls", 3])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="NUL"):
+        launcher.wrap(["ls", "a\0b"])
+    with pytest.raises(ValueError, match="'='"):
+        launcher.wrap(["ls"], env={"A=B": "x"})
+    with pytest.raises(ValueError):
+        launcher.wrap(["ls"], env={"": "x"})
+    with pytest.raises(ValueError, match="NUL"):
+        synaps_scope.launcher_for_env({"PATH": "/bin\0"})
+    with pytest.raises(TypeError, match="environment value"):
+        launcher.wrap(["ls"], env={"A": 1})  # type: ignore[arg-type]
+    with pytest.raises(FileNotFoundError):
+        synaps_scope.resolve_program("")
+    with pytest.raises(synaps_scope.NotOurScopeError):
+        synaps_scope.ScopeHandle.from_pid("app.slice", 1)
+    with pytest.raises(synaps_scope.ScopeNotFoundError):
+        synaps_scope.ScopeHandle.from_manager("synaps-tool-0123456789abcdef0123456789abcdef.scope")
+    with pytest.raises(OverflowError):
+        synaps_scope.ScopeHandle.of_process(-1)
+
+
+def test_probes_of_a_stopped_manager_never_stall_the_loop(manager: Manager) -> None:
+    async def main() -> float:
+        gaps: List[float] = []
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        async def launch() -> None:
+            proc = await synaps_scope.create_subprocess_exec("true", env=manager.env, probe_timeout=0.3)
+            assert proc.scope_unit is None, "a stopped manager means a direct launch"
+            assert await proc.wait() == 0
+
+        tick = asyncio.create_task(ticker())
+        await asyncio.gather(*(launch() for _ in range(20)))
+        done.set()
+        await tick
+        return max(gaps)
+
+    manager.signal("STOP")
+    try:
+        worst = asyncio.run(main())
+    finally:
+        manager.signal("CONT")
+    assert worst < 0.1, f"the event loop stalled for {worst * 1000:.0f} ms"
