@@ -224,6 +224,36 @@ scope_result scope_handle_wait_empty(const struct scope_handle *handle, uint32_t
 // `handle` is NULL or a handle from this library, not yet freed.
 void scope_handle_free(struct scope_handle *handle);
 
+// [`scope_handle_from_manager`] that also copies a failure's message into `error`, for callers
+// that run it on a worker thread.
+//
+// # Safety
+// As [`scope_handle_from_manager`]; `error` is NULL or writable for `error_len` bytes.
+scope_result scope_handle_from_manager_r(const char *unit,
+                                         const char *const *envp,
+                                         uint32_t timeout_ms,
+                                         struct scope_handle **out,
+                                         char *error,
+                                         size_t error_len);
+
+// [`scope_handle_kill`] that also copies a failure's message into `error`.
+//
+// # Safety
+// As [`scope_handle_kill`]; `error` is NULL or writable for `error_len` bytes.
+scope_result scope_handle_kill_r(const struct scope_handle *handle,
+                                 uint32_t timeout_ms,
+                                 char *error,
+                                 size_t error_len);
+
+// [`scope_handle_wait_empty`] that also copies a failure's message into `error`.
+//
+// # Safety
+// As [`scope_handle_wait_empty`]; `error` is NULL or writable for `error_len` bytes.
+scope_result scope_handle_wait_empty_r(const struct scope_handle *handle,
+                                       uint32_t timeout_ms,
+                                       char *error,
+                                       size_t error_len);
+
 // Runs a fresh, bounded (3 s) availability check for a launch of `kind` with the environment
 // `envp` (a NULL-terminated `KEY=VALUE` array as execve takes, or NULL for this process's).
 // On success `*out` is a launcher, or NULL when the launch should go direct. In `required` mode,
@@ -329,6 +359,19 @@ scope_result scope_resolve_program(const char *program,
                                    const char *const *envp,
                                    const char *cwd,
                                    char **out);
+
+// [`scope_launcher_for_env_timeout`] that also copies a failure's message into `error`
+// (`error_len` bytes, NUL-terminated, truncated): for callers that run it on a worker thread,
+// where [`super::scope_last_error`] of their own thread would not hold it.
+//
+// # Safety
+// As [`scope_launcher_for_env`]; `error` is NULL or writable for `error_len` bytes.
+scope_result scope_launcher_for_env_r(const char *const *envp,
+                                      scope_kind kind,
+                                      uint32_t probe_timeout_ms,
+                                      struct scope_launcher **out,
+                                      char *error,
+                                      size_t error_len);
 
 // Sends the library's log lines to `callback` (with `userdata`), or, when `callback` is NULL,
 // back to the default: lines on stderr. May be called at any time, from any thread.

@@ -2,7 +2,8 @@
 # The project's whole test suite: formatting, lints, then every test (unit, integration, CLI, doc,
 # and the C ABI from C under sanitizers) against a real private systemd user manager, once on
 # systemd 252 and once on 254, plus the installed C library built through pkg-config, and the
-# Python module's wheel in a fresh venv with pytest, mypy --strict and stubtest.
+# Python module's wheel in a fresh venv with pytest, mypy --strict and stubtest, and the Node
+# package (npm ci, tsc --strict on the tests' usage of index.d.ts, node --test).
 #
 #   scripts/test.sh                      # everything, both versions (as root)
 #   SYNAPS_SYSTEMD_VERSIONS=254 scripts/test.sh
@@ -36,6 +37,9 @@ ls "$scratch"/wheels/synaps_scope-*-cp39-abi3-*.whl
 (cd bindings/python && "$venv/bin/python" -m mypy --strict tests python/synaps_scope)
 (cd "$scratch" && "$venv/bin/python" -m mypy.stubtest synaps_scope._native)
 
+echo "== Node: install the package's dependencies from the npm registry, check its types"
+(cd bindings/node && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json)
+
 summary=()
 for version in ${SYNAPS_SYSTEMD_VERSIONS:-252 254}; do
   echo "== tests against systemd $version"
@@ -45,12 +49,18 @@ for version in ${SYNAPS_SYSTEMD_VERSIONS:-252 254}; do
   scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked 2>&1 | tee "$log" || status=$?
   scripts/systemd-rig.sh --systemd "$version" -- "$venv/bin/python" -m pytest bindings/python/tests -q -rs \
     -p no:cacheprovider 2>&1 | tee -a "$log" || status=$?
-  # cargo's "test result: ok. N passed; N failed; N ignored" and pytest's "N passed, N skipped in Ns"
-  read -r passed failed ignored < <(awk '/^test result:/ || / passed.* in [0-9.]+s/ || / failed.* in [0-9.]+s/ {
+  scripts/systemd-rig.sh --systemd "$version" -- node --test --test-concurrency=1 --test-reporter=tap \
+    bindings/node/test/*.test.js 2>&1 | tee -a "$log" || status=$?
+  # cargo's "test result: ok. N passed; N failed; N ignored", pytest's "N passed, N skipped in Ns",
+  # node's TAP "# pass N", "# fail N", "# skipped N", "# todo N"
+  read -r passed failed ignored < <(awk '
+    /^test result:/ || / passed.* in [0-9.]+s/ || / failed.* in [0-9.]+s/ {
       for (i = 1; i < NF; i++) {
         if ($(i + 1) ~ /^passed/) p += $i; if ($(i + 1) ~ /^failed/) f += $i
         if ($(i + 1) ~ /^(ignored|skipped)/) g += $i
-      } } END { print p + 0, f + 0, g + 0 }' "$log")
+      } }
+    /^# pass [0-9]+$/ { p += $3 } /^# fail [0-9]+$/ { f += $3 } /^# (skipped|todo) [0-9]+$/ { g += $3 }
+    END { print p + 0, f + 0, g + 0 }' "$log")
   rm -f "$log"
   summary+=("systemd $version: $passed passed, $failed failed, $ignored ignored or skipped (exit $status)")
   total_passed=$((${total_passed:-0} + passed)); total_failed=$((${total_failed:-0} + failed))

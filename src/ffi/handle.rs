@@ -271,3 +271,60 @@ pub unsafe extern "C" fn scope_handle_free(handle: *mut scope_handle) {
         }
     })
 }
+
+/// [`scope_handle_from_manager`] that also copies a failure's message into `error`, for callers
+/// that run it on a worker thread.
+///
+/// # Safety
+/// As [`scope_handle_from_manager`]; `error` is NULL or writable for `error_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_from_manager_r(
+    unit: *const c_char,
+    envp: *const *const c_char,
+    timeout_ms: u32,
+    out: *mut *mut scope_handle,
+    error: *mut c_char,
+    error_len: usize,
+) -> scope_result {
+    // SAFETY: forwarded from the caller.
+    let result = unsafe { scope_handle_from_manager(unit, envp, timeout_ms, out) };
+    // SAFETY: forwarded from the caller.
+    unsafe { super::copy_error(result, error, error_len) };
+    result
+}
+
+/// [`scope_handle_kill`] that also copies a failure's message into `error`.
+///
+/// # Safety
+/// As [`scope_handle_kill`]; `error` is NULL or writable for `error_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_kill_r(
+    handle: *const scope_handle,
+    timeout_ms: u32,
+    error: *mut c_char,
+    error_len: usize,
+) -> scope_result {
+    // SAFETY: forwarded from the caller.
+    let result = unsafe { scope_handle_kill(handle, timeout_ms) };
+    // SAFETY: forwarded from the caller.
+    unsafe { super::copy_error(result, error, error_len) };
+    result
+}
+
+/// [`scope_handle_wait_empty`] that also copies a failure's message into `error`.
+///
+/// # Safety
+/// As [`scope_handle_wait_empty`]; `error` is NULL or writable for `error_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_wait_empty_r(
+    handle: *const scope_handle,
+    timeout_ms: u32,
+    error: *mut c_char,
+    error_len: usize,
+) -> scope_result {
+    // SAFETY: forwarded from the caller.
+    let result = unsafe { scope_handle_wait_empty(handle, timeout_ms) };
+    // SAFETY: forwarded from the caller.
+    unsafe { super::copy_error(result, error, error_len) };
+    result
+}

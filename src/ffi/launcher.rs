@@ -311,3 +311,25 @@ pub unsafe extern "C" fn scope_resolve_program(
         Ok(())
     })
 }
+
+/// [`scope_launcher_for_env_timeout`] that also copies a failure's message into `error`
+/// (`error_len` bytes, NUL-terminated, truncated): for callers that run it on a worker thread,
+/// where [`super::scope_last_error`] of their own thread would not hold it.
+///
+/// # Safety
+/// As [`scope_launcher_for_env`]; `error` is NULL or writable for `error_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn scope_launcher_for_env_r(
+    envp: *const *const c_char,
+    kind: scope_kind,
+    probe_timeout_ms: u32,
+    out: *mut *mut scope_launcher,
+    error: *mut c_char,
+    error_len: usize,
+) -> scope_result {
+    // SAFETY: forwarded from the caller.
+    let result = unsafe { scope_launcher_for_env_timeout(envp, kind, probe_timeout_ms, out) };
+    // SAFETY: forwarded from the caller.
+    unsafe { super::copy_error(result, error, error_len) };
+    result
+}

@@ -76,8 +76,13 @@ fn deliver(level: &Level, line: &str) {
     if number > MAX_LEVEL.load(Ordering::Relaxed) {
         return;
     }
-    let sink = SINK.read().unwrap_or_else(|p| p.into_inner());
-    match sink.callback {
+    // Copied out so that no lock is held during the call: a callback marshalled to another thread
+    // (Node's main thread) while that thread sets a new callback must not deadlock.
+    let (callback, userdata) = {
+        let sink = SINK.read().unwrap_or_else(|p| p.into_inner());
+        (sink.callback, sink.userdata)
+    };
+    match callback {
         Some(callback) => {
             let message = CString::new(line.replace('\0', "\\0")).unwrap_or_default();
             let len = message.as_bytes().len();
@@ -85,7 +90,7 @@ fn deliver(level: &Level, line: &str) {
             // for the duration of the call, as documented.
             unsafe {
                 callback(
-                    sink.userdata as *mut c_void,
+                    userdata as *mut c_void,
                     level_enum(number),
                     message.as_ptr(),
                     len,

@@ -315,3 +315,28 @@ pub(crate) fn c_string(bytes: Vec<u8>) -> Result<CString, Failure> {
     CString::new(bytes)
         .map_err(|_| Failure::new(scope_result::InvalidArgument, "a string holds a NUL byte"))
 }
+
+/// For the `_r` variants of blocking calls: copies this thread's last error into `buf` (at most
+/// `len` bytes including the NUL, truncated at a character boundary) when `result` is a failure,
+/// so a caller that ran the call on a worker thread can report it from another thread.
+///
+/// # Safety
+/// `buf` is NULL or writable for `len` bytes.
+pub(crate) unsafe fn copy_error(result: scope_result, buf: *mut c_char, len: usize) {
+    if result == scope_result::Ok || buf.is_null() || len == 0 {
+        return;
+    }
+    LAST_ERROR.with(|last| {
+        let message = last.borrow();
+        let text = message.to_str().unwrap_or("");
+        let mut end = text.len().min(len - 1);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        // SAFETY: `buf` is writable for `len` bytes per the caller, and end + 1 <= len.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), buf, end);
+            *buf.add(end) = 0;
+        }
+    });
+}

@@ -299,6 +299,12 @@ static int scenario_required(void) {
     CHECK(r == SCOPE_RESULT_REQUIRED_UNAVAILABLE, "result %u", (unsigned)r);
     CHECK(launcher == SENTINEL, "out untouched on failure");
     CHECK(strstr(scope_last_error(), "required") != NULL, "message: %s", scope_last_error());
+    char message[32];
+    memset(message, 'x', sizeof message);
+    r = scope_launcher_for_env_r(env, SCOPE_KIND_TOOL, 3000, &launcher, message, sizeof message);
+    CHECK(r == SCOPE_RESULT_REQUIRED_UNAVAILABLE && launcher == SENTINEL, "result %u", (unsigned)r);
+    CHECK(strlen(message) == sizeof message - 1, "truncated and NUL-terminated: %s", message);
+    CHECK(strncmp(message, "process scopes are required", 27) == 0, "the message: %s", message);
     free(env);
     return 0;
 }

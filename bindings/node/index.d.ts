@@ -1,0 +1,108 @@
+// Type declarations of synaps-scope for Node.
+/// <reference types="node" />
+import type { ChildProcess, SpawnOptions } from 'node:child_process';
+
+/** The C ABI version this package was written for; a library with another is refused at load. */
+export declare const ABI_VERSION: 1;
+/** The path libsynaps_scope.so was loaded from. */
+export declare const libraryPath: string;
+/** The library's version. */
+export declare const version: string;
+
+export type ScopeKind = 'tool' | 'daemon';
+export type LogLevel = 'error' | 'warn' | 'info' | 'debug' | 'trace';
+export type Environment = Record<string, string | undefined>;
+/** An argument or path; as for child_process.spawn, strings (passed as UTF-8). */
+export type Arg = string;
+
+export interface LauncherOptions {
+  /** The child's environment (default: process.env). */
+  env?: Environment;
+  /** Which kind of scope (default: 'tool'). */
+  kind?: ScopeKind;
+  /** The bound on the probe, in milliseconds (default 3000). */
+  probeTimeoutMs?: number;
+}
+
+export interface WrapOptions {
+  /** The child's environment, used to resolve the program (default: process.env). */
+  env?: Environment;
+  /** The child's working directory (default: this process's). */
+  cwd?: string | URL;
+}
+
+export interface Wrapped {
+  /** The argv to spawn: systemd-run … -- /abs/program args…, or the argv unchanged. */
+  argv: string[];
+  /** The same arguments as the bytes the library returned. */
+  argvBuffers: Buffer[];
+  /** The scope's unit name; null when the program could not be resolved and was left unwrapped. */
+  unit: string | null;
+}
+
+/** A failed call of the library; `code` is `SCOPE_<scope_result name>`, `result` its number. */
+export declare class ScopeError extends Error {
+  readonly result: number;
+  readonly code: string;
+}
+
+/** `process_scopes = required`, and scopes are unavailable for this launch. */
+export declare class ScopeRequiredError extends ScopeError {}
+
+/** Turns `program args…` into `systemd-run --user --scope … -- program args…`. */
+export declare class ScopeLauncher {
+  private constructor();
+  readonly kind: ScopeKind;
+  readonly slice: string | null;
+  readonly systemdVersion: number | null;
+  wrap(argv: readonly Arg[], options?: WrapOptions): Wrapped;
+  /** Frees the launcher now rather than at garbage collection; further use throws. */
+  close(): void;
+}
+
+export interface ScopeStats {
+  memoryCurrent: number | null;
+  memoryPeak: number | null;
+  pidsCurrent: number | null;
+}
+
+/** A running scope of this library, found by the unit name that `wrap` returned. */
+export declare class ScopeHandle {
+  private constructor();
+  static fromPid(unit: string, pid: number): ScopeHandle;
+  static ofProcess(pid: number): ScopeHandle;
+  static fromManager(unit: string, options?: { env?: Environment; timeoutMs?: number }): Promise<ScopeHandle>;
+  readonly unit: string;
+  readonly cgroup: string;
+  pids(): number[];
+  stats(): ScopeStats;
+  /** Kills every process in the scope, descendants that left the process group included. */
+  kill(options?: { timeoutMs?: number }): Promise<void>;
+  waitEmpty(options?: { timeoutMs?: number }): Promise<void>;
+  close(): void;
+}
+
+/** A fresh, bounded probe on a worker thread: a launcher, or null to launch directly. */
+export declare function launcherForEnv(options?: LauncherOptions): Promise<ScopeLauncher | null>;
+/** The same probe on the calling thread: blocks up to the bound. */
+export declare function launcherForEnvSync(options?: LauncherOptions): ScopeLauncher | null;
+/** The absolute path execvp in a child with `env` and `cwd` would run; throws (code ENOENT) if none. */
+export declare function resolveProgram(program: Arg, options?: WrapOptions): string;
+
+export interface ScopedChildProcess extends ChildProcess {
+  /** The scope the child runs in; null for a direct launch. */
+  scopeUnit: string | null;
+}
+
+export interface ScopedSpawnOptions extends SpawnOptions {
+  kind?: ScopeKind;
+  probeTimeoutMs?: number;
+}
+
+/** child_process.spawn in a scope; resolves once the child is spawned. */
+export declare function spawn(command: string, args?: readonly string[], options?: ScopedSpawnOptions): Promise<ScopedChildProcess>;
+export declare function spawn(command: string, options?: ScopedSpawnOptions): Promise<ScopedChildProcess>;
+
+/** Where the library's log lines go (default: console.warn); null silences them. */
+export declare function setLogger(logger: ((level: LogLevel, message: string) => void) | null): void;
+export declare function setLogLevel(level: LogLevel): void;

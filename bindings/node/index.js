@@ -1,0 +1,437 @@
+'use strict';
+// synaps-scope for Node: each child process in its own systemd scope, over the library's C ABI
+// (libsynaps_scope.so, loaded with koffi). Probes run on koffi's worker threads, so the event loop
+// never waits on them; every string and handle the library returns is freed exactly once, by the
+// library's own free functions.
+
+const childProcess = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+const { promisify } = require('node:util');
+const koffi = require('koffi');
+
+/** The C ABI version this package was written for (SCOPE_ABI_VERSION of synaps_scope.h). */
+const ABI_VERSION = 1;
+const LIBRARY = 'libsynaps_scope.so';
+const KINDS = { tool: 0, daemon: 1 };
+const RESULT_NAMES = [
+  'OK', 'NULL_PARAMETER', 'INVALID_ARGUMENT', 'INVALID_UTF8', 'INVALID_KIND', 'REQUIRED_UNAVAILABLE',
+  'NOT_FOUND', 'NOT_OURS', 'NOT_IN_SCOPE', 'TIMED_OUT', 'MANAGER', 'NO_CGROUP2', 'IO', 'PANIC',
+];
+const LEVELS = ['', 'error', 'warn', 'info', 'debug', 'trace'];
+const STAT_UNKNOWN = 0xffffffffffffffffn;
+const DEFAULT_PROBE_TIMEOUT_MS = 3000;
+
+/** The places searched for the library, in order. */
+function candidatePaths() {
+  if (process.env.SYNAPS_SCOPE_LIB) return [process.env.SYNAPS_SCOPE_LIB];
+  const target = path.resolve(__dirname, '..', '..', 'target');
+  // Of the cargo builds, the newest first: a stale release build must not shadow a fresh debug one.
+  const builds = ['release', 'debug']
+    .map((profile) => path.join(target, profile, LIBRARY))
+    .sort((a, b) => modified(b) - modified(a));
+  return [path.join(__dirname, LIBRARY), path.join(__dirname, 'lib', LIBRARY), ...builds];
+}
+
+function modified(file) {
+  try {
+    return fs.statSync(file).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+function loadLibrary() {
+  const tried = [];
+  for (const candidate of candidatePaths()) {
+    if (!fs.existsSync(candidate)) {
+      tried.push(`${candidate} (not found)`);
+      continue;
+    }
+    let lib;
+    try {
+      lib = koffi.load(candidate);
+    } catch (error) {
+      tried.push(`${candidate} (${error.message})`);
+      continue;
+    }
+    const abi = lib.func('uint32_t scope_abi_version(void)')();
+    if (abi !== ABI_VERSION) {
+      throw new Error(
+        `synaps-scope: ${candidate} implements C ABI version ${abi}, but this package was written for ` +
+          `version ${ABI_VERSION}; install matching versions of the package and the library`,
+      );
+    }
+    return { lib, libraryPath: candidate };
+  }
+  throw new Error(
+    `synaps-scope: cannot find ${LIBRARY}; tried, in order:\n  ${tried.join('\n  ')}\n` +
+      'Set SYNAPS_SCOPE_LIB to its path, or build it with `cargo build --release` in the repository.',
+  );
+}
+
+const { lib, libraryPath } = loadLibrary();
+
+koffi.opaque('scope_launcher');
+koffi.opaque('scope_argv');
+koffi.opaque('scope_handle');
+koffi.struct('scope_stats', { memory_current: 'uint64_t', memory_peak: 'uint64_t', pids_current: 'uint64_t' });
+const LogCallback = koffi.proto('void scope_log_callback(void *userdata, uint32_t level, const char *message, size_t len)');
+
+// Every symbol is bound now, so a library missing one fails at load, not mid-launch.
+const c = {
+  lastError: lib.func('const char *scope_last_error(void)'),
+  version: lib.func('const char *scope_version(void)'),
+  stringFree: lib.func('void scope_string_free(void *s)'),
+  launcherForEnv: lib.func('uint32_t scope_launcher_for_env_r(const char **envp, uint32_t kind, uint32_t timeout_ms, _Out_ scope_launcher **out, void *error, size_t error_len)'),
+  launcherFree: lib.func('void scope_launcher_free(scope_launcher *launcher)'),
+  launcherKind: lib.func('uint32_t scope_launcher_kind(const scope_launcher *launcher)'),
+  launcherSlice: lib.func('const char *scope_launcher_slice(const scope_launcher *launcher)'),
+  launcherVersion: lib.func('uint32_t scope_launcher_systemd_version(const scope_launcher *launcher)'),
+  wrapArgv: lib.func('uint32_t scope_wrap_argv(const scope_launcher *launcher, const char **argv, const char **envp, const char *cwd, _Out_ scope_argv **out)'),
+  argvLen: lib.func('size_t scope_argv_len(const scope_argv *argv)'),
+  argvGet: lib.func('const void *scope_argv_get(const scope_argv *argv, size_t index, _Out_ size_t *len)'),
+  argvUnit: lib.func('const char *scope_argv_unit(const scope_argv *argv)'),
+  argvFree: lib.func('void scope_argv_free(scope_argv *argv)'),
+  resolveProgram: lib.func('uint32_t scope_resolve_program(const char *program, const char **envp, const char *cwd, _Out_ void **out)'),
+  handleFromPid: lib.func('uint32_t scope_handle_from_pid(const char *unit, uint32_t pid, _Out_ scope_handle **out)'),
+  handleOfProcess: lib.func('uint32_t scope_handle_of_process(uint32_t pid, _Out_ scope_handle **out)'),
+  handleFromManager: lib.func('uint32_t scope_handle_from_manager_r(const char *unit, const char **envp, uint32_t timeout_ms, _Out_ scope_handle **out, void *error, size_t error_len)'),
+  handleUnit: lib.func('const char *scope_handle_unit(const scope_handle *handle)'),
+  handleCgroup: lib.func('const char *scope_handle_cgroup(const scope_handle *handle)'),
+  handlePids: lib.func('uint32_t scope_handle_pids(const scope_handle *handle, _Out_ void **pids, _Out_ size_t *len)'),
+  pidsFree: lib.func('void scope_pids_free(void *pids, size_t len)'),
+  handleStats: lib.func('uint32_t scope_handle_stats(const scope_handle *handle, _Out_ scope_stats *out)'),
+  handleKill: lib.func('uint32_t scope_handle_kill_r(const scope_handle *handle, uint32_t timeout_ms, void *error, size_t error_len)'),
+  handleWaitEmpty: lib.func('uint32_t scope_handle_wait_empty_r(const scope_handle *handle, uint32_t timeout_ms, void *error, size_t error_len)'),
+  handleFree: lib.func('void scope_handle_free(scope_handle *handle)'),
+  setLogCallback: lib.func('void scope_set_log_callback(scope_log_callback *callback, void *userdata)'),
+  setLogLevel: lib.func('uint32_t scope_set_log_level(uint32_t level)'),
+  abiVersion: lib.func('uint32_t scope_abi_version(void)'),
+};
+
+/** A failed call of the library: `code` is the scope_result name, `result` its number. */
+class ScopeError extends Error {
+  constructor(result, message) {
+    super(message);
+    this.name = 'ScopeError';
+    this.result = result;
+    this.code = `SCOPE_${RESULT_NAMES[result] ?? 'UNKNOWN'}`;
+  }
+}
+
+/** `process_scopes = required`, and scopes are unavailable for this launch. */
+class ScopeRequiredError extends ScopeError {
+  constructor(result, message) {
+    super(result, message);
+    this.name = 'ScopeRequiredError';
+  }
+}
+
+/** Throws for a failed `result`; the message is `detail`, or the calling thread's last error. */
+function check(result, detail) {
+  if (result === 0) return;
+  const message = `synaps-scope: ${detail ?? c.lastError()}`;
+  throw result === 5 ? new ScopeRequiredError(result, message) : new ScopeError(result, message);
+}
+
+const ERROR_BUFFER = 1024;
+
+/**
+ * Calls one of the library's `_r` functions on a koffi worker thread, so the event loop never
+ * waits on it; the worker's last error comes back through the trailing buffer arguments.
+ */
+async function callBlocking(fn, ...args) {
+  const error = Buffer.alloc(ERROR_BUFFER);
+  const result = await promisify(fn.async)(...args, error, ERROR_BUFFER);
+  check(result, error.subarray(0, error.indexOf(0)).toString('utf8'));
+}
+
+/** The same `_r` function, on this thread. */
+function callHere(fn, ...args) {
+  check(fn(...args, null, 0));
+}
+
+let logger = (level, message) => console.warn(`synaps-scope: ${level}: ${message}`);
+const logTrampoline = koffi.register((_userdata, level, message) => {
+  try {
+    if (logger) logger(LEVELS[level] ?? 'trace', message);
+  } catch {
+    // A throwing logger must not unwind into the library.
+  }
+}, koffi.pointer(LogCallback));
+c.setLogCallback(logTrampoline, null);
+
+/** Sends the library's log lines to `fn(level, message)`; null silences them. Default: console.warn. */
+function setLogger(fn) {
+  if (fn !== null && typeof fn !== 'function') throw new TypeError('setLogger takes a function or null');
+  logger = fn;
+}
+
+/** The most detailed level delivered: 'error', 'warn' (the default), 'info', 'debug' or 'trace'. */
+function setLogLevel(level) {
+  const number = LEVELS.indexOf(level);
+  if (number < 1) throw new TypeError(`unknown log level ${JSON.stringify(level)}`);
+  check(c.setLogLevel(number));
+}
+
+// Strings only, as for child_process.spawn: koffi passes them to C as UTF-8.
+function cString(value, what) {
+  if (typeof value !== 'string') {
+    throw new TypeError(`${what} must be a string, not ${value === null ? 'null' : typeof value}`);
+  }
+  if (value.includes('\0')) throw new TypeError(`${what} cannot contain NUL characters`);
+  return value;
+}
+
+/** `KEY=VALUE` entries of `env` (undefined: process.env), NULL-terminated for the C ABI. */
+function envArray(env) {
+  const source = env ?? process.env;
+  if (typeof source !== 'object' || source === null || Array.isArray(source)) {
+    throw new TypeError('env must be an object of environment variables');
+  }
+  const entries = [];
+  for (const [key, value] of Object.entries(source)) {
+    if (value === undefined) continue;
+    entries.push(cString(`${key}=${value}`, `environment variable ${key}`));
+  }
+  entries.push(null);
+  return entries;
+}
+
+function argvArray(argv) {
+  if (!Array.isArray(argv)) throw new TypeError('argv must be an array of strings');
+  if (argv.length === 0) throw new RangeError('argv is empty');
+  return [...argv.map((arg, i) => cString(arg, `argv[${i}]`)), null];
+}
+
+function cwdArg(cwd) {
+  if (cwd === undefined || cwd === null) return null;
+  if (cwd instanceof URL) return cString(require('node:url').fileURLToPath(cwd), 'cwd');
+  return cString(cwd, 'cwd');
+}
+
+function kindNumber(kind) {
+  if (!Object.hasOwn(KINDS, kind)) throw new TypeError(`kind must be 'tool' or 'daemon', not ${JSON.stringify(kind)}`);
+  return KINDS[kind];
+}
+
+function timeoutMs(value, what, fallback) {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < 1 || value > 0xffffffff) {
+    throw new RangeError(`${what} must be a whole number of milliseconds from 1, not ${value}`);
+  }
+  return value;
+}
+
+const launcherRegistry = new FinalizationRegistry((pointer) => c.launcherFree(pointer));
+const handleRegistry = new FinalizationRegistry((pointer) => c.handleFree(pointer));
+
+/** Turns `program args…` into `systemd-run --user --scope … -- program args…`. */
+class ScopeLauncher {
+  #pointer;
+
+  constructor(pointer) {
+    this.#pointer = pointer;
+    launcherRegistry.register(this, pointer, this);
+    this.kind = c.launcherKind(pointer) === KINDS.daemon ? 'daemon' : 'tool';
+    this.slice = c.launcherSlice(pointer);
+    this.systemdVersion = c.launcherVersion(pointer) || null;
+    Object.freeze(this);
+  }
+
+  #live() {
+    if (!this.#pointer) throw new Error('synaps-scope: this launcher was closed');
+    return this.#pointer;
+  }
+
+  /**
+   * Rewrites argv to run in a new scope. `env` and `cwd` are the child's: the program is resolved
+   * with them first. A program that cannot be resolved is left unwrapped (`unit` null).
+   */
+  wrap(argv, { env, cwd } = {}) {
+    const out = [null];
+    check(c.wrapArgv(this.#live(), argvArray(argv), envArray(env), cwdArg(cwd), out));
+    const wrapped = out[0];
+    try {
+      const count = Number(c.argvLen(wrapped));
+      const argvBuffers = [];
+      for (let i = 0; i < count; i++) {
+        const len = [0];
+        const pointer = c.argvGet(wrapped, i, len);
+        // A copy: the library's memory is freed below (Buffer.from(ArrayBuffer) would share it).
+        argvBuffers.push(Buffer.from(new Uint8Array(koffi.view(pointer, Number(len[0])))));
+      }
+      return { argv: argvBuffers.map((b) => b.toString('utf8')), argvBuffers, unit: c.argvUnit(wrapped) };
+    } finally {
+      c.argvFree(wrapped);
+    }
+  }
+
+  /** Frees the launcher now (the garbage collector would otherwise). Further use throws. */
+  close() {
+    if (!this.#pointer) return;
+    launcherRegistry.unregister(this);
+    c.launcherFree(this.#pointer);
+    this.#pointer = null;
+  }
+}
+
+function launcherArgs({ env, kind = 'tool', probeTimeoutMs } = {}) {
+  return [envArray(env), kindNumber(kind), timeoutMs(probeTimeoutMs, 'probeTimeoutMs', DEFAULT_PROBE_TIMEOUT_MS)];
+}
+
+/**
+ * A fresh, bounded probe of the user's systemd manager on a worker thread. Resolves to a launcher,
+ * or null to launch directly; rejects with ScopeRequiredError in `required` mode.
+ */
+async function launcherForEnv(options) {
+  const out = [null];
+  await callBlocking(c.launcherForEnv, ...launcherArgs(options), out);
+  return out[0] ? new ScopeLauncher(out[0]) : null;
+}
+
+/** launcherForEnv on the calling thread: blocks up to the probe bound. */
+function launcherForEnvSync(options) {
+  const out = [null];
+  callHere(c.launcherForEnv, ...launcherArgs(options), out);
+  return out[0] ? new ScopeLauncher(out[0]) : null;
+}
+
+/** The absolute path execvp in a child with `env` and `cwd` would run; throws ENOENT when none. */
+function resolveProgram(program, { env, cwd } = {}) {
+  const out = [null];
+  const result = c.resolveProgram(cString(program, 'program'), envArray(env), cwdArg(cwd), out);
+  if (result === 6) {
+    const error = new Error(`synaps-scope: ${c.lastError()}`);
+    error.code = 'ENOENT';
+    throw error;
+  }
+  check(result);
+  try {
+    return koffi.decode(out[0], 'char', -1);
+  } finally {
+    c.stringFree(out[0]);
+  }
+}
+
+/** A running scope of this library, found by the unit name `wrap` returned. */
+class ScopeHandle {
+  #pointer;
+
+  constructor(pointer) {
+    this.#pointer = pointer;
+    handleRegistry.register(this, pointer, this);
+    this.unit = c.handleUnit(pointer);
+    this.cgroup = c.handleCgroup(pointer);
+    Object.freeze(this);
+  }
+
+  static fromPid(unit, pid) {
+    const out = [null];
+    check(c.handleFromPid(cString(unit, 'unit'), pid, out));
+    return new ScopeHandle(out[0]);
+  }
+
+  static ofProcess(pid) {
+    const out = [null];
+    check(c.handleOfProcess(pid, out));
+    return new ScopeHandle(out[0]);
+  }
+
+  /** Asks the user manager (on a worker thread) for the scope's cgroup. */
+  static async fromManager(unit, { env, timeoutMs: ms } = {}) {
+    const out = [null];
+    const timeout = timeoutMs(ms, 'timeoutMs', 3000);
+    await callBlocking(c.handleFromManager, cString(unit, 'unit'), envArray(env), timeout, out);
+    return new ScopeHandle(out[0]);
+  }
+
+  #live() {
+    if (!this.#pointer) throw new Error('synaps-scope: this scope handle was closed');
+    return this.#pointer;
+  }
+
+  pids() {
+    const pids = [null];
+    const len = [0];
+    check(c.handlePids(this.#live(), pids, len));
+    const count = Number(len[0]);
+    if (count === 0) return [];
+    try {
+      return Array.from(koffi.decode(pids[0], 'uint32_t', count));
+    } finally {
+      c.pidsFree(pids[0], count);
+    }
+  }
+
+  /** Usage figures; null where the kernel's controller is not enabled. */
+  stats() {
+    const out = {};
+    check(c.handleStats(this.#live(), out));
+    const known = (v) => (BigInt(v) === STAT_UNKNOWN ? null : Number(v));
+    return { memoryCurrent: known(out.memory_current), memoryPeak: known(out.memory_peak), pidsCurrent: known(out.pids_current) };
+  }
+
+  /** Kills every process in the scope, descendants that left the process group included. */
+  async kill({ timeoutMs: ms } = {}) {
+    await callBlocking(c.handleKill, this.#live(), timeoutMs(ms, 'timeoutMs', 5000));
+  }
+
+  async waitEmpty({ timeoutMs: ms } = {}) {
+    await callBlocking(c.handleWaitEmpty, this.#live(), timeoutMs(ms, 'timeoutMs', 5000));
+  }
+
+  close() {
+    if (!this.#pointer) return;
+    handleRegistry.unregister(this);
+    c.handleFree(this.#pointer);
+    this.#pointer = null;
+  }
+}
+
+/**
+ * child_process.spawn in a scope: resolves to the ChildProcess, with `scopeUnit` naming its scope
+ * (null for a direct launch). `shell: true` runs `/bin/sh -c` inside the scope.
+ */
+async function spawn(command, args = [], options = {}) {
+  if (!Array.isArray(args)) {
+    options = args ?? {};
+    args = [];
+  }
+  const { kind, probeTimeoutMs, ...spawnOptions } = options;
+  const launcher = await launcherForEnv({ env: spawnOptions.env, kind, probeTimeoutMs });
+  let argv = [command, ...args];
+  let unit = null;
+  if (launcher) {
+    if (spawnOptions.shell) {
+      const shell = typeof spawnOptions.shell === 'string' ? spawnOptions.shell : '/bin/sh';
+      argv = [shell, '-c', [command, ...args].join(' ')];
+      spawnOptions.shell = false;
+    }
+    try {
+      ({ argv, unit } = launcher.wrap(argv, { env: spawnOptions.env, cwd: spawnOptions.cwd }));
+    } finally {
+      launcher.close();
+    }
+  }
+  const child = childProcess.spawn(argv[0], argv.slice(1), spawnOptions);
+  child.scopeUnit = unit;
+  return child;
+}
+
+module.exports = {
+  ABI_VERSION,
+  ScopeError,
+  ScopeHandle,
+  ScopeLauncher,
+  ScopeRequiredError,
+  launcherForEnv,
+  launcherForEnvSync,
+  libraryPath,
+  resolveProgram,
+  setLogLevel,
+  setLogger,
+  spawn,
+  version: c.version(),
+};

@@ -1,0 +1,110 @@
+// @ts-check
+'use strict';
+// Test support: the rig's real user manager, and managers of a test's own to stop.
+const { execFileSync, spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+/** Fails the test loudly unless the rig started a manager (or skipping was asked for). */
+function requireRig(/** @type {import('node:test').TestContext} */ t) {
+  const ready = ['SYNAPS_RIG_SYSTEMD_VERSION', 'SYNAPS_RIG_MANAGER', 'SYNAPS_RIG_CGROUP', 'XDG_RUNTIME_DIR'].every(
+    (name) => process.env[name],
+  );
+  if (ready) return true;
+  if (process.env.SYNAPS_SKIP_MANAGER_TESTS === '1') {
+    t.skip('SYNAPS_SKIP_MANAGER_TESTS=1: this test needs a real systemd user manager');
+    return false;
+  }
+  throw new Error(
+    'this test needs a real systemd user manager and none was started: run it through ' +
+      '`scripts/systemd-rig.sh [--systemd 252|254] -- node --test bindings/node/test/` as root ' +
+      '(scripts/test.sh does), or set SYNAPS_SKIP_MANAGER_TESTS=1 to skip such tests on purpose',
+  );
+}
+
+/** process.env without the user-bus variables: no manager can be reached. */
+function noBusEnv() {
+  const env = { ...process.env };
+  delete env.XDG_RUNTIME_DIR;
+  delete env.DBUS_SESSION_BUS_ADDRESS;
+  return env;
+}
+
+/** A systemd user manager of the test's own, in its own cgroup and XDG_RUNTIME_DIR. */
+class Manager {
+  constructor() {
+    this.scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-manager-'));
+    this.runtimeDir = path.join(this.scratch, 'runtime');
+    fs.mkdirSync(this.runtimeDir, { mode: 0o700 });
+    this.cgroup = path.join(String(process.env.SYNAPS_RIG_CGROUP), `node-manager-${process.pid}-${path.basename(this.scratch)}`);
+    const service = path.join(this.cgroup, 'user@0.service');
+    fs.mkdirSync(service, { recursive: true });
+    this.env = { ...process.env, XDG_RUNTIME_DIR: this.runtimeDir };
+    this.process = spawn(
+      'sh',
+      ['-c', 'echo $$ > "$1/cgroup.procs" && exec "$2" --user', 'sh', service, String(process.env.SYNAPS_RIG_MANAGER)],
+      { env: this.env, stdio: 'ignore' },
+    );
+  }
+
+  /** Resolves once the manager answers. */
+  async ready() {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      if (this.process.exitCode !== null) throw new Error(`the test's manager exited with ${this.process.exitCode}`);
+      let state = '';
+      try {
+        state = execFileSync('systemctl', ['--user', 'is-system-running'], { env: this.env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+      } catch (error) {
+        state = String(/** @type {{stdout?: string}} */ (error).stdout ?? '').trim();
+      }
+      if (state === 'running' || state === 'degraded') return this;
+      if (Date.now() > deadline) throw new Error('the test\'s user manager did not come up within 10 s');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  /** @param {NodeJS.Signals} signal */
+  signal(signal) {
+    execFileSync('kill', [`-${signal.replace(/^SIG/, '')}`, String(this.process.pid)]);
+  }
+
+  close() {
+    if (this.process.exitCode === null) {
+      this.signal('SIGCONT');
+      this.process.kill('SIGKILL');
+    }
+    try {
+      fs.writeFileSync(path.join(this.cgroup, 'cgroup.kill'), '1');
+    } catch {
+      // Already gone.
+    }
+    const deadline = Date.now() + 5000;
+    while (fs.existsSync(this.cgroup) && Date.now() < deadline) {
+      try {
+        execFileSync('find', [this.cgroup, '-depth', '-type', 'd', '-exec', 'rmdir', '{}', '+'], { stdio: 'ignore' });
+      } catch {
+        // Not empty yet.
+      }
+    }
+    fs.rmSync(this.scratch, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Collects a child's stdout as a Buffer and waits for its exit code.
+ * @param {import('node:child_process').ChildProcess} child
+ * @returns {Promise<{code: number | null, stdout: Buffer}>}
+ */
+function collect(child) {
+  /** @type {Buffer[]} */
+  const chunks = [];
+  child.stdout?.on('data', (chunk) => chunks.push(chunk));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout: Buffer.concat(chunks) }));
+  });
+}
+
+module.exports = { Manager, collect, noBusEnv, requireRig };

@@ -1,0 +1,208 @@
+// @ts-check
+'use strict';
+const assert = require('node:assert/strict');
+const { execFileSync, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { test } = require('node:test');
+
+const scope = require('..');
+const { Manager, collect, noBusEnv, requireRig } = require('./helpers.js');
+
+const CGROUP_OF_SELF = "grep '^0::' /proc/$$/cgroup | cut -c4-";
+const PRINT_ARGS = 'for a; do printf \'%s\\0\' "$a"; done';
+
+test('a spawned child runs in its own scope', async (t) => {
+  if (!requireRig(t)) return;
+  const child = await scope.spawn('sh', ['-c', `${CGROUP_OF_SELF}; echo $$`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const { code, stdout } = await collect(child);
+  assert.equal(code, 0);
+  assert.match(String(child.scopeUnit), /^synaps-tool-[0-9a-f]{32}\.scope$/);
+  const [cgroup, pid] = stdout.toString().trim().split('\n');
+  assert.ok(cgroup.endsWith(`/app.slice/${child.scopeUnit}`), cgroup);
+  assert.equal(Number(pid), child.pid, 'the pid Node knows is the command\'s pid');
+});
+
+test('the launcher says what it uses, and wrap passes ${HOME} and unicode verbatim', async (t) => {
+  if (!requireRig(t)) return;
+  const launcher = await scope.launcherForEnv({ kind: 'daemon' });
+  assert.ok(launcher);
+  assert.equal(launcher.kind, 'daemon');
+  assert.equal(launcher.slice, null);
+  assert.equal(launcher.systemdVersion, Number(process.env.SYNAPS_RIG_SYSTEMD_VERSION));
+  const payload = ['${HOME}', '$HOME', 'ünïcødé ✓ 日本', '', '--', '-h', 'a "quoted" \\ arg'];
+  const wrapped = launcher.wrap(['sh', '-c', PRINT_ARGS, 'sh', ...payload]);
+  assert.match(String(wrapped.unit), /^synaps-daemon-/);
+  assert.deepEqual(wrapped.argv.slice(-payload.length), payload);
+  assert.equal(wrapped.argv.includes('--expand-environment=no'), (launcher.systemdVersion ?? 0) >= 254);
+  const run = spawnSync(wrapped.argv[0], wrapped.argv.slice(1));
+  assert.equal(run.status, 0);
+  assert.deepEqual(run.stdout.toString('utf8').split('\0').slice(0, -1), payload);
+
+  assert.deepEqual(wrapped.argvBuffers.at(-5), Buffer.from('ünïcødé ✓ 日本', 'utf8'), 'the bytes of the UTF-8 argument');
+  launcher.close();
+  assert.throws(() => launcher.wrap(['true']), /closed/);
+  launcher.close();
+});
+
+test('no manager means a direct launch', async (t) => {
+  if (!requireRig(t)) return;
+  const env = noBusEnv();
+  assert.equal(await scope.launcherForEnv({ env }), null);
+  assert.equal(scope.launcherForEnvSync({ env }), null);
+  const child = await scope.spawn('sh', ['-c', CGROUP_OF_SELF], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const { code, stdout } = await collect(child);
+  assert.equal(code, 0);
+  assert.equal(child.scopeUnit, null);
+  assert.ok(!stdout.toString().includes('.scope'));
+});
+
+test('a refused slice warns once through the logger', async (t) => {
+  if (!requireRig(t)) return;
+  const config = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-')), 'config');
+  fs.writeFileSync(config, 'tool_scope_slice = noderefused.service\n');
+  /** @type {Array<[string, string]>} */
+  const lines = [];
+  scope.setLogger((level, message) => lines.push([level, message]));
+  try {
+    for (let i = 0; i < 5; i++) {
+      assert.equal(await scope.launcherForEnv({ env: { ...process.env, SYNAPS_CONFIG: config } }), null);
+    }
+  } finally {
+    scope.setLogger((level, message) => console.warn(`synaps-scope: ${level}: ${message}`));
+  }
+  const refused = lines.filter(([level, message]) => level === 'warn' && message.includes('noderefused.service'));
+  assert.equal(refused.length, 1, JSON.stringify(lines));
+  assert.match(refused[0][1], /is not a slice/);
+});
+
+test('required mode rejects with a typed error', async (t) => {
+  if (!requireRig(t)) return;
+  const env = { ...noBusEnv(), SYNAPS_PROCESS_SCOPES: 'required' };
+  await assert.rejects(scope.launcherForEnv({ env }), (error) => {
+    assert.ok(error instanceof scope.ScopeRequiredError);
+    assert.ok(error instanceof scope.ScopeError);
+    assert.equal(error.code, 'SCOPE_REQUIRED_UNAVAILABLE');
+    assert.match(error.message, /required but unavailable.*XDG_RUNTIME_DIR/);
+    return true;
+  });
+  assert.throws(() => scope.launcherForEnvSync({ env }), scope.ScopeRequiredError);
+  await assert.rejects(scope.spawn('true', [], { env }), scope.ScopeRequiredError);
+});
+
+test('the event loop keeps ticking while 20 launches probe a stopped manager', async (t) => {
+  if (!requireRig(t)) return;
+  const manager = await new Manager().ready();
+  try {
+    assert.ok(await scope.launcherForEnv({ env: manager.env }), 'the manager answers while running');
+    manager.signal('SIGSTOP');
+    let last = performance.now();
+    let worst = 0;
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      worst = Math.max(worst, now - last);
+      last = now;
+    }, 10);
+    const started = performance.now();
+    const launchers = await Promise.all(
+      Array.from({ length: 20 }, () => scope.launcherForEnv({ env: manager.env, probeTimeoutMs: 300 })),
+    );
+    clearInterval(ticker);
+    assert.deepEqual(launchers, Array(20).fill(null), 'a stopped manager means direct launches');
+    assert.ok(performance.now() - started >= 300, 'the probes did wait for the bound');
+    assert.ok(worst < 100, `the event loop stalled for ${worst.toFixed(0)} ms`);
+  } finally {
+    manager.close();
+  }
+});
+
+test('1,000 wraps do not grow the RSS by 10 MB', async (t) => {
+  if (!requireRig(t)) return;
+  const launcher = scope.launcherForEnvSync();
+  assert.ok(launcher);
+  const argv = ['sh', '-c', 'exit 0', 'x'.repeat(1000)];
+  for (let i = 0; i < 200; i++) launcher.wrap(argv);
+  globalThis.gc?.();
+  const before = process.memoryUsage().rss;
+  for (let i = 0; i < 1000; i++) {
+    const wrapped = launcher.wrap(argv);
+    assert.ok(wrapped.unit);
+  }
+  globalThis.gc?.();
+  const grown = process.memoryUsage().rss - before;
+  launcher.close();
+  assert.ok(grown < 10 * 1024 * 1024, `RSS grew by ${(grown / 1048576).toFixed(1)} MB`);
+});
+
+test('the scope handle kills a descendant that left the process group', async (t) => {
+  if (!requireRig(t)) return;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+  const pidfile = path.join(dir, 'escaped');
+  const script = `( setsid sh -c 'echo $$ > ${pidfile}; exec sleep 1000' & ); exec sleep 1000`;
+  const child = await scope.spawn('sh', ['-c', script], { stdio: 'ignore', detached: true });
+  const deadline = Date.now() + 10_000;
+  while (!(fs.existsSync(pidfile) && fs.readFileSync(pidfile, 'utf8').endsWith('\n')) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  const escaped = Number(fs.readFileSync(pidfile, 'utf8'));
+  const handle = await scope.ScopeHandle.fromManager(String(child.scopeUnit));
+  assert.deepEqual(handle.pids().sort(), [Number(child.pid), escaped].sort());
+  const stats = handle.stats();
+  assert.equal(stats.memoryCurrent === null, !fs.existsSync(path.join(handle.cgroup, 'memory.current')));
+  process.kill(-Number(child.pid), 'SIGKILL');
+  assert.ok(fs.existsSync(`/proc/${escaped}`), 'a process-group kill misses it');
+  await handle.kill({ timeoutMs: 5000 });
+  assert.deepEqual(handle.pids(), []);
+  handle.close();
+  assert.throws(() => scope.ScopeHandle.ofProcess(process.pid), (error) => error instanceof scope.ScopeError && error.code === 'SCOPE_NOT_OURS');
+});
+
+test('bad input throws a clear error', async (t) => {
+  if (!requireRig(t)) return;
+  const launcher = scope.launcherForEnvSync();
+  assert.ok(launcher);
+  assert.throws(() => launcher.wrap([]), RangeError);
+  // @ts-expect-error: not an array
+  assert.throws(() => launcher.wrap('ls -l'), TypeError);
+  // @ts-expect-error: not a string
+  assert.throws(() => launcher.wrap(['ls', 3]), /argv\[1\] must be a string/);
+  // @ts-expect-error: not a string
+  assert.throws(() => launcher.wrap(['ls', Buffer.from('x')]), TypeError);
+  assert.throws(() => launcher.wrap(['ls', 'a\0b']), /NUL/);
+  assert.throws(() => launcher.wrap(['ls'], { env: { '': 'x' } }), (error) => error instanceof scope.ScopeError && error.code === 'SCOPE_INVALID_ARGUMENT');
+  // @ts-expect-error: not a kind
+  await assert.rejects(scope.launcherForEnv({ kind: 'shell' }), TypeError);
+  await assert.rejects(scope.launcherForEnv({ probeTimeoutMs: 0 }), RangeError);
+  assert.throws(() => scope.resolveProgram('synaps-no-such-program'), { code: 'ENOENT' });
+  assert.equal(scope.resolveProgram('sh'), execFileSync('sh', ['-c', 'command -v sh'], { encoding: 'utf8' }).trim());
+  assert.throws(() => scope.setLogLevel(/** @type {any} */ ('loud')), TypeError);
+  launcher.close();
+});
+
+test('a library of another ABI version, or none, is refused with a clear message', (t) => {
+  if (!requireRig(t)) return;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-abi-'));
+  const source = path.join(dir, 'fake.c');
+  fs.writeFileSync(source, 'unsigned scope_abi_version(void) { return 999; }\n');
+  const fake = path.join(dir, 'libsynaps_scope.so');
+  execFileSync('cc', ['-shared', '-fPIC', '-o', fake, source]);
+  const load = (/** @type {Record<string, string>} */ env, /** @type {string} */ from) =>
+    spawnSync(process.execPath, ['-e', `require(${JSON.stringify(from)})`], { env: { ...process.env, ...env }, encoding: 'utf8' });
+
+  const wrong = load({ SYNAPS_SCOPE_LIB: fake }, path.resolve(__dirname, '..'));
+  assert.notEqual(wrong.status, 0);
+  assert.match(wrong.stderr, /implements C ABI version 999, but this package was written for version 1/);
+
+  const copy = path.join(dir, 'package');
+  fs.mkdirSync(copy);
+  fs.copyFileSync(path.join(__dirname, '..', 'index.js'), path.join(copy, 'index.js'));
+  fs.symlinkSync(path.join(__dirname, '..', 'node_modules'), path.join(copy, 'node_modules'));
+  const env = { ...process.env };
+  delete env.SYNAPS_SCOPE_LIB;
+  const missing = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(copy)})`], { env, encoding: 'utf8' });
+  assert.notEqual(missing.status, 0);
+  assert.match(missing.stderr, /cannot find libsynaps_scope\.so; tried, in order:/);
+  assert.ok((missing.stderr.match(/\(not found\)/g) ?? []).length >= 4, missing.stderr);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
