@@ -40,5 +40,5 @@ for _ in $(seq 100); do
   sleep 0.05
 done
 [ -S "$XDG_RUNTIME_DIR/systemd/private" ] || { echo "systemd-rig: the user manager did not come up within 5 s" >&2; exit 1; }
-export SYNAPS_RIG_CGROUP="$base/tests"
+export SYNAPS_RIG_CGROUP="$base/tests" SYNAPS_RIG_MANAGER_PID="$manager_pid"
 "$@"

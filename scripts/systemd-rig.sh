@@ -10,6 +10,7 @@
 #   SYNAPS_RIG_SYSTEMD_VERSION  the major version of the running manager and clients
 #   SYNAPS_RIG_MANAGER          an executable that runs `systemd --user` of that version
 #   SYNAPS_RIG_CGROUP           a cgroup2 directory under which tests may make their own
+#   SYNAPS_RIG_MANAGER_PID      the pid of the rig's manager (benchmarks stop it briefly)
 # Whatever the command does, the manager is killed and its cgroups are removed afterwards.
 set -euo pipefail
 

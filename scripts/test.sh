@@ -3,7 +3,8 @@
 # and the C ABI from C under sanitizers) against a real private systemd user manager, once on
 # systemd 252 and once on 254, plus the installed C library built through pkg-config, and the
 # Python module's wheel in a fresh venv with pytest, mypy --strict and stubtest, and the Node
-# package (npm ci, tsc --strict on the tests' usage of index.d.ts, node --test).
+# package (npm ci, tsc --strict on the tests' usage of index.d.ts, node --test), a fuzz smoke run of
+# every fuzz target, and a short run of the benchmarks on each systemd version.
 #
 #   scripts/test.sh                      # everything, both versions (as root)
 #   SYNAPS_SYSTEMD_VERSIONS=254 scripts/test.sh
@@ -17,6 +18,7 @@ command -v cargo >/dev/null || { echo "test.sh: cargo not found" >&2; exit 2; }
 
 echo "== rustfmt, clippy"
 cargo fmt --all --check
+(cd fuzz && cargo fmt --check)
 cargo clippy --all-targets --locked -- -D warnings
 cargo clippy -p synaps-scope-python --features pyo3/extension-module --all-targets --locked -- -D warnings
 cargo build --all-targets --locked
@@ -37,6 +39,9 @@ ls "$scratch"/wheels/synaps_scope-*-cp39-abi3-*.whl
 (cd bindings/python && "$venv/bin/python" -m mypy --strict tests python/synaps_scope)
 (cd "$scratch" && "$venv/bin/python" -m mypy.stubtest synaps_scope._native)
 
+echo "== fuzz smoke: every target a few seconds (scripts/fuzz.sh 60 is the full run)"
+scripts/fuzz.sh "${SYNAPS_FUZZ_SECONDS:-5}"
+
 echo "== Node: install the package's dependencies from the npm registry, check its types"
 (cd bindings/node && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json)
 
@@ -51,6 +56,7 @@ for version in ${SYNAPS_SYSTEMD_VERSIONS:-252 254}; do
     -p no:cacheprovider 2>&1 | tee -a "$log" || status=$?
   scripts/systemd-rig.sh --systemd "$version" -- node --test --test-concurrency=1 --test-reporter=tap \
     bindings/node/test/*.test.js 2>&1 | tee -a "$log" || status=$?
+  SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked --bench launch || status=$?
   # cargo's "test result: ok. N passed; N failed; N ignored", pytest's "N passed, N skipped in Ns",
   # node's TAP "# pass N", "# fail N", "# skipped N", "# todo N"
   read -r passed failed ignored < <(awk '

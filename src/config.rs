@@ -241,21 +241,24 @@ fn read_config(path: &Path, explicit: bool) -> Option<Vec<u8>> {
         ));
         None
     };
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
+    // Checked before opening: opening a FIFO would block until a writer appears.
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => return refuse("is a directory".into()),
+        Ok(meta) if !meta.is_file() => return refuse("is not a regular file".into()),
+        Ok(meta) if meta.len() > MAX_CONFIG_BYTES => {
+            return refuse(format!("is larger than {MAX_CONFIG_BYTES} bytes"))
+        }
+        Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound && !explicit => return None,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return refuse(format!("named by {CONFIG_VAR} but does not exist"))
         }
+        Err(e) => return refuse(format!("cannot be read: {e}")),
+    }
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
         Err(e) => return refuse(format!("cannot be opened: {e}")),
     };
-    match file.metadata() {
-        Ok(meta) if meta.is_dir() => return refuse("is a directory".into()),
-        Ok(meta) if meta.len() > MAX_CONFIG_BYTES => {
-            return refuse(format!("is larger than {MAX_CONFIG_BYTES} bytes"))
-        }
-        _ => {}
-    }
     let mut text = Vec::new();
     match file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut text) {
         Ok(_) if text.len() as u64 > MAX_CONFIG_BYTES => {

@@ -38,3 +38,24 @@ pub use launcher::{
 };
 pub use probe::SliceLimits;
 pub use resolve::resolve_program;
+
+/// Entry points for the fuzz targets in `fuzz/`; not part of the supported API.
+#[doc(hidden)]
+pub mod __fuzz {
+    /// The config file parser: (key, value, line) of each entry, and the malformed line numbers.
+    pub fn parse_config(text: &[u8]) -> (Vec<(String, String, usize)>, Vec<usize>) {
+        let (entries, malformed) = crate::config::parse(text);
+        (
+            entries
+                .into_iter()
+                .map(|e| (e.key, e.value, e.line))
+                .collect(),
+            malformed.into_iter().map(|m| m.line).collect(),
+        )
+    }
+
+    /// The `systemd-run --version` parser.
+    pub fn parse_version(output: &[u8]) -> Option<u32> {
+        crate::probe::parse_version(output)
+    }
+}

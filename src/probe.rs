@@ -268,6 +268,9 @@ mod tests {
         assert_eq!(parse_version(b""), None);
         assert_eq!(parse_version(b"\xff\xfe"), None);
         assert_eq!(parse_version(b"systemd 99999999999999999999"), None);
+        // Found by fuzzing: words are split on any whitespace, leading whitespace included.
+        assert_eq!(parse_version(b" \tsystemd\xc2\xa0254"), Some(254));
+        assert_eq!(parse_version(b"  systemd   254 (x)"), Some(254));
     }
 
     #[test]

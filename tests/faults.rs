@@ -1,0 +1,274 @@
+//! Faults (issue 7): a systemd-run that hangs, fails or prints garbage; a manager killed
+//! mid-probe; XDG_RUNTIME_DIR pointing at a file; config files that are unreadable, a directory,
+//! a FIFO or 10 MB of garbage. Each gives the documented outcome, a clear WARN or error, and no
+//! hang past the bound.
+
+mod common;
+
+use std::ffi::OsString;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{env_with, rig, run_argv, signal, Capture, Manager, TempDir};
+use synaps_scope::{decide, launcher_for_env, Decision, DirectReason, LauncherOptions, ScopeKind};
+
+const BOUND: Duration = Duration::from_millis(500);
+
+/// An environment whose PATH finds `systemd-run` (a script with `body`) first.
+fn fake_systemd_run(dir: &TempDir, body: &str) -> Vec<(OsString, OsString)> {
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    dir.write("bin/systemd-run", &format!("#!/bin/sh\n{body}\n"), true);
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    env_with(&[("PATH", &path)])
+}
+
+/// Decides with the short bound, asserting it returned direct within bound + 0.5 s.
+fn direct_within_bound(env: &[(OsString, OsString)], capture: &Capture) -> String {
+    let started = Instant::now();
+    let decision = capture
+        .run(|| {
+            decide(
+                env,
+                ScopeKind::Tool,
+                &LauncherOptions {
+                    probe_timeout: BOUND,
+                },
+            )
+        })
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < BOUND + Duration::from_millis(500),
+        "took {elapsed:?}"
+    );
+    match decision {
+        Decision::Direct(DirectReason::ProbeFailed { detail, .. }) => detail,
+        other => panic!("expected a failed probe, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_systemd_run_that_hangs_is_killed_at_the_bound() {
+    let Some(_rig) = rig() else { return };
+    let dir = TempDir::new("fault-hang");
+    let mut env = fake_systemd_run(&dir, "exec sleep 1000");
+    env.push((
+        "SYNAPS_CONFIG".into(),
+        dir.write("config", "tool_scope_slice = faulthang.slice\n", false)
+            .into(),
+    ));
+    let capture = Capture::default();
+    let detail = direct_within_bound(&env, &capture);
+    assert!(detail.contains("--version` timed out after"), "{detail}");
+    assert_eq!(capture.warnings().len(), 1, "{:?}", capture.warnings());
+    assert!(
+        capture.warnings()[0].contains("timed out"),
+        "{:?}",
+        capture.warnings()
+    );
+}
+
+#[test]
+fn a_systemd_run_that_exits_1_means_direct_with_its_complaint() {
+    let Some(_rig) = rig() else { return };
+    let dir = TempDir::new("fault-exit1");
+    let mut env = fake_systemd_run(&dir, "echo 'broken systemd-run' >&2; exit 1");
+    env.push((
+        "SYNAPS_CONFIG".into(),
+        dir.write("config", "tool_scope_slice = faultexit.slice\n", false)
+            .into(),
+    ));
+    let capture = Capture::default();
+    let detail = direct_within_bound(&env, &capture);
+    assert!(
+        detail.contains("broken systemd-run") && detail.contains("exit status: 1"),
+        "{detail}"
+    );
+    assert!(
+        capture.warnings()[0].contains("slice faultexit.slice"),
+        "{:?}",
+        capture.warnings()
+    );
+}
+
+#[test]
+fn garbage_from_version_counts_as_older_than_254() {
+    let Some(_rig) = rig() else { return };
+    let real =
+        synaps_scope::resolve_program("systemd-run".as_ref(), &synaps_scope::inherited_env(), None)
+            .unwrap();
+    let dir = TempDir::new("fault-garbage");
+    let body = format!(
+        "[ \"$1\" = --version ] && {{ echo 'not a version'; exit 0; }}\nexec '{}' \"$@\"",
+        real.display()
+    );
+    let env = fake_systemd_run(&dir, &body);
+    let launcher = launcher_for_env(&env)
+        .unwrap()
+        .expect("the real systemd-run behind it works");
+    assert_eq!(launcher.systemd_version(), None);
+    assert!(!launcher.disables_environment_expansion());
+    let wrapped = launcher.wrap(&["sh".into(), "-c".into(), "exit 0".into()], &env, None);
+    assert!(!wrapped
+        .argv
+        .contains(&OsString::from("--expand-environment=no")));
+    assert!(
+        run_argv(&wrapped.argv, &env).unwrap().status.success(),
+        "the launch works without the flag"
+    );
+}
+
+#[test]
+fn a_manager_killed_mid_probe_means_direct_at_once() {
+    let Some(rig) = rig() else { return };
+    let mut manager = Manager::start(&rig);
+    let env = manager.env();
+    assert!(launcher_for_env(&env).unwrap().is_some());
+    signal(manager.pid(), "STOP");
+    let started = Instant::now();
+    let probing = std::thread::spawn(move || {
+        let capture = Capture::default();
+        let decision = capture
+            .run(|| decide(&env, ScopeKind::Daemon, &LauncherOptions::default()))
+            .unwrap();
+        (decision, capture.warnings())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    manager.kill();
+    let (decision, warnings) = probing.join().unwrap();
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(decision, Decision::Direct(DirectReason::ProbeFailed { .. })),
+        "{decision:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(3),
+        "returned at {elapsed:?}, not when the manager died"
+    );
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+}
+
+#[test]
+fn xdg_runtime_dir_pointing_at_a_file_means_direct_with_the_reason() {
+    let Some(_rig) = rig() else { return };
+    let dir = TempDir::new("fault-xdg");
+    let file = dir.write("not-a-dir", "", false);
+    let mut env = env_with(&[("XDG_RUNTIME_DIR", &file.into_os_string())]);
+    env.push((
+        "SYNAPS_CONFIG".into(),
+        dir.write("config", "tool_scope_slice = faultxdg.slice\n", false)
+            .into(),
+    ));
+    let capture = Capture::default();
+    let detail = direct_within_bound(&env, &capture);
+    assert!(detail.contains("Failed to connect"), "{detail}");
+}
+
+/// The config WARNs of one request with SYNAPS_CONFIG at `path`, which must return in time.
+fn config_warnings(path: &std::path::Path) -> Vec<String> {
+    let env = env_with(&[("SYNAPS_CONFIG", &path.as_os_str().to_owned())]);
+    let capture = Capture::default();
+    let started = Instant::now();
+    assert!(
+        capture.run(|| launcher_for_env(&env)).unwrap().is_some(),
+        "defaults apply"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    capture.warnings()
+}
+
+#[test]
+fn a_config_that_is_a_directory_a_fifo_or_10_mb_of_garbage_warns_and_defaults_apply() {
+    let Some(_rig) = rig() else { return };
+    let dir = TempDir::new("fault-config");
+    let warnings = config_warnings(dir.path());
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("is a directory"),
+        "{warnings:?}"
+    );
+
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let warnings = config_warnings(&fifo);
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("is not a regular file"),
+        "{warnings:?}"
+    );
+
+    let garbage: Vec<u8> = (0..10 * 1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let big = dir.path().join("garbage");
+    std::fs::write(&big, garbage).unwrap();
+    let warnings = config_warnings(&big);
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("is larger than 1048576 bytes"),
+        "{warnings:?}"
+    );
+
+    let small: Vec<u8> = (0..64 * 1024u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
+        .collect();
+    let noisy = dir.path().join("noisy");
+    std::fs::write(&noisy, small).unwrap();
+    let warnings = config_warnings(&noisy);
+    assert!(
+        warnings.len() <= 6,
+        "malformed lines are summarised, not one WARN each: {}",
+        warnings.len()
+    );
+    assert!(
+        warnings
+            .last()
+            .unwrap()
+            .contains("more malformed config lines skipped"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn an_unreadable_config_warns_and_defaults_apply() {
+    let Some(_rig) = rig() else { return };
+    let dir = TempDir::new("fault-unreadable");
+    let config = dir.write("config", "process_scopes = off\n", false);
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    // Root reads any file, so the CLI runs as nobody for this one.
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_synaps-scope"))
+        .args(["wrap", "--probe-timeout-ms", "500", "--", "true"])
+        .env("SYNAPS_CONFIG", &config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "config file {}: cannot be opened: Permission denied",
+            config.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        "true",
+        "off did not apply: the file was not read"
+    );
+}

@@ -1,0 +1,182 @@
+//! Load (issue 7): 500 launch requests from 32 threads against one manager, and the same while
+//! the manager is stopped for 2 s in the middle. Every request runs scoped in its own unit or
+//! direct with a WARN, none runs twice, none waits past the probe bound, and the manager's
+//! synaps-* unit count returns to its baseline (--collect at work).
+
+mod common;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{rig, run_argv, signal, Capture, Manager, TempDir};
+use synaps_scope::{decide, Decision, LauncherOptions, ScopeKind, DEFAULT_PROBE_TIMEOUT};
+
+const REQUESTS: usize = 500;
+const THREADS: usize = 32;
+
+fn synaps_units(env: &[(OsString, OsString)]) -> usize {
+    let mut cmd = std::process::Command::new("systemctl");
+    cmd.args([
+        "--user",
+        "list-units",
+        "--all",
+        "--plain",
+        "--no-legend",
+        "synaps-*",
+    ]);
+    synaps_scope::set_env(&mut cmd, env);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count()
+}
+
+fn load(stop_midway: bool) {
+    let Some(rig) = rig() else { return };
+    let manager = Manager::start(&rig);
+    let env = Arc::new(manager.env());
+    let baseline = synaps_units(&env);
+    let dir = TempDir::new(if stop_midway { "load-stopped" } else { "load" });
+    let log = Arc::new(dir.path().join("ran.log"));
+    let next = Arc::new(AtomicUsize::new(0));
+    let capture = Capture::default();
+    // Shorter than the stop, so requests caught by it time out and go direct.
+    let bound = if stop_midway {
+        Duration::from_secs(1)
+    } else {
+        DEFAULT_PROBE_TIMEOUT
+    };
+
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (env, log, next, capture) = (
+                Arc::clone(&env),
+                Arc::clone(&log),
+                Arc::clone(&next),
+                capture.clone(),
+            );
+            std::thread::spawn(move || {
+                capture.run(|| {
+                    let mut outcomes = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        if i >= REQUESTS {
+                            return outcomes;
+                        }
+                        let started = Instant::now();
+                        let options = LauncherOptions {
+                            probe_timeout: bound,
+                        };
+                        let decision = decide(&env, ScopeKind::Tool, &options).unwrap();
+                        let waited = started.elapsed();
+                        assert!(
+                            waited < bound + Duration::from_millis(500),
+                            "request {i} waited {waited:?}"
+                        );
+                        let script = format!(
+                            "echo \"$1 $(grep ^0:: /proc/$$/cgroup | cut -c4-)\" >> '{}'",
+                            log.display()
+                        );
+                        let argv: Vec<OsString> = vec![
+                            "sh".into(),
+                            "-c".into(),
+                            script.into(),
+                            "sh".into(),
+                            i.to_string().into(),
+                        ];
+                        let (argv, unit) = match decision {
+                            Decision::Scoped(launcher) => {
+                                let wrapped = launcher.wrap(&argv, &env, None);
+                                (wrapped.argv, wrapped.unit)
+                            }
+                            Decision::Direct(_) => (argv, None),
+                        };
+                        let status = run_argv(&argv, &env).unwrap().status;
+                        assert!(status.success(), "request {i}: {status}");
+                        outcomes.push((i, unit));
+                    }
+                })
+            })
+        })
+        .collect();
+
+    if stop_midway {
+        while next.load(Ordering::SeqCst) < REQUESTS / 2 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        signal(manager.pid(), "STOP");
+        std::thread::sleep(Duration::from_secs(2));
+        signal(manager.pid(), "CONT");
+    }
+    let outcomes: HashMap<usize, Option<String>> = workers
+        .into_iter()
+        .flat_map(|w| w.join().expect("a load thread panicked"))
+        .collect();
+    assert_eq!(outcomes.len(), REQUESTS);
+
+    let text = std::fs::read_to_string(&*log).unwrap();
+    let mut ran: HashMap<usize, Vec<String>> = HashMap::new();
+    for line in text.lines() {
+        let (i, cgroup) = line.split_once(' ').unwrap();
+        ran.entry(i.parse().unwrap())
+            .or_default()
+            .push(cgroup.to_owned());
+    }
+    let mut scoped = 0;
+    for (i, unit) in &outcomes {
+        let cgroups = ran
+            .get(i)
+            .unwrap_or_else(|| panic!("request {i} never ran"));
+        assert_eq!(cgroups.len(), 1, "request {i} ran {} times", cgroups.len());
+        match unit {
+            Some(unit) => {
+                assert!(
+                    cgroups[0].ends_with(&format!("/{unit}")),
+                    "request {i} ran in {}, not {unit}",
+                    cgroups[0]
+                );
+                scoped += 1;
+            }
+            None => assert!(
+                !cgroups[0].contains("synaps-tool-"),
+                "a direct request {i} ran in {}",
+                cgroups[0]
+            ),
+        }
+    }
+    let direct = REQUESTS - scoped;
+    let warnings = capture.warnings();
+    assert_eq!(
+        direct > 0,
+        !warnings.is_empty(),
+        "{direct} direct launches, warnings {warnings:?}"
+    );
+    if stop_midway {
+        assert!(direct > 0, "requests caught by the stop went direct");
+    } else {
+        assert_eq!(direct, 0, "a running manager scopes every request");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while synaps_units(&env) != baseline && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(synaps_units(&env), baseline, "scopes leaked");
+    eprintln!(
+        "load (stopped midway: {stop_midway}): {scoped} scoped, {direct} direct, all ran once"
+    );
+}
+
+#[test]
+fn five_hundred_requests_from_32_threads() {
+    load(false);
+}
+
+#[test]
+fn five_hundred_requests_with_the_manager_stopped_for_two_seconds() {
+    load(true);
+}
