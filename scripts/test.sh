@@ -15,6 +15,21 @@ cd "$(dirname "$(readlink -f "$0")")/.."
 
 [ "$(id -u)" = 0 ] || { echo "test.sh: run as root: the tests start private systemd user managers" >&2; exit 2; }
 command -v cargo >/dev/null || { echo "test.sh: cargo not found" >&2; exit 2; }
+command -v node >/dev/null && command -v npm >/dev/null || { echo "test.sh: needs Node 20 and npm" >&2; exit 2; }
+
+# What a fresh Debian 12 machine with the Rust toolchain may lack, from Debian's packages.
+need=()
+{ [ -x /lib/systemd/systemd ] && command -v systemd-run && command -v systemctl; } >/dev/null || need+=(systemd)
+command -v unshare >/dev/null || need+=(util-linux)
+{ [ -x /usr/bin/kill ] || [ -x /bin/kill ]; } || need+=(procps)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v g++ >/dev/null || need+=(g++)
+command -v python3 >/dev/null || need+=(python3 python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing ${need[*]} from Debian's packages"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
 
 echo "== rustfmt, clippy"
 cargo fmt --all --check

@@ -44,6 +44,16 @@ fn handle_failure(e: HandleError) -> Failure {
     Failure::new(code, e.to_string())
 }
 
+/// A required handle argument.
+///
+/// # Safety
+/// `handle` is NULL or a live handle that outlives `'a`.
+unsafe fn handle_arg<'a>(handle: *const scope_handle) -> Result<&'a scope_handle, Failure> {
+    // SAFETY: NULL or live per the caller.
+    unsafe { handle.as_ref() }
+        .ok_or_else(|| Failure::new(scope_result::NullParameter, "handle is NULL"))
+}
+
 fn into_handle(inner: ScopeHandle, out: *mut *mut scope_handle) -> Result<(), Failure> {
     let unit = c_string(inner.unit().as_bytes().to_vec())?;
     let cgroup = c_string(inner.cgroup_dir().as_os_str().as_bytes().to_vec())?;
@@ -161,8 +171,7 @@ pub unsafe extern "C" fn scope_handle_pids(
         out_arg(pids, "pids")?;
         out_arg(len, "len")?;
         // SAFETY: NULL or live per the caller.
-        let handle = unsafe { handle.as_ref() }
-            .ok_or_else(|| Failure::new(scope_result::NullParameter, "handle is NULL"))?;
+        let handle = unsafe { handle_arg(handle) }?;
         let found = handle.inner.pids().map_err(handle_failure)?;
         let count = found.len();
         let array = if found.is_empty() {
@@ -205,8 +214,7 @@ pub unsafe extern "C" fn scope_handle_stats(
     guard(|| {
         out_arg(out, "out")?;
         // SAFETY: NULL or live per the caller.
-        let handle = unsafe { handle.as_ref() }
-            .ok_or_else(|| Failure::new(scope_result::NullParameter, "handle is NULL"))?;
+        let handle = unsafe { handle_arg(handle) }?;
         let stats = handle.inner.stats();
         let known = |v: Option<u64>| v.unwrap_or(SCOPE_STAT_UNKNOWN);
         // SAFETY: checked non-NULL; writable per the caller.
@@ -233,8 +241,7 @@ pub unsafe extern "C" fn scope_handle_kill(
 ) -> scope_result {
     guard(|| {
         // SAFETY: NULL or live per the caller.
-        let handle = unsafe { handle.as_ref() }
-            .ok_or_else(|| Failure::new(scope_result::NullParameter, "handle is NULL"))?;
+        let handle = unsafe { handle_arg(handle) }?;
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
         handle.inner.kill(timeout).map(drop).map_err(handle_failure)
     })
@@ -251,8 +258,7 @@ pub unsafe extern "C" fn scope_handle_wait_empty(
 ) -> scope_result {
     guard(|| {
         // SAFETY: NULL or live per the caller.
-        let handle = unsafe { handle.as_ref() }
-            .ok_or_else(|| Failure::new(scope_result::NullParameter, "handle is NULL"))?;
+        let handle = unsafe { handle_arg(handle) }?;
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
         handle.inner.wait_empty(timeout).map_err(handle_failure)
     })
@@ -287,10 +293,13 @@ pub unsafe extern "C" fn scope_handle_from_manager_r(
     error_len: usize,
 ) -> scope_result {
     // SAFETY: forwarded from the caller.
-    let result = unsafe { scope_handle_from_manager(unit, envp, timeout_ms, out) };
-    // SAFETY: forwarded from the caller.
-    unsafe { super::copy_error(result, error, error_len) };
-    result
+    unsafe {
+        super::copy_error(
+            scope_handle_from_manager(unit, envp, timeout_ms, out),
+            error,
+            error_len,
+        )
+    }
 }
 
 /// [`scope_handle_kill`] that also copies a failure's message into `error`.
@@ -305,10 +314,7 @@ pub unsafe extern "C" fn scope_handle_kill_r(
     error_len: usize,
 ) -> scope_result {
     // SAFETY: forwarded from the caller.
-    let result = unsafe { scope_handle_kill(handle, timeout_ms) };
-    // SAFETY: forwarded from the caller.
-    unsafe { super::copy_error(result, error, error_len) };
-    result
+    unsafe { super::copy_error(scope_handle_kill(handle, timeout_ms), error, error_len) }
 }
 
 /// [`scope_handle_wait_empty`] that also copies a failure's message into `error`.
@@ -323,8 +329,11 @@ pub unsafe extern "C" fn scope_handle_wait_empty_r(
     error_len: usize,
 ) -> scope_result {
     // SAFETY: forwarded from the caller.
-    let result = unsafe { scope_handle_wait_empty(handle, timeout_ms) };
-    // SAFETY: forwarded from the caller.
-    unsafe { super::copy_error(result, error, error_len) };
-    result
+    unsafe {
+        super::copy_error(
+            scope_handle_wait_empty(handle, timeout_ms),
+            error,
+            error_len,
+        )
+    }
 }

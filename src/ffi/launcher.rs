@@ -328,8 +328,11 @@ pub unsafe extern "C" fn scope_launcher_for_env_r(
     error_len: usize,
 ) -> scope_result {
     // SAFETY: forwarded from the caller.
-    let result = unsafe { scope_launcher_for_env_timeout(envp, kind, probe_timeout_ms, out) };
-    // SAFETY: forwarded from the caller.
-    unsafe { super::copy_error(result, error, error_len) };
-    result
+    unsafe {
+        super::copy_error(
+            scope_launcher_for_env_timeout(envp, kind, probe_timeout_ms, out),
+            error,
+            error_len,
+        )
+    }
 }

@@ -318,13 +318,18 @@ pub(crate) fn c_string(bytes: Vec<u8>) -> Result<CString, Failure> {
 
 /// For the `_r` variants of blocking calls: copies this thread's last error into `buf` (at most
 /// `len` bytes including the NUL, truncated at a character boundary) when `result` is a failure,
-/// so a caller that ran the call on a worker thread can report it from another thread.
+/// so a caller that ran the call on a worker thread can report it from another thread. Returns
+/// `result`.
 ///
 /// # Safety
 /// `buf` is NULL or writable for `len` bytes.
-pub(crate) unsafe fn copy_error(result: scope_result, buf: *mut c_char, len: usize) {
+pub(crate) unsafe fn copy_error(
+    result: scope_result,
+    buf: *mut c_char,
+    len: usize,
+) -> scope_result {
     if result == scope_result::Ok || buf.is_null() || len == 0 {
-        return;
+        return result;
     }
     LAST_ERROR.with(|last| {
         let message = last.borrow();
@@ -339,4 +344,5 @@ pub(crate) unsafe fn copy_error(result: scope_result, buf: *mut c_char, len: usi
             *buf.add(end) = 0;
         }
     });
+    result
 }

@@ -9,13 +9,14 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Awaitable, Dict, List, Tuple, TypeVar
 
 import pytest
 
 import synaps_scope
 from conftest import Manager
 
+T = TypeVar("T")
 CGROUP_OF_SELF = "grep '^0::' /proc/$$/cgroup | cut -c4-"
 PRINT_ARGS = "for a; do printf '%s\\0' \"$a\"; done"
 
@@ -28,6 +29,29 @@ def config_env(tmp_path: Path, text: str) -> Dict[str, str]:
     config = tmp_path / "config"
     config.write_text(text)
     return {**os.environ, "SYNAPS_CONFIG": str(config)}
+
+
+async def longest_stall(work: Awaitable[T]) -> Tuple[T, float]:
+    """Awaits ``work`` while a coroutine ticks every 10 ms; returns its result and the longest gap
+    between ticks, in seconds."""
+    gaps: List[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    tick = asyncio.create_task(ticker())
+    try:
+        result = await work
+    finally:
+        done.set()
+        await tick
+    return result, max(gaps)
 
 
 def scope_warnings(caplog: pytest.LogCaptureFixture, needle: str) -> List[str]:
@@ -160,35 +184,18 @@ def test_required_raises(rig: Dict[str, str]) -> None:
 
 
 def test_the_asyncio_helper_never_stalls_the_loop(rig: Dict[str, str]) -> None:
-    async def main() -> float:
-        gaps: List[float] = []
-        done = asyncio.Event()
+    async def launch(i: int) -> str:
+        proc = await synaps_scope.create_subprocess_exec("sh", "-c", CGROUP_OF_SELF, stdout=asyncio.subprocess.PIPE)
+        out, _ = await proc.communicate()
+        assert proc.returncode == 0, i
+        assert proc.scope_unit is not None and out.decode().strip().endswith(proc.scope_unit), i
+        return proc.scope_unit
 
-        async def ticker() -> None:
-            last = time.monotonic()
-            while not done.is_set():
-                await asyncio.sleep(0.01)
-                now = time.monotonic()
-                gaps.append(now - last)
-                last = now
+    async def main() -> Tuple[List[str], float]:
+        return await longest_stall(asyncio.gather(*(launch(i) for i in range(20))))
 
-        async def launch(i: int) -> str:
-            proc = await synaps_scope.create_subprocess_exec(
-                "sh", "-c", CGROUP_OF_SELF, stdout=asyncio.subprocess.PIPE
-            )
-            out, _ = await proc.communicate()
-            assert proc.returncode == 0, i
-            assert proc.scope_unit is not None and out.decode().strip().endswith(proc.scope_unit), i
-            return proc.scope_unit
-
-        tick = asyncio.create_task(ticker())
-        units = await asyncio.gather(*(launch(i) for i in range(20)))
-        done.set()
-        await tick
-        assert len(set(units)) == 20
-        return max(gaps)
-
-    worst = asyncio.run(main())
+    units, worst = asyncio.run(main())
+    assert len(set(units)) == 20
     assert worst < 0.1, f"the event loop stalled for {worst * 1000:.0f} ms"
 
 
@@ -303,28 +310,14 @@ def test_bad_inputs_raise_python_exceptions(rig: Dict[str, str]) -> None:
 
 
 def test_probes_of_a_stopped_manager_never_stall_the_loop(manager: Manager) -> None:
+    async def launch() -> None:
+        proc = await synaps_scope.create_subprocess_exec("true", env=manager.env, probe_timeout=0.3)
+        assert proc.scope_unit is None, "a stopped manager means a direct launch"
+        assert await proc.wait() == 0
+
     async def main() -> float:
-        gaps: List[float] = []
-        done = asyncio.Event()
-
-        async def ticker() -> None:
-            last = time.monotonic()
-            while not done.is_set():
-                await asyncio.sleep(0.01)
-                now = time.monotonic()
-                gaps.append(now - last)
-                last = now
-
-        async def launch() -> None:
-            proc = await synaps_scope.create_subprocess_exec("true", env=manager.env, probe_timeout=0.3)
-            assert proc.scope_unit is None, "a stopped manager means a direct launch"
-            assert await proc.wait() == 0
-
-        tick = asyncio.create_task(ticker())
-        await asyncio.gather(*(launch() for _ in range(20)))
-        done.set()
-        await tick
-        return max(gaps)
+        _, worst = await longest_stall(asyncio.gather(*(launch() for _ in range(20))))
+        return worst
 
     manager.signal("STOP")
     try:
