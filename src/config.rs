@@ -166,9 +166,14 @@ impl Config {
 
     /// The slice configured for `kind`, if any.
     pub fn slice_for(&self, kind: ScopeKind) -> Option<&str> {
+        self.slice_setting(kind).value.as_deref()
+    }
+
+    /// The slice setting for `kind`, with where it came from.
+    pub fn slice_setting(&self, kind: ScopeKind) -> &Setting<Option<String>> {
         match kind {
-            ScopeKind::Tool => self.tool_slice.value.as_deref(),
-            ScopeKind::Daemon => self.daemon_slice.value.as_deref(),
+            ScopeKind::Tool => &self.tool_slice,
+            ScopeKind::Daemon => &self.daemon_slice,
         }
     }
 

@@ -113,6 +113,16 @@ impl Visit for LineVisitor {
     }
 }
 
+/// Writes one log line to stderr as `synaps-scope: <level>: <line>`: the default sink of hosts
+/// without a logger of their own (the CLI, the C ABI).
+pub fn print_to_stderr(level: &Level, line: &str) {
+    let label = match *level {
+        Level::WARN => "warning".to_owned(),
+        other => other.as_str().to_ascii_lowercase(),
+    };
+    eprintln!("synaps-scope: {label}: {line}");
+}
+
 /// Which once-per-process warnings have been given; each set is keyed by what makes a
 /// warning distinct (a slice name, a config message).
 pub(crate) struct WarnedSet(OnceLock<Mutex<HashSet<String>>>);

@@ -116,10 +116,7 @@ fn diagnose_kind(
     config: &Config,
     options: &LauncherOptions,
 ) -> KindReport {
-    let slice = match kind {
-        ScopeKind::Tool => config.tool_slice.clone(),
-        ScopeKind::Daemon => config.daemon_slice.clone(),
-    };
+    let slice = config.slice_setting(kind).clone();
     let started = Instant::now();
     let decision = decide_with(env, kind, options, SliceCheck::Skip);
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -12,8 +12,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::bounded;
-use crate::env::{inherited_env, set_env};
+use crate::env::inherited_env;
 use crate::launcher::parse_unit_name;
+use crate::probe;
 use crate::resolve::resolve_program;
 
 /// Why a scope handle could not be made or used.
@@ -160,30 +161,14 @@ impl ScopeHandle {
         timeout: Duration,
     ) -> Result<ScopeHandle, HandleError> {
         ensure_ours(unit)?;
-        let systemctl = resolve_program("systemctl".as_ref(), env, Some(Path::new("/")))
-            .map_err(|_| HandleError::Manager("no systemctl in PATH".into()))?;
-        let mut cmd = Command::new(systemctl);
-        cmd.args([
-            "--user",
-            "show",
-            "-p",
-            "ControlGroup",
-            "--value",
-            "--",
-            unit,
-        ])
-        .current_dir("/");
-        set_env(&mut cmd, env);
-        let done = bounded::run(cmd, true, Instant::now() + timeout)
-            .map_err(|f| HandleError::Manager(format!("systemctl {f}")))?;
-        if !done.status.success() {
-            let said = String::from_utf8_lossy(&done.stderr).trim().to_owned();
-            return Err(HandleError::Manager(format!(
-                "systemctl {}: {said}",
-                done.status
-            )));
-        }
-        let relative = String::from_utf8_lossy(&done.stdout).trim().to_owned();
+        let show = probe::systemctl_show(unit, "ControlGroup", env, timeout)
+            .map_err(HandleError::Manager)?;
+        let relative = show
+            .lines()
+            .find_map(|l| l.strip_prefix("ControlGroup="))
+            .unwrap_or("")
+            .trim()
+            .to_owned();
         if relative.is_empty() {
             return Err(HandleError::NotFound {
                 unit: unit.to_owned(),

@@ -7,7 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use synaps_scope::diag::CallbackSubscriber;
+use synaps_scope::diag::{print_to_stderr, CallbackSubscriber};
 use synaps_scope::doctor::diagnose;
 use synaps_scope::{
     decide, inherited_env, set_env, Decision, DirectReason, LauncherOptions, ScopeKind,
@@ -98,14 +98,11 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Request, Strin
     Ok(request)
 }
 
-fn log_level(env: &[(OsString, OsString)]) -> Level {
-    let chosen = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "SYNAPS_SCOPE_LOG")
-        .and_then(|(_, v)| v.to_str())
-        .and_then(|v| v.parse().ok());
-    chosen.unwrap_or(Level::WARN)
+fn log_level() -> Level {
+    std::env::var("SYNAPS_SCOPE_LOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(Level::WARN)
 }
 
 fn main() -> ExitCode {
@@ -121,12 +118,8 @@ fn main() -> ExitCode {
         }
     };
     let env = inherited_env();
-    let subscriber = CallbackSubscriber::new(log_level(&env), |level, _target, line| {
-        let level = match *level {
-            Level::WARN => "warning".to_owned(),
-            other => other.as_str().to_ascii_lowercase(),
-        };
-        eprintln!("synaps-scope: {level}: {line}");
+    let subscriber = CallbackSubscriber::new(log_level(), |level, _target, line| {
+        print_to_stderr(level, line)
     });
     let _ = tracing::subscriber::set_global_default(subscriber);
 

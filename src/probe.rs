@@ -204,19 +204,18 @@ pub struct SliceLimits {
     pub fragment: Option<String>,
 }
 
-/// Asks the manager for `slice`'s limits and unit file, within `bound`.
-pub(crate) fn read_slice_limits(
-    slice: &str,
+/// `systemctl --user show -p PROPERTIES -- UNIT` with the effective environment, within `bound`:
+/// its `Property=value` lines, or why the manager could not say.
+pub(crate) fn systemctl_show(
+    unit: &str,
+    properties: &str,
     env: &[(OsString, OsString)],
     bound: Duration,
-) -> Result<SliceLimits, String> {
+) -> Result<String, String> {
     let systemctl = resolve_program("systemctl".as_ref(), env, Some(Path::new("/")))
         .map_err(|_| "no systemctl in PATH".to_owned())?;
     let mut cmd = Command::new(systemctl);
-    cmd.args(["--user", "show", "-p"])
-        .arg(format!("{},FragmentPath", LIMIT_PROPERTIES.join(",")))
-        .arg("--")
-        .arg(slice)
+    cmd.args(["--user", "show", "-p", properties, "--", unit])
         .current_dir("/");
     set_env(&mut cmd, env);
     let done =
@@ -228,7 +227,17 @@ pub(crate) fn read_slice_limits(
             stderr_summary(&done.stderr)
         ));
     }
-    Ok(parse_slice_limits(&String::from_utf8_lossy(&done.stdout)))
+    Ok(String::from_utf8_lossy(&done.stdout).into_owned())
+}
+
+/// Asks the manager for `slice`'s limits and unit file, within `bound`.
+pub(crate) fn read_slice_limits(
+    slice: &str,
+    env: &[(OsString, OsString)],
+    bound: Duration,
+) -> Result<SliceLimits, String> {
+    let properties = format!("{},FragmentPath", LIMIT_PROPERTIES.join(","));
+    systemctl_show(slice, &properties, env, bound).map(|show| parse_slice_limits(&show))
 }
 
 /// Reads `Property=value` lines; a limit is set unless it is `infinity` or empty.

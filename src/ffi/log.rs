@@ -8,7 +8,7 @@ use std::sync::{OnceLock, RwLock};
 use tracing::Level;
 
 use super::{guard, scope_result, Failure};
-use crate::diag::CallbackSubscriber;
+use crate::diag::{print_to_stderr, CallbackSubscriber};
 
 /// Severity of a log line; lower is more severe.
 #[repr(u32)]
@@ -97,14 +97,7 @@ fn deliver(level: &Level, line: &str) {
                 )
             };
         }
-        None => {
-            let label = if *level == Level::WARN {
-                "warning".to_owned()
-            } else {
-                level.as_str().to_ascii_lowercase()
-            };
-            eprintln!("synaps-scope: {label}: {line}");
-        }
+        None => print_to_stderr(level, line),
     }
 }
 
