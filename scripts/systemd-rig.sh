@@ -1,74 +1,161 @@
 #!/usr/bin/env bash
-# Runs a command inside a private systemd user manager (../shared/TESTRIG.md).
+# Runs a command against a private systemd user manager of a chosen version (docs/testing.md).
 #
-#   scripts/systemd-rig.sh [--systemd 252|254] -- COMMAND ARGS...
+#   scripts/systemd-rig.sh [--systemd 252|254|257|262] -- COMMAND ARGS...
+#   scripts/systemd-rig.sh --fetch 254 257 262     # only download and prepare those versions
 #
-# 252 is the installed systemd; 254 comes from Debian's bookworm-backports, downloaded once and
-# unpacked under $SYNAPS_RIG_CACHE (default ~/.cache/synaps-scope), never into /.
-# The command runs as root in a private mount namespace with XDG_RUNTIME_DIR pointing at the
-# manager, and these variables for tests that start managers of their own:
-#   SYNAPS_RIG_SYSTEMD_VERSION  the major version of the running manager and clients
-#   SYNAPS_RIG_MANAGER          an executable that runs `systemd --user` of that version
+# 252 is the machine's own systemd. 254 comes from Debian's bookworm-backports, 257 from trixie and
+# 262 from sid: downloaded once with apt-get download and unpacked with dpkg -x under
+# $SYNAPS_RIG_CACHE (default ~/.cache/synaps-scope), never installed into /. Their binaries are
+# patched (patchelf) to load their own libraries (and, for 257 and 262, their own glibc) through
+# their ELF interpreter and rpath, so that no LD_LIBRARY_PATH is ever set: systemd-run execs the
+# command in place, and such a variable would reach the host's programs it runs.
+#
+# Inside a private mount namespace the rig mounts cgroup2, lays the chosen version's manager,
+# executor and user units over /usr/lib/systemd (a read-only overlay, so a daemon-reexec stays on
+# that version), starts `systemd --user`, checks that the manager and the systemd-run first on PATH
+# are of that version, and runs the command in a cgroup of its own with XDG_RUNTIME_DIR pointing at
+# the manager. Exported for tests:
+#   SYNAPS_RIG_SYSTEMD_VERSION  the major version of the running manager and of systemd-run/systemctl
+#   SYNAPS_RIG_MANAGER          the `systemd` binary of that version (run it with --user)
 #   SYNAPS_RIG_CGROUP           a cgroup2 directory under which tests may make their own
 #   SYNAPS_RIG_MANAGER_PID      the pid of the rig's manager (benchmarks stop it briefly)
-# Whatever the command does, the manager is killed and its cgroups are removed afterwards.
+#   SYNAPS_RIG_CACHE            where the downloaded versions are kept (a nested rig reuses it)
+#   SYNAPS_RIG_OTHER_SYSTEMD_RUN  a real systemd-run of another version, for version-mismatch tests
+# Whatever the command does, even leaving the manager stopped (SIGSTOP) or processes behind, the
+# manager is resumed and killed, everything in the rig's cgroups is killed and the cgroups removed.
 set -euo pipefail
 
+here="$(dirname "$(readlink -f "$0")")"
+versions_known="252 254 257 262"
+usage="usage: $0 [--systemd ${versions_known// /|}] -- COMMAND... | $0 --fetch VERSION..."
+
 version=252
+fetch_only=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --systemd) version="$2"; shift 2 ;;
+    --systemd) version="${2:-}"; shift 2 ;;
+    --fetch) shift; fetch_only=("$@"); set --; break ;;
     --) shift; break ;;
-    *) echo "systemd-rig: unknown option $1 (usage: $0 [--systemd 252|254] -- COMMAND...)" >&2; exit 2 ;;
+    *) echo "systemd-rig: unknown option $1 ($usage)" >&2; exit 2 ;;
   esac
 done
-[ $# -gt 0 ] || { echo "systemd-rig: no command given" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "systemd-rig: must run as root (it mounts cgroup2 in a private namespace)" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "systemd-rig: must run as root (it mounts cgroup2 and an overlay in a private namespace)" >&2; exit 2; }
 
-cache="${SYNAPS_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/synaps-scope}"
+export SYNAPS_RIG_CACHE="${SYNAPS_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/synaps-scope}"
+# Bump when the prepared layout changes, so an older cache is prepared again.
+layout="rig-layout 2"
 
-# Downloads systemd 254 from bookworm-backports into $cache/systemd-254 once.
-fetch_254() {
-  local root="$cache/systemd-254"
-  if [ -x "$root/lib/systemd/systemd" ] && [ -x "$root/usr/bin/systemd-run" ]; then
-    echo "$root"; return
-  fi
+# The Debian suite and packages each version comes from. 257 and 262 need a newer glibc than
+# Debian 12's (and 257 a newer OpenSSL); 254 was built for Debian 12 and uses the host's.
+suite_of() { case "$1" in 254) echo bookworm-backports ;; 257) echo trixie ;; 262) echo sid ;; esac; }
+packages_of() {
+  case "$1" in
+    254) echo systemd libsystemd-shared ;;
+    257) echo systemd libsystemd-shared libc6 libssl3t64 ;;
+    262) echo systemd libsystemd-shared libc6 ;;
+  esac
+}
+
+# The Debian mirror the machine already uses (host names stay out of the repository).
+debian_mirror() {
   local mirror
   mirror=$(grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -E '/debian/?$' | head -n1 || true)
-  [ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -E '/debian/?$' | head -n1 || true)
-  [ -n "$mirror" ] || { echo "systemd-rig: no Debian mirror named in /etc/apt to fetch systemd 254 from" >&2; exit 1; }
-  local work; work=$(mktemp -d)
+  [ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '{print $2}' | grep -E '/debian/?$' | head -n1 || true)
+  [ -n "$mirror" ] || { echo "systemd-rig: no Debian mirror named in /etc/apt to fetch systemd from" >&2; return 1; }
+  echo "$mirror"
+}
+
+# The first of PATHS (relative to $1) that exists.
+first_in() {
+  local root="$1"; shift
+  local p
+  for p in "$@"; do [ -e "$root/$p" ] && { echo "$root/$p"; return; }; done
+  echo "systemd-rig: none of $* under $root" >&2; return 1
+}
+
+# Downloads, unpacks and patches systemd $1 into $SYNAPS_RIG_CACHE/systemd-$1 once; prints the root.
+prepare() {
+  local v="$1" root="$SYNAPS_RIG_CACHE/systemd-$1"
+  if [ "$(cat "$root/.rig-ready" 2>/dev/null)" = "$layout" ]; then echo "$root"; return; fi
+  command -v patchelf >/dev/null || { echo "systemd-rig: patchelf is needed to prepare systemd $v (apt-get install patchelf)" >&2; return 1; }
+  local suite mirror work
+  suite=$(suite_of "$v"); mirror=$(debian_mirror)
+  work=$(mktemp -d)
   mkdir -p "$work/lists/partial" "$work/debs"
-  echo "deb $mirror bookworm-backports main" > "$work/sources.list"
-  local opts=(-o "APT::Sandbox::User=root" -o "Dir::Etc::sourcelist=$work/sources.list" -o "Dir::Etc::sourceparts=-" -o "Dir::State::Lists=$work/lists")
-  echo "systemd-rig: fetching systemd 254 from bookworm-backports (once)" >&2
+  echo "deb $mirror $suite main" > "$work/sources.list"
+  local opts=(-o "APT::Sandbox::User=root" -o "Dir::Etc::sourcelist=$work/sources.list" -o "Dir::Etc::sourceparts=-"
+              -o "Dir::State::Lists=$work/lists" -o "Acquire::Languages=none"
+              -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false")
+  echo "systemd-rig: fetching systemd $v from Debian's $suite (once, into $root)" >&2
   apt-get "${opts[@]}" update -qq >&2
-  (cd "$work/debs" && apt-get "${opts[@]}" download -qq systemd/bookworm-backports libsystemd-shared/bookworm-backports >&2)
-  rm -rf "$root.tmp"; mkdir -p "$root.tmp"
-  for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$root.tmp"; done
-  rm -rf "$root"; mv "$root.tmp" "$root"; rm -rf "$work"
+  local pkgs=() p
+  for p in $(packages_of "$v"); do pkgs+=("$p/$suite"); done
+  (cd "$work/debs" && apt-get "${opts[@]}" download -qq "${pkgs[@]}" >&2)
+  local tmp="$root.tmp"
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$tmp"; done
+  rm -rf "$work"
+
+  # Patch the four programs the rig runs to load their own libraries without LD_LIBRARY_PATH.
+  local libdir="$tmp/usr/lib/x86_64-linux-gnu" rpath interp=""
+  rpath="$root/usr/lib/x86_64-linux-gnu/systemd"
+  if [ -e "$libdir/ld-linux-x86-64.so.2" ]; then
+    interp="$root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+    rpath="$rpath:$root/usr/lib/x86_64-linux-gnu"
+  fi
+  local manager executor="" systemctl run
+  manager=$(first_in "$tmp" usr/lib/systemd/systemd lib/systemd/systemd)
+  [ -e "$tmp/usr/lib/systemd/systemd-executor" ] && executor="$tmp/usr/lib/systemd/systemd-executor"
+  systemctl=$(first_in "$tmp" usr/bin/systemctl bin/systemctl)
+  run=$(first_in "$tmp" usr/bin/systemd-run)
+  for bin in "$manager" $executor "$systemctl" "$run"; do
+    [ -z "$interp" ] || patchelf --set-interpreter "$interp" "$bin"
+    patchelf --force-rpath --set-rpath "$rpath" "$bin"
+  done
+
+  # What the overlay lays over /usr/lib/systemd: the manager, its executor (255 and later) and
+  # the user units; everything else there stays the host's.
+  local units; units=$(first_in "$tmp" usr/lib/systemd/user lib/systemd/user)
+  mkdir -p "$tmp/rig/overlay" "$tmp/rig/bin"
+  cp -a "$manager" "$tmp/rig/overlay/systemd"
+  [ -z "$executor" ] || cp -a "$executor" "$tmp/rig/overlay/systemd-executor"
+  cp -a "$units" "$tmp/rig/overlay/user"
+  ln -s "${systemctl/#$tmp/$root}" "$tmp/rig/bin/systemctl"
+  ln -s "${run/#$tmp/$root}" "$tmp/rig/bin/systemd-run"
+
+  rm -rf "$root"; mv "$tmp" "$root"
+  local got; got=$("$root/rig/bin/systemd-run" --version | awk 'NR == 1 {print $2}')
+  [ "$got" = "$v" ] || { echo "systemd-rig: Debian's $suite now has systemd $got, not $v; the rig needs updating" >&2; rm -rf "$root"; return 1; }
+  echo "$layout" > "$root/.rig-ready"
   echo "$root"
 }
 
-bin="$(mktemp -d /tmp/synaps-rig-bin.XXXXXX)"
+if [ ${#fetch_only[@]} -gt 0 ]; then
+  for v in "${fetch_only[@]}"; do
+    case " $versions_known " in *" $v "*) ;; *) echo "systemd-rig: unsupported systemd version $v ($usage)" >&2; exit 2 ;; esac
+    [ "$v" = 252 ] || prepare "$v" >/dev/null
+  done
+  exit 0
+fi
+[ $# -gt 0 ] || { echo "systemd-rig: no command given ($usage)" >&2; exit 2; }
+
 case "$version" in
   252)
-    printf '#!/bin/sh\nexec /lib/systemd/systemd "$@"\n' > "$bin/systemd-manager" ;;
-  254)
-    root=$(fetch_254)
-    lib="$root/usr/lib/x86_64-linux-gnu/systemd"
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$lib" "$root/lib/systemd/systemd" > "$bin/systemd-manager"
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$lib" "$root/usr/bin/systemd-run" > "$bin/systemd-run"
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$lib" "$root/bin/systemctl" > "$bin/systemctl"
-    export PATH="$bin:$PATH" ;;
-  *) echo "systemd-rig: unsupported systemd version $version (252 or 254)" >&2; exit 2 ;;
+    # The machine's own systemd; 254's systemd-run is the real client of another version.
+    manager=/usr/lib/systemd/systemd overlay=""
+    other_run="$(prepare 254)/rig/bin/systemd-run" ;;
+  254|257|262)
+    root=$(prepare "$version")
+    manager=/usr/lib/systemd/systemd overlay="$root/rig/overlay"
+    other_run=/usr/bin/systemd-run
+    export PATH="$root/rig/bin:$PATH" ;;
+  *) echo "systemd-rig: unsupported systemd version $version ($usage)" >&2; exit 2 ;;
 esac
-chmod +x "$bin"/*
-got=$(systemd-run --version | head -n1 | awk '{print $2}')
+got=$(systemd-run --version | awk 'NR == 1 {print $2}')
 [ "$got" = "$version" ] || { echo "systemd-rig: wanted systemd-run $version, PATH finds $got" >&2; exit 1; }
+unset LD_LIBRARY_PATH
 
-export SYNAPS_RIG_SYSTEMD_VERSION="$version" SYNAPS_RIG_MANAGER="$bin/systemd-manager" SYNAPS_RIG_BIN="$bin"
-status=0
-unshare --mount --propagation private "$BASH" "$(dirname "$(readlink -f "$0")")/rig-inner.sh" "$@" || status=$?
-rm -rf "$bin"
-exit "$status"
+export SYNAPS_RIG_SYSTEMD_VERSION="$version" SYNAPS_RIG_MANAGER="$manager" SYNAPS_RIG_OVERLAY="$overlay" \
+  SYNAPS_RIG_OTHER_SYSTEMD_RUN="$other_run"
+exec unshare --mount --propagation private "$BASH" "$here/rig-inner.sh" "$@"

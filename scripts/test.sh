@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The project's whole test suite: formatting, lints, then every test (unit, integration, CLI, doc,
-# and the C ABI from C under sanitizers) against a real private systemd user manager, once on
-# systemd 252 and once on 254, plus the installed C library built through pkg-config, and the
-# Python module's wheel in a fresh venv with pytest, mypy --strict and stubtest, and the Node
-# package (npm ci, tsc --strict on the tests' usage of index.d.ts, node --test), a fuzz smoke run of
-# every fuzz target, and a short run of the benchmarks on each systemd version.
+# and the C ABI from C under sanitizers) against a real private systemd user manager of each
+# version the rig runs (252, 254, 257 and 262), plus the installed C library built through
+# pkg-config, and the Python module's wheel in a fresh venv with pytest, mypy --strict and
+# stubtest, and the Node package (npm ci, tsc --strict on the tests' usage of index.d.ts,
+# node --test), a fuzz smoke run of every fuzz target, and a short run of the benchmarks on each
+# systemd version.
 #
-#   scripts/test.sh                      # everything, both versions (as root)
-#   SYNAPS_SYSTEMD_VERSIONS=254 scripts/test.sh
+#   scripts/test.sh                      # everything, every version (as root)
+#   SYNAPS_SYSTEMD_VERSIONS="252 262" scripts/test.sh
 #
-# Exits non-zero if anything fails; the last lines summarise each version's pass counts.
+# Exits non-zero if anything fails or is skipped; the last lines summarise each version's counts.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 
@@ -25,6 +26,9 @@ command -v unshare >/dev/null || need+=(util-linux)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v g++ >/dev/null || need+=(g++)
 command -v python3 >/dev/null || need+=(python3 python3-venv)
+command -v patchelf >/dev/null || need+=(patchelf)
+[ -e /usr/lib/systemd/user/dbus.socket ] || need+=(dbus-user-session)
+command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]} from Debian's packages"
   apt-get update -qq
@@ -60,9 +64,15 @@ scripts/fuzz.sh "${SYNAPS_FUZZ_SECONDS:-5}"
 echo "== Node: install the package's dependencies from the npm registry, check its types"
 (cd bindings/node && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json)
 
+versions="${SYNAPS_SYSTEMD_VERSIONS:-252 254 257 262}"
+echo "== systemd $versions: fetch what the rig lacks (once, into its cache)"
+# shellcheck disable=SC2086 # one version per word
+scripts/systemd-rig.sh --fetch $versions
+
 summary=()
-for version in ${SYNAPS_SYSTEMD_VERSIONS:-252 254}; do
+for version in $versions; do
   echo "== tests against systemd $version"
+  started=$SECONDS
   log="$(mktemp)"
   status=0
   scripts/systemd-rig.sh --systemd "$version" -- scripts/check-c-example.sh "$c_prefix" || status=$?
@@ -83,7 +93,7 @@ for version in ${SYNAPS_SYSTEMD_VERSIONS:-252 254}; do
     /^# pass [0-9]+$/ { p += $3 } /^# fail [0-9]+$/ { f += $3 } /^# (skipped|todo) [0-9]+$/ { g += $3 }
     END { print p + 0, f + 0, g + 0 }' "$log")
   rm -f "$log"
-  summary+=("systemd $version: $passed passed, $failed failed, $ignored ignored or skipped (exit $status)")
+  summary+=("systemd $version: $passed passed, $failed failed, $ignored ignored or skipped (exit $status, $((SECONDS - started)) s)")
   total_passed=$((${total_passed:-0} + passed)); total_failed=$((${total_failed:-0} + failed))
   if [ "$status" != 0 ] || [ "$failed" != 0 ] || [ "$ignored" != 0 ] || [ "$passed" = 0 ]; then
     printf '%s\n' "${summary[@]}"
@@ -93,4 +103,4 @@ for version in ${SYNAPS_SYSTEMD_VERSIONS:-252 254}; do
 done
 echo "== summary"
 printf '%s\n' "${summary[@]}"
-echo "total: $total_passed passed, $total_failed failed"
+echo "total: $total_passed passed, $total_failed failed ($SECONDS s in all)"

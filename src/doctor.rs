@@ -13,7 +13,7 @@ use crate::kind::ScopeKind;
 use crate::launcher::{
     decide_with, locate_systemd_run, Decision, LauncherOptions, ScopeError, SliceCheck,
 };
-use crate::probe::{self, SliceLimits};
+use crate::probe::{self, ManagerVersion, SliceLimits};
 
 /// What became of one kind's request.
 #[derive(Clone, Debug)]
@@ -54,6 +54,12 @@ pub struct Report {
     pub systemd_run: Option<PathBuf>,
     /// Its major version; None when unknown or not asked (no systemd-run, or scopes off).
     pub systemd_version: Option<u32>,
+    /// The version the user manager reports, asked only when a probe reached it; the error says
+    /// why it could not be read.
+    pub manager_version: Option<Result<ManagerVersion, String>>,
+    /// Things worth a person's attention that change no decision (a client and manager of
+    /// different versions).
+    pub warnings: Vec<String>,
     /// `XDG_RUNTIME_DIR` and `DBUS_SESSION_BUS_ADDRESS` of the effective environment.
     pub bus: Vec<(&'static str, Option<String>)>,
     /// The configuration in force, with where each value came from.
@@ -74,7 +80,7 @@ pub fn diagnose(
     options: &LauncherOptions,
 ) -> Report {
     let config = Config::load(env);
-    let kinds = kinds
+    let kinds: Vec<KindReport> = kinds
         .iter()
         .map(|&kind| diagnose_kind(env, kind, &config, options))
         .collect();
@@ -87,6 +93,14 @@ pub fn diagnose(
         }
         _ => None,
     };
+    // Only a manager that answered a probe is asked: one that did not would cost another bound.
+    let manager_version = kinds
+        .iter()
+        .any(|k| matches!(k.outcome, Outcome::Scoped))
+        .then(|| probe::manager_version(env, options.probe_timeout));
+    let warnings = version_mismatch(systemd_version, manager_version.as_ref())
+        .into_iter()
+        .collect();
     Report {
         os: std::env::consts::OS,
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
@@ -95,6 +109,8 @@ pub fn diagnose(
         config_exists: config.path.as_ref().is_some_and(|p| p.is_file()),
         systemd_run,
         systemd_version,
+        manager_version,
+        warnings,
         bus: ["XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"]
             .into_iter()
             .map(|var| {
@@ -108,6 +124,26 @@ pub fn diagnose(
         kinds,
         cgroup: process_cgroup(std::process::id()).ok(),
     }
+}
+
+/// The warning for a systemd-run whose version is not the manager's.
+fn version_mismatch(
+    client: Option<u32>,
+    manager: Option<&Result<ManagerVersion, String>>,
+) -> Option<String> {
+    let (Some(client), Some(Ok(manager))) = (client, manager) else {
+        return None;
+    };
+    let major = manager.major?;
+    (major != client).then(|| {
+        format!(
+            "systemd-run is from systemd {client} but the user manager runs systemd {major} ({}): \
+             launch flags follow systemd-run's version, and a client that differs from its manager \
+             is a partial upgrade or a manager not re-executed since one (systemctl --user \
+             daemon-reexec)",
+            manager.full
+        )
+    })
 }
 
 fn diagnose_kind(
@@ -195,6 +231,12 @@ impl Report {
             }
             None => out.push_str("systemd-run:   not found in PATH\n"),
         }
+        let manager = match &self.manager_version {
+            Some(Ok(version)) => format!("systemd {}", version.full),
+            Some(Err(why)) => format!("version could not be read: {why}"),
+            None => "not asked (no probe reached it)".to_owned(),
+        };
+        let _ = writeln!(out, "user manager:  {manager}");
         let bus: Vec<String> = self
             .bus
             .iter()
@@ -246,6 +288,9 @@ impl Report {
                 let _ = writeln!(out, "  warning:     {warning}");
             }
         }
+        for warning in &self.warnings {
+            let _ = writeln!(out, "warning:       {warning}");
+        }
         let _ = writeln!(
             out,
             "this process:  cgroup {}",
@@ -278,6 +323,18 @@ impl Report {
                 .map_or("null".to_owned(), |v| v.to_string()),
             self.expands_off()
         );
+        let manager = match &self.manager_version {
+            None => "null".to_owned(),
+            Some(Err(why)) => format!("{{\"error\":{}}}", json(why)),
+            Some(Ok(version)) => format!(
+                "{{\"version\":{},\"version_string\":{}}}",
+                version.major.map_or("null".to_owned(), |v| v.to_string()),
+                json(&version.full)
+            ),
+        };
+        let _ = write!(out, ",\"manager\":{manager}");
+        let warnings: Vec<String> = self.warnings.iter().map(|w| json(w)).collect();
+        let _ = write!(out, ",\"warnings\":[{}]", warnings.join(","));
         let bus: Vec<String> = self
             .bus
             .iter()

@@ -161,7 +161,7 @@ impl ScopeHandle {
         timeout: Duration,
     ) -> Result<ScopeHandle, HandleError> {
         ensure_ours(unit)?;
-        let show = probe::systemctl_show(unit, "ControlGroup", env, timeout)
+        let show = probe::systemctl_show(Some(unit), "ControlGroup", env, timeout)
             .map_err(HandleError::Manager)?;
         let relative = show
             .lines()

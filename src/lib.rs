@@ -36,7 +36,7 @@ pub use launcher::{
     decide, launcher_for_effective_env, launcher_for_env, launcher_with_options, Decision,
     DirectReason, LauncherOptions, ScopeError, ScopeLauncher, Wrapped, DEFAULT_PROBE_TIMEOUT,
 };
-pub use probe::SliceLimits;
+pub use probe::{ManagerVersion, SliceLimits};
 pub use resolve::resolve_program;
 
 /// Entry points for the fuzz targets in `fuzz/`; not part of the supported API.

@@ -44,9 +44,7 @@ pub(crate) fn parse_version(output: &[u8]) -> Option<u32> {
     if words.next()? != "systemd" {
         return None;
     }
-    let number = words.next()?;
-    let digits = number.split(|c: char| !c.is_ascii_digit()).next()?;
-    digits.parse().ok()
+    parse_major(words.next()?)
 }
 
 /// The version of the systemd-run at `path`, asked once per process; a time-out or spawn failure
@@ -204,10 +202,11 @@ pub struct SliceLimits {
     pub fragment: Option<String>,
 }
 
-/// `systemctl --user show -p PROPERTIES -- UNIT` with the effective environment, within `bound`:
-/// its `Property=value` lines, or why the manager could not say.
+/// `systemctl --user show -p PROPERTIES -- UNIT` (the manager's own properties when `unit` is None)
+/// with the effective environment, within `bound`: its `Property=value` lines, or why the manager
+/// could not say.
 pub(crate) fn systemctl_show(
-    unit: &str,
+    unit: Option<&str>,
     properties: &str,
     env: &[(OsString, OsString)],
     bound: Duration,
@@ -215,7 +214,8 @@ pub(crate) fn systemctl_show(
     let systemctl = resolve_program("systemctl".as_ref(), env, Some(Path::new("/")))
         .map_err(|_| "no systemctl in PATH".to_owned())?;
     let mut cmd = Command::new(systemctl);
-    cmd.args(["--user", "show", "-p", properties, "--", unit])
+    cmd.args(["--user", "show", "-p", properties])
+        .args(unit.map(|u| ["--", u]).into_iter().flatten())
         .current_dir("/");
     set_env(&mut cmd, env);
     let done =
@@ -237,7 +237,41 @@ pub(crate) fn read_slice_limits(
     bound: Duration,
 ) -> Result<SliceLimits, String> {
     let properties = format!("{},FragmentPath", LIMIT_PROPERTIES.join(","));
-    systemctl_show(slice, &properties, env, bound).map(|show| parse_slice_limits(&show))
+    systemctl_show(Some(slice), &properties, env, bound).map(|show| parse_slice_limits(&show))
+}
+
+/// The version the user manager itself reports (its `Version` property, e.g. `262.1-1`), asked
+/// within `bound`. It can differ from systemd-run's after a partial upgrade or before a re-exec.
+pub(crate) fn manager_version(
+    env: &[(OsString, OsString)],
+    bound: Duration,
+) -> Result<ManagerVersion, String> {
+    let show = systemctl_show(None, "Version", env, bound)?;
+    let full = show
+        .lines()
+        .find_map(|l| l.strip_prefix("Version="))
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| "the manager reported no Version".to_owned())?;
+    Ok(ManagerVersion {
+        major: parse_major(full),
+        full: full.to_owned(),
+    })
+}
+
+/// What the user manager says of its own version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagerVersion {
+    /// The leading number (`262` of `262.1-1`), when there is one.
+    pub major: Option<u32>,
+    /// The whole version string, as the manager reports it.
+    pub full: String,
+}
+
+/// The leading decimal number of a version string: `254` of `254.26-1~bpo12+1`, `256` of `256~rc3`.
+fn parse_major(version: &str) -> Option<u32> {
+    let digits = version.split(|c: char| !c.is_ascii_digit()).next()?;
+    digits.parse().ok()
 }
 
 /// Reads `Property=value` lines; a limit is set unless it is `infinity` or empty.
@@ -280,6 +314,15 @@ mod tests {
         // Found by fuzzing: words are split on any whitespace, leading whitespace included.
         assert_eq!(parse_version(b" \tsystemd\xc2\xa0254"), Some(254));
         assert_eq!(parse_version(b"  systemd   254 (x)"), Some(254));
+    }
+
+    #[test]
+    fn manager_versions_keep_their_leading_number() {
+        assert_eq!(parse_major("252.38-1~deb12u1"), Some(252));
+        assert_eq!(parse_major("262.1-1"), Some(262));
+        assert_eq!(parse_major("256~rc3"), Some(256));
+        assert_eq!(parse_major("v254"), None);
+        assert_eq!(parse_major(""), None);
     }
 
     #[test]

@@ -74,10 +74,15 @@ fn a_running_manager_gives_exit_0_with_version_timing_and_cgroup() {
         "{'value': 'on', 'origin': {'source': 'default'}}"
     );
     assert_eq!(
-        json_query(&out.stdout, "d['cgroup']"),
-        "'/'",
-        "the test runs in the rig's root cgroup"
+        json_query(&out.stdout, "d['cgroup'].endswith('/command')"),
+        "True",
+        "the test runs in the rig's command cgroup"
     );
+    assert_eq!(
+        json_query(&out.stdout, "d['manager']['version']"),
+        rig.version.to_string()
+    );
+    assert_eq!(json_query(&out.stdout, "d['warnings']"), "[]");
 
     let text = doctor(&[], &inherited_env());
     let text = String::from_utf8(text.stdout).unwrap();
@@ -87,6 +92,64 @@ fn a_running_manager_gives_exit_0_with_version_timing_and_cgroup() {
     );
     assert!(
         text.contains("verdict:       scopes will be used (exit 0)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("user manager:  systemd {}", rig.version)),
+        "{text}"
+    );
+    assert!(!text.contains("warning:"), "{text}");
+}
+
+#[test]
+fn a_systemd_run_of_another_version_than_the_manager_is_named_and_warned_about() {
+    let Some(rig) = rig() else { return };
+    // A real systemd-run of another version (the rig names one), first on PATH.
+    let other = std::env::var_os("SYNAPS_RIG_OTHER_SYSTEMD_RUN").expect("the rig names one");
+    let bin = TempDir::new("other-run");
+    std::os::unix::fs::symlink(&other, bin.path().join("systemd-run")).unwrap();
+    let other_version = Command::new(&other).arg("--version").output().unwrap();
+    let other_version: String = String::from_utf8_lossy(&other_version.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    assert_ne!(other_version, rig.version.to_string());
+    let path = std::env::join_paths(
+        std::iter::once(bin.path().to_owned())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let env = env_with(&[("PATH", &path)]);
+
+    let out = doctor(&["--json"], &env);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        json_query(&out.stdout, "d['systemd_run']['version']"),
+        other_version
+    );
+    assert_eq!(
+        json_query(&out.stdout, "d['manager']['version']"),
+        rig.version.to_string()
+    );
+    assert_eq!(
+        json_query(
+            &out.stdout,
+            &format!(
+                "[w for w in d['warnings'] if 'systemd-run is from systemd {other_version} but the user manager runs systemd {}' in w] != []",
+                rig.version
+            )
+        ),
+        "True",
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let text = String::from_utf8(doctor(&[], &env).stdout).unwrap();
+    assert!(
+        text.contains(&format!(
+            "warning:       systemd-run is from systemd {other_version} but the user manager runs systemd {}",
+            rig.version
+        )),
         "{text}"
     );
 }

@@ -24,6 +24,19 @@ test('a spawned child runs in its own scope', async (t) => {
   assert.equal(Number(pid), child.pid, 'the pid Node knows is the command\'s pid');
 });
 
+test('the rig sets no LD_LIBRARY_PATH, and a scoped child loads the host\'s libc', async (t) => {
+  if (!requireRig(t)) return;
+  assert.equal(process.env.LD_LIBRARY_PATH, undefined);
+  const child = await scope.spawn('sh', ['-c', 'env; echo ---; cat /proc/$$/maps'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const { code, stdout } = await collect(child);
+  assert.equal(code, 0);
+  assert.ok(child.scopeUnit);
+  const [childEnv, maps] = stdout.toString().split('---\n');
+  assert.ok(!childEnv.split('\n').some((line) => line.startsWith('LD_LIBRARY_PATH=')), childEnv);
+  const loaded = new Set(maps.split('\n').map((line) => line.split(/\s+/)[5]).filter((f) => f && f.includes('libc.so')));
+  assert.ok(loaded.size > 0 && [...loaded].every((f) => f.startsWith('/usr/lib/')), [...loaded].join(' '));
+});
+
 test('the launcher says what it uses, and wrap passes ${HOME} and unicode verbatim', async (t) => {
   if (!requireRig(t)) return;
   const launcher = await scope.launcherForEnv({ kind: 'daemon' });

@@ -73,6 +73,17 @@ def test_a_popen_child_runs_in_its_own_scope(rig: Dict[str, str]) -> None:
     assert int(pid) == proc.pid, "the pid Popen knows is the command's pid"
 
 
+def test_the_rig_sets_no_ld_library_path_and_children_load_the_host_s_libc(rig: Dict[str, str]) -> None:
+    assert "LD_LIBRARY_PATH" not in os.environ
+    with synaps_scope.Popen(["sh", "-c", "env; echo ---; cat /proc/$$/maps"], stdout=subprocess.PIPE, text=True) as proc:
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and proc.scope_unit is not None
+    child_env, maps = out.split("---\n", 1)
+    assert not [line for line in child_env.splitlines() if line.startswith("LD_LIBRARY_PATH=")]
+    loaded = {line.split()[5] for line in maps.splitlines() if len(line.split()) > 5 and "libc.so" in line}
+    assert loaded and all(f.startswith("/usr/lib/") for f in loaded), loaded
+
+
 def test_launcher_reports_what_it_uses(rig: Dict[str, str]) -> None:
     launcher = synaps_scope.launcher_for_env(kind="daemon")
     assert launcher is not None
