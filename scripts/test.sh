@@ -38,15 +38,17 @@ fi
 echo "== rustfmt, clippy"
 cargo fmt --all --check
 (cd fuzz && cargo fmt --check)
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --exclude synaps-scope-python --all-targets --locked -- -D warnings
 cargo clippy -p synaps-scope-python --features pyo3/extension-module --all-targets --locked -- -D warnings
 cargo build --all-targets --locked
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 
-echo "== C library: install into a scratch prefix"
+echo "== C library: cargo cinstall into a scratch prefix"
+# cargo-c from crates.io, pinned to the newest release that builds with this toolchain.
+command -v cargo-cinstall >/dev/null || cargo install --locked cargo-c --version 0.10.24+cargo-0.98.0
 c_prefix="$scratch/c"
-scripts/install-c.sh --prefix "$c_prefix"
+cargo cinstall --locked --release -p synaps-scope-ffi --prefix "$c_prefix" --libdir "$c_prefix/lib"
 
 echo "== Python: build the abi3 wheel, install it into a fresh venv, check its types"
 venv="$scratch/venv"

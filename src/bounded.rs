@@ -21,18 +21,18 @@ pub(crate) struct Finished {
 
 /// Why a helper gave no answer.
 #[derive(Debug)]
-pub(crate) enum Failure {
+pub(crate) enum RunFailure {
     /// It could not be started.
     Spawn(std::io::Error),
     /// It was still running at the deadline, and was killed and reaped.
     TimedOut(Duration),
 }
 
-impl std::fmt::Display for Failure {
+impl std::fmt::Display for RunFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::Spawn(e) => write!(f, "could not be started: {e}"),
-            Failure::TimedOut(after) => write!(f, "timed out after {} ms", after.as_millis()),
+            RunFailure::Spawn(e) => write!(f, "could not be started: {e}"),
+            RunFailure::TimedOut(after) => write!(f, "timed out after {} ms", after.as_millis()),
         }
     }
 }
@@ -49,7 +49,7 @@ pub(crate) fn run(
     mut cmd: Command,
     capture_stdout: bool,
     deadline: Instant,
-) -> Result<Finished, Failure> {
+) -> Result<Finished, RunFailure> {
     let started = Instant::now();
     cmd.stdin(Stdio::null())
         .stdout(if capture_stdout {
@@ -58,7 +58,7 @@ pub(crate) fn run(
             Stdio::null()
         })
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(Failure::Spawn)?;
+    let mut child = cmd.spawn().map_err(RunFailure::Spawn)?;
 
     let (tx, rx) = mpsc::channel();
     let mut readers = 0;
@@ -80,7 +80,7 @@ pub(crate) fn run(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    match wait_until(&mut child, deadline) {
+    match reap_by(&mut child, deadline) {
         Some(status) => Ok(Finished {
             status,
             stdout,
@@ -89,7 +89,7 @@ pub(crate) fn run(
         None => {
             let _ = child.kill();
             let _ = child.wait();
-            Err(Failure::TimedOut(started.elapsed()))
+            Err(RunFailure::TimedOut(started.elapsed()))
         }
     }
 }
@@ -126,7 +126,7 @@ fn spawn_reader<R: Read + Send + 'static>(
 /// Reaps `child` if it exits by `deadline`. The child has normally exited already (its pipes
 /// closed), so the first check succeeds; the short sleeps only cover a child that closed its
 /// pipes early or a grandchild that still holds them.
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+fn reap_by(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
     let mut pause = Duration::from_micros(50);
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -161,7 +161,7 @@ mod tests {
         cmd.arg("30");
         let start = Instant::now();
         let failure = run(cmd, false, start + Duration::from_millis(200)).unwrap_err();
-        assert!(matches!(failure, Failure::TimedOut(_)), "{failure}");
+        assert!(matches!(failure, RunFailure::TimedOut(_)), "{failure}");
         assert!(
             start.elapsed() < Duration::from_millis(700),
             "{:?}",
@@ -197,7 +197,7 @@ mod tests {
         let cmd = Command::new("/nonexistent/synaps-scope-test");
         assert!(matches!(
             run(cmd, false, Instant::now() + Duration::from_secs(1)),
-            Err(Failure::Spawn(_))
+            Err(RunFailure::Spawn(_))
         ));
     }
 }

@@ -6,9 +6,10 @@ use std::fmt;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use crate::diag::{WarnedSet, TARGET};
+use crate::diag::TARGET;
 use crate::env::{lookup, lookup_non_empty};
 use crate::kind::ScopeKind;
+use crate::warn::WarnedSet;
 
 /// The environment variable that switches scopes `on`, `off` or `required`; it wins over the file.
 pub const SWITCH_VAR: &str = "SYNAPS_PROCESS_SCOPES";
@@ -177,6 +178,13 @@ impl Config {
         }
     }
 
+    fn slice_setting_mut(&mut self, kind: ScopeKind) -> &mut Setting<Option<String>> {
+        match kind {
+            ScopeKind::Tool => &mut self.tool_slice,
+            ScopeKind::Daemon => &mut self.daemon_slice,
+        }
+    }
+
     fn apply_file(&mut self, path: &Path, text: &[u8]) {
         let (entries, malformed) = parse(text);
         for bad in malformed.iter().take(MAX_LINE_WARNINGS) {
@@ -208,19 +216,14 @@ impl Config {
                         entry.value
                     )),
                 },
-                "tool_scope_slice" => {
-                    self.tool_slice = Setting {
-                        value: slice(),
-                        origin,
+                key => {
+                    if let Some(kind) = ScopeKind::ALL.into_iter().find(|k| k.slice_key() == key) {
+                        *self.slice_setting_mut(kind) = Setting {
+                            value: slice(),
+                            origin,
+                        };
                     }
                 }
-                "daemon_scope_slice" => {
-                    self.daemon_slice = Setting {
-                        value: slice(),
-                        origin,
-                    }
-                }
-                _ => {}
             }
         }
     }

@@ -2,10 +2,8 @@
 //! [`CallbackSubscriber`] turns those events into plain lines for hosts that have no
 //! subscriber of their own (the CLI, and later the C, Python and Node surfaces).
 
-use std::collections::HashSet;
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
 
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -113,37 +111,10 @@ impl Visit for LineVisitor {
     }
 }
 
-/// Writes one log line to stderr as `synaps-scope: <level>: <line>`: the default sink of hosts
-/// without a logger of their own (the CLI, the C ABI).
-pub fn print_to_stderr(level: &Level, line: &str) {
-    let label = match *level {
-        Level::WARN => "warning".to_owned(),
-        other => other.as_str().to_ascii_lowercase(),
-    };
-    eprintln!("synaps-scope: {label}: {line}");
-}
-
-/// Which once-per-process warnings have been given; each set is keyed by what makes a
-/// warning distinct (a slice name, a config message).
-pub(crate) struct WarnedSet(OnceLock<Mutex<HashSet<String>>>);
-
-impl WarnedSet {
-    pub(crate) const fn new() -> Self {
-        WarnedSet(OnceLock::new())
-    }
-
-    /// True the first time `key` is seen in this process, false ever after.
-    pub(crate) fn first_time(&self, key: &str) -> bool {
-        let set = self.0.get_or_init(|| Mutex::new(HashSet::new()));
-        let mut set = set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        set.insert(key.to_owned())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
 
     #[test]
     fn events_become_lines_with_their_fields() {
@@ -162,13 +133,5 @@ mod tests {
             *lines.lock().unwrap(),
             vec!["WARN synaps_scope no limits (slice=a.slice)"]
         );
-    }
-
-    #[test]
-    fn a_warned_set_says_yes_once_per_key() {
-        static SET: WarnedSet = WarnedSet::new();
-        assert!(SET.first_time("a"));
-        assert!(!SET.first_time("a"));
-        assert!(SET.first_time("b"));
     }
 }

@@ -8,14 +8,12 @@ use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::bounded;
-use crate::env::inherited_env;
-use crate::launcher::parse_unit_name;
-use crate::probe;
-use crate::resolve::resolve_program;
+use rustix::process::{kill_process, Pid, Signal};
+
+use crate::systemctl;
+use crate::unit_name::parse_unit_name;
 
 /// Why a scope handle could not be made or used.
 #[derive(Debug)]
@@ -161,7 +159,7 @@ impl ScopeHandle {
         timeout: Duration,
     ) -> Result<ScopeHandle, HandleError> {
         ensure_ours(unit)?;
-        let show = probe::systemctl_show(Some(unit), "ControlGroup", env, timeout)
+        let show = systemctl::systemctl_show(Some(unit), "ControlGroup", env, timeout)
             .map_err(HandleError::Manager)?;
         let relative = show
             .lines()
@@ -257,7 +255,7 @@ impl ScopeHandle {
             },
             KillMethod::Signals => self.signal_until_empty(deadline)?,
         }
-        self.wait_until(deadline, timeout)?;
+        self.wait_empty_until(deadline, timeout)?;
         Ok(before)
     }
 
@@ -265,17 +263,15 @@ impl ScopeHandle {
     /// repeats until no process is left or the deadline passes.
     fn signal_until_empty(&self, deadline: Instant) -> Result<(), HandleError> {
         let freeze = self.cgroup.join("cgroup.freeze");
-        let kill = resolve_program("kill".as_ref(), &inherited_env(), None)
-            .unwrap_or_else(|_| "/bin/kill".into());
         loop {
             let _ = fs::write(&freeze, "1");
             let pids = self.pids()?;
-            if !pids.is_empty() {
-                let mut cmd = Command::new(&kill);
-                cmd.args(["-s", "KILL", "--"])
-                    .args(pids.iter().map(u32::to_string));
-                // Some may have exited already (ESRCH): the next round sees what is left.
-                let _ = bounded::run(cmd, false, deadline);
+            for pid in pids
+                .iter()
+                .filter_map(|&p| Pid::from_raw(i32::try_from(p).ok()?))
+            {
+                // One may have exited already (ESRCH): the next round sees what is left.
+                let _ = kill_process(pid, Signal::KILL);
             }
             let _ = fs::write(&freeze, "0");
             if pids.is_empty() || Instant::now() >= deadline {
@@ -287,10 +283,10 @@ impl ScopeHandle {
 
     /// Waits up to `timeout` until no process is left in the scope.
     pub fn wait_empty(&self, timeout: Duration) -> Result<(), HandleError> {
-        self.wait_until(Instant::now() + timeout, timeout)
+        self.wait_empty_until(Instant::now() + timeout, timeout)
     }
 
-    fn wait_until(&self, deadline: Instant, waited: Duration) -> Result<(), HandleError> {
+    fn wait_empty_until(&self, deadline: Instant, waited: Duration) -> Result<(), HandleError> {
         let mut pause = Duration::from_millis(1);
         loop {
             let remaining = self.pids()?;

@@ -13,6 +13,9 @@ pub enum ScopeKind {
 }
 
 impl ScopeKind {
+    /// Every kind.
+    pub const ALL: [ScopeKind; 2] = [ScopeKind::Tool, ScopeKind::Daemon];
+
     /// The kind's name as it appears in unit names and descriptions: `tool` or `daemon`.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -3,9 +3,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, Mode, Origin};
@@ -14,6 +12,8 @@ use crate::env::lookup_non_empty;
 use crate::kind::ScopeKind;
 use crate::probe;
 use crate::resolve::resolve_program;
+use crate::unit_name::unit_name;
+use crate::{slice_check, version, warn};
 
 /// How long a request may spend probing by default (R6).
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -69,7 +69,7 @@ impl fmt::Display for DirectReason {
                 "no user manager to reach: neither XDG_RUNTIME_DIR nor DBUS_SESSION_BUS_ADDRESS is set",
             ),
             DirectReason::ProbeFailed { slice, detail } => {
-                write!(f, "the probe for {} failed: {detail}", probe::slice_label(slice.as_deref()))
+                write!(f, "the probe for {} failed: {detail}", warn::slice_label(slice.as_deref()))
             }
         }
     }
@@ -153,8 +153,7 @@ impl ScopeLauncher {
 
     /// Whether `--expand-environment=no` is passed (systemd-run 254 and later, R3).
     pub fn disables_environment_expansion(&self) -> bool {
-        self.systemd_version
-            .is_some_and(|v| v >= probe::EXPAND_ENVIRONMENT_SINCE)
+        version::disables_expansion(self.systemd_version)
     }
 
     /// The options that both the probe and every wrapped launch pass to systemd-run.
@@ -221,31 +220,6 @@ fn description(kind: ScopeKind, program: &Path) -> OsString {
     text
 }
 
-/// `synaps-<kind>-<32 hex>.scope`: 128 bits from a per-process random key over a counter, so
-/// names never repeat within a process and collide across processes with negligible odds.
-fn unit_name(kind: ScopeKind) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let keys = std::collections::hash_map::RandomState::new();
-    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut first = keys.build_hasher();
-    first.write_u64(count);
-    first.write_u32(std::process::id());
-    let high = first.finish();
-    let mut second = keys.build_hasher();
-    second.write_u64(high);
-    second.write_u64(count);
-    format!("synaps-{kind}-{high:016x}{:016x}.scope", second.finish())
-}
-
-/// The kind of a unit name this library makes (`synaps-<kind>-<32 lowercase hex>.scope`), or None
-/// for any other name: the mark that lets scope handles refuse cgroups that are not ours (R15).
-pub fn parse_unit_name(name: &str) -> Option<ScopeKind> {
-    let rest = name.strip_prefix("synaps-")?.strip_suffix(".scope")?;
-    let (kind, hex) = rest.split_once('-')?;
-    let is_hex = hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    is_hex.then(|| kind.parse().ok()).flatten()
-}
-
 /// Decides between a scope and a direct launch for one request, with reasons: what
 /// [`launcher_for_effective_env`] does, for callers that want to say why a launch went direct.
 ///
@@ -289,7 +263,7 @@ pub(crate) fn decide_with(
         Err(reason) if mode == Mode::Required => Err(ScopeError::Unavailable { kind, reason }),
         Err(reason) => {
             if let DirectReason::ProbeFailed { slice, detail } = &reason {
-                probe::warn_probe_failed_once(slice.as_deref(), detail);
+                warn::warn_probe_failed_once(slice.as_deref(), detail);
             }
             tracing::debug!(target: TARGET, "launching directly: {reason}");
             Ok(Decision::Direct(reason))
@@ -323,7 +297,7 @@ fn find_launcher(
         slice: slice.clone(),
         detail,
     };
-    let systemd_version = probe::systemd_version(&systemd_run, env, deadline)
+    let systemd_version = version::systemd_version(&systemd_run, env, deadline)
         .map_err(|detail| failed(&slice, detail))?;
     let launcher = ScopeLauncher {
         kind,
@@ -339,7 +313,7 @@ fn find_launcher(
     )
     .map_err(|detail| failed(&launcher.slice, detail))?;
     if let (Some(slice), SliceCheck::Background) = (&launcher.slice, slice_check) {
-        probe::check_slice_limits_in_background(slice, env, options.probe_timeout);
+        slice_check::check_slice_limits_in_background(slice, env, options.probe_timeout);
     }
     Ok(launcher)
 }
@@ -462,40 +436,5 @@ mod tests {
                 unit: None
             }
         );
-    }
-
-    #[test]
-    fn unit_names_have_the_r2_shape_and_never_repeat() {
-        let names: std::collections::HashSet<String> =
-            (0..10_000).map(|_| unit_name(ScopeKind::Daemon)).collect();
-        assert_eq!(names.len(), 10_000);
-        for name in &names {
-            assert_eq!(parse_unit_name(name), Some(ScopeKind::Daemon), "{name}");
-        }
-        assert_eq!(
-            parse_unit_name(&unit_name(ScopeKind::Tool)),
-            Some(ScopeKind::Tool)
-        );
-    }
-
-    #[test]
-    fn only_the_library_s_own_unit_names_parse() {
-        let hex = "0123456789abcdef0123456789abcdef";
-        assert_eq!(
-            parse_unit_name(&format!("synaps-tool-{hex}.scope")),
-            Some(ScopeKind::Tool)
-        );
-        for other in [
-            format!("synaps-shell-{hex}.scope"),
-            format!("synaps-tool-{}.scope", hex.to_uppercase()),
-            format!("synaps-tool-{hex}0.scope"),
-            format!("synaps-tool-{hex}.service"),
-            format!("run-{hex}.scope"),
-            "app.slice".to_owned(),
-            "synaps-tool-.scope".to_owned(),
-            String::new(),
-        ] {
-            assert_eq!(parse_unit_name(&other), None, "{other}");
-        }
     }
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{rig, run_argv, signal, Capture, Manager, TempDir};
+use common::{rig, run_argv, signal, Capture, Manager, Signal, TempDir};
 use synaps_scope::{decide, Decision, LauncherOptions, ScopeKind, DEFAULT_PROBE_TIMEOUT};
 
 const REQUESTS: usize = 500;
@@ -121,9 +121,9 @@ fn load(stop_midway: bool) {
         while next.load(Ordering::SeqCst) < REQUESTS / 2 {
             std::thread::sleep(Duration::from_millis(5));
         }
-        signal(manager.pid(), "STOP");
+        signal(manager.pid(), Signal::STOP);
         std::thread::sleep(Duration::from_secs(2));
-        signal(manager.pid(), "CONT");
+        signal(manager.pid(), Signal::CONT);
     }
     let outcomes: HashMap<usize, Option<String>> = workers
         .into_iter()

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{rig, signal, systemd_runs_for, zombie_children, Capture, Manager, TempDir};
+use common::{rig, signal, systemd_runs_for, zombie_children, Capture, Manager, Signal, TempDir};
 use synaps_scope::{decide, launcher_for_env, Decision, DirectReason, LauncherOptions, ScopeKind};
 
 #[test]
@@ -18,14 +18,14 @@ fn a_stopped_manager_means_direct_within_the_default_bound_and_no_probe_is_left_
         "the manager answers while running"
     );
 
-    signal(manager.pid(), "STOP");
+    signal(manager.pid(), Signal::STOP);
     let capture = Capture::default();
     let started = Instant::now();
     let decision = capture
         .run(|| decide(&env, ScopeKind::Tool, &LauncherOptions::default()))
         .unwrap();
     let elapsed = started.elapsed();
-    signal(manager.pid(), "CONT");
+    signal(manager.pid(), Signal::CONT);
 
     let Decision::Direct(DirectReason::ProbeFailed {
         slice: None,
@@ -71,14 +71,14 @@ fn a_caller_chosen_bound_is_kept_too() {
     let mut env = manager.env();
     env.push(("SYNAPS_CONFIG".into(), config.into_os_string()));
 
-    signal(manager.pid(), "STOP");
+    signal(manager.pid(), Signal::STOP);
     let options = LauncherOptions {
         probe_timeout: Duration::from_millis(400),
     };
     let started = Instant::now();
     let decision = decide(&env, ScopeKind::Tool, &options).unwrap();
     let elapsed = started.elapsed();
-    signal(manager.pid(), "CONT");
+    signal(manager.pid(), Signal::CONT);
     assert!(
         matches!(&decision, Decision::Direct(DirectReason::ProbeFailed { slice: Some(s), .. }) if s == "r6bound.slice"),
         "{decision:?}"

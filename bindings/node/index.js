@@ -13,6 +13,8 @@ const koffi = require('koffi');
 /** The C ABI version this package was written for (SCOPE_ABI_VERSION of synaps_scope.h). */
 const ABI_VERSION = 1;
 const LIBRARY = 'libsynaps_scope.so';
+/** The same library as cargo names it in a repository build (the synaps-scope-ffi crate). */
+const CARGO_LIBRARY = 'libsynaps_scope_ffi.so';
 const KINDS = { tool: 0, daemon: 1 };
 const RESULT_NAMES = [
   'OK', 'NULL_PARAMETER', 'INVALID_ARGUMENT', 'INVALID_UTF8', 'INVALID_KIND', 'REQUIRED_UNAVAILABLE',
@@ -28,7 +30,7 @@ function candidatePaths() {
   const target = path.resolve(__dirname, '..', '..', 'target');
   // Of the cargo builds, the newest first: a stale release build must not shadow a fresh debug one.
   const builds = ['release', 'debug']
-    .map((profile) => path.join(target, profile, LIBRARY))
+    .map((profile) => path.join(target, profile, CARGO_LIBRARY))
     .sort((a, b) => modified(b) - modified(a));
   return [path.join(__dirname, LIBRARY), path.join(__dirname, 'lib', LIBRARY), ...builds];
 }
@@ -66,7 +68,7 @@ function loadLibrary() {
   }
   throw new Error(
     `synaps-scope: cannot find ${LIBRARY}; tried, in order:\n  ${tried.join('\n  ')}\n` +
-      'Set SYNAPS_SCOPE_LIB to its path, or build it with `cargo build --release` in the repository.',
+      'Set SYNAPS_SCOPE_LIB to its path, or build it with `cargo build --release -p synaps-scope-ffi` in the repository.',
   );
 }
 

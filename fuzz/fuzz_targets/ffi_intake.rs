@@ -1,5 +1,6 @@
 //! The C ABI's argv/envp intake: arbitrary NUL-terminated argv and envp arrays (entries with no
-//! '=', empty keys, non-UTF-8 bytes, empty arrays) never crash; every call returns a documented
+//! '=', empty keys, non-UTF-8 bytes, empty arrays) through `scope_resolve_program`,
+//! `scope_launcher_for_env` and `scope_wrap_argv` never crash; every call returns a documented
 //! result code, and out-parameters are written only on success.
 #![no_main]
 
@@ -7,8 +8,56 @@ use std::ffi::{c_char, CString};
 use std::ptr;
 
 use libfuzzer_sys::fuzz_target;
-use synaps_scope::ffi::launcher::scope_resolve_program;
-use synaps_scope::ffi::{scope_result, scope_string_free};
+use std::sync::OnceLock;
+
+use synaps_scope_ffi::launcher::{
+    scope_argv, scope_argv_free, scope_launcher, scope_launcher_for_env, scope_launcher_free,
+    scope_resolve_program, scope_wrap_argv,
+};
+use synaps_scope_ffi::{scope_result, scope_string_free, SCOPE_KIND_TOOL};
+
+/// A launcher to wrap with, made once: its probe runs a stand-in systemd-run that answers
+/// `--version` and succeeds, so that no manager is needed (only the intake is under test).
+struct Launcher(*mut scope_launcher);
+// SAFETY: launchers are thread-safe (R17); this one is never freed.
+unsafe impl Send for Launcher {}
+// SAFETY: as above.
+unsafe impl Sync for Launcher {}
+
+fn launcher() -> *const scope_launcher {
+    static LAUNCHER: OnceLock<Launcher> = OnceLock::new();
+    LAUNCHER
+        .get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("synaps-fuzz-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let fake = dir.join("systemd-run");
+            std::fs::write(
+                &fake,
+                "#!/bin/sh\n[ \"$1\" = --version ] && echo 'systemd 254 (fuzz)'\nexit 0\n",
+            )
+            .unwrap();
+            std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            let env = [
+                format!("PATH={}:/usr/bin:/bin", dir.display()),
+                "XDG_RUNTIME_DIR=/nonexistent".to_owned(),
+                "SYNAPS_CONFIG=/nonexistent".to_owned(),
+            ]
+            .map(|e| CString::new(e).unwrap());
+            let env_ptrs = pointers(&env);
+            let mut out = ptr::null_mut();
+            // SAFETY: a NULL-terminated array of live strings; `out` is writable.
+            let result =
+                unsafe { scope_launcher_for_env(env_ptrs.as_ptr(), SCOPE_KIND_TOOL, &mut out) };
+            assert_eq!(result, scope_result::Ok);
+            assert!(
+                !out.is_null(),
+                "the stand-in systemd-run makes scopes available"
+            );
+            Launcher(out)
+        })
+        .0
+}
 
 /// The input's NUL-free pieces, split at `separator`, as C strings.
 fn entries(bytes: &[u8], separator: u8) -> Vec<CString> {
@@ -59,6 +108,50 @@ fuzz_target!(|data: &[u8]| {
         }
         scope_result::NotFound | scope_result::InvalidArgument | scope_result::NullParameter => {
             assert_eq!(out, sentinel, "out written on failure");
+        }
+        other => panic!("undocumented result {other:?}"),
+    }
+
+    // The same argv and envp through the wrap.
+    let mut wrapped: *mut scope_argv = sentinel.cast();
+    // SAFETY: a live launcher; NULL-terminated arrays of live strings; `wrapped` is writable.
+    let result = unsafe {
+        scope_wrap_argv(
+            launcher(),
+            argv_ptrs.as_ptr(),
+            env_ptrs.as_ptr(),
+            ptr::null(),
+            &mut wrapped,
+        )
+    };
+    match result {
+        scope_result::Ok => {
+            assert!(!wrapped.is_null() && wrapped != sentinel.cast());
+            // SAFETY: an argv the library returned, freed once.
+            unsafe { scope_argv_free(wrapped) };
+        }
+        scope_result::InvalidArgument | scope_result::NullParameter => {
+            assert_eq!(wrapped, sentinel.cast(), "out written on failure");
+        }
+        other => panic!("undocumented result {other:?}"),
+    }
+
+    // The envp through a launcher request, with scopes switched off by a last entry so that
+    // nothing is spawned: every entry before it is still parsed and validated.
+    let mut env_off = env.clone();
+    env_off.push(CString::new("SYNAPS_PROCESS_SCOPES=off").unwrap());
+    let off_ptrs = pointers(&env_off);
+    let mut none: *mut scope_launcher = sentinel.cast();
+    // SAFETY: a NULL-terminated array of live strings; `none` is writable.
+    let result = unsafe { scope_launcher_for_env(off_ptrs.as_ptr(), SCOPE_KIND_TOOL, &mut none) };
+    match result {
+        scope_result::Ok => {
+            assert!(none.is_null(), "off means a direct launch");
+            // SAFETY: NULL is accepted.
+            unsafe { scope_launcher_free(none) };
+        }
+        scope_result::InvalidArgument => {
+            assert_eq!(none, sentinel.cast(), "out written on failure")
         }
         other => panic!("undocumented result {other:?}"),
     }

@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use rustix::process::Signal;
+use rustix::process::{kill_process, Pid};
+
 use synaps_scope::diag::CallbackSubscriber;
 use synaps_scope::{inherited_env, set_env, with_overrides};
 use tracing::Level;
@@ -192,14 +195,10 @@ pub fn cgroup_of(pid: u32) -> String {
         .to_owned()
 }
 
-/// Sends `signal` (a name like STOP) to `pid` with kill(1): tests hold no unsafe code.
-pub fn signal(pid: u32, signal: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{signal} {pid} failed");
+/// Sends `signal` to `pid`.
+pub fn signal(pid: u32, signal: Signal) {
+    let target = Pid::from_raw(i32::try_from(pid).unwrap()).expect("a pid is positive");
+    kill_process(target, signal).unwrap_or_else(|e| panic!("{signal:?} to {pid}: {e}"));
 }
 
 /// Processes whose parent is this process and that are zombies.
@@ -325,9 +324,10 @@ impl Manager {
     /// Kills the manager now and reaps it (its scopes' processes live on until drop).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-CONT", &child.id().to_string()])
-                .status();
+            // A stopped manager must be resumed: only SIGKILL ends it otherwise.
+            if let Some(pid) = Pid::from_raw(child.id() as i32) {
+                let _ = kill_process(pid, Signal::CONT);
+            }
             let _ = child.kill();
             let _ = child.wait();
         }

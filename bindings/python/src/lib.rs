@@ -20,17 +20,14 @@ use tracing::Level;
 
 type Env = Vec<(OsString, OsString)>;
 
-/// Raises `synaps_scope._errors.<name>(message)`: the exception classes live in Python so they
-/// can also derive from the matching built-in (TimeoutError, LookupError, PermissionError).
-fn error(py: Python<'_>, name: &str, message: String) -> PyErr {
-    let class = py
-        .import("synaps_scope._errors")
-        .and_then(|module| module.getattr(name));
-    match class {
-        Ok(class) => PyErr::from_type(class.cast_into().expect("an exception class"), message),
-        Err(e) => e,
-    }
-}
+// The exception classes live in Python (synaps_scope/_errors.py) so that each can also derive
+// from the matching built-in (TimeoutError, LookupError, PermissionError).
+pyo3::import_exception!(synaps_scope._errors, ScopeError);
+pyo3::import_exception!(synaps_scope._errors, ScopeRequiredError);
+pyo3::import_exception!(synaps_scope._errors, NotOurScopeError);
+pyo3::import_exception!(synaps_scope._errors, NotInScopeError);
+pyo3::import_exception!(synaps_scope._errors, ScopeNotFoundError);
+pyo3::import_exception!(synaps_scope._errors, ScopeTimeoutError);
 
 fn env_from(env: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<Env> {
     env.into_iter()
@@ -166,7 +163,7 @@ fn launcher_for_env(
     match py.detach(|| decide(&env, kind, &options)) {
         Ok(Decision::Scoped(inner)) => Ok(Some(ScopeLauncher { inner })),
         Ok(Decision::Direct(_)) => Ok(None),
-        Err(e) => Err(error(py, "ScopeRequiredError", e.to_string())),
+        Err(e) => Err(ScopeRequiredError::new_err(e.to_string())),
     }
 }
 
@@ -190,15 +187,15 @@ fn resolve<'py>(
     Ok(PyBytes::new(py, path.as_os_str().as_bytes()))
 }
 
-fn handle_error(py: Python<'_>, e: HandleError) -> PyErr {
-    let name = match &e {
-        HandleError::NotOurs { .. } => "NotOurScopeError",
-        HandleError::NotInScope { .. } => "NotInScopeError",
-        HandleError::NotFound { .. } => "ScopeNotFoundError",
-        HandleError::TimedOut { .. } => "ScopeTimeoutError",
-        _ => "ScopeError",
-    };
-    error(py, name, e.to_string())
+fn handle_error(e: HandleError) -> PyErr {
+    let message = e.to_string();
+    match e {
+        HandleError::NotOurs { .. } => NotOurScopeError::new_err(message),
+        HandleError::NotInScope { .. } => NotInScopeError::new_err(message),
+        HandleError::NotFound { .. } => ScopeNotFoundError::new_err(message),
+        HandleError::TimedOut { .. } => ScopeTimeoutError::new_err(message),
+        _ => ScopeError::new_err(message),
+    }
 }
 
 /// A running scope of this library, found by unit name.
@@ -210,17 +207,17 @@ struct PyScopeHandle {
 #[pymethods]
 impl PyScopeHandle {
     #[staticmethod]
-    fn from_pid(py: Python<'_>, unit: &str, pid: u32) -> PyResult<Self> {
+    fn from_pid(unit: &str, pid: u32) -> PyResult<Self> {
         ScopeHandle::from_pid(unit, pid)
             .map(|inner| Self { inner })
-            .map_err(|e| handle_error(py, e))
+            .map_err(handle_error)
     }
 
     #[staticmethod]
-    fn of_process(py: Python<'_>, pid: u32) -> PyResult<Self> {
+    fn of_process(pid: u32) -> PyResult<Self> {
         ScopeHandle::of_process(pid)
             .map(|inner| Self { inner })
-            .map_err(|e| handle_error(py, e))
+            .map_err(handle_error)
     }
 
     #[staticmethod]
@@ -235,7 +232,7 @@ impl PyScopeHandle {
         let unit = unit.to_owned();
         py.detach(|| ScopeHandle::from_manager(&unit, &env, timeout))
             .map(|inner| Self { inner })
-            .map_err(|e| handle_error(py, e))
+            .map_err(handle_error)
     }
 
     #[getter]
@@ -248,8 +245,8 @@ impl PyScopeHandle {
         PyBytes::new(py, self.inner.cgroup_dir().as_os_str().as_bytes())
     }
 
-    fn pids(&self, py: Python<'_>) -> PyResult<Vec<u32>> {
-        self.inner.pids().map_err(|e| handle_error(py, e))
+    fn pids(&self) -> PyResult<Vec<u32>> {
+        self.inner.pids().map_err(handle_error)
     }
 
     /// (memory_current, memory_peak, pids_current), None where the controller is absent.
@@ -260,14 +257,13 @@ impl PyScopeHandle {
 
     fn kill(&self, py: Python<'_>, timeout: f64) -> PyResult<Vec<u32>> {
         let timeout = timeout_from(timeout, "timeout")?;
-        py.detach(|| self.inner.kill(timeout))
-            .map_err(|e| handle_error(py, e))
+        py.detach(|| self.inner.kill(timeout)).map_err(handle_error)
     }
 
     fn wait_empty(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let timeout = timeout_from(timeout, "timeout")?;
         py.detach(|| self.inner.wait_empty(timeout))
-            .map_err(|e| handle_error(py, e))
+            .map_err(handle_error)
     }
 }
 

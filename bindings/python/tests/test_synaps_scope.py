@@ -73,6 +73,19 @@ def test_a_popen_child_runs_in_its_own_scope(rig: Dict[str, str]) -> None:
     assert int(pid) == proc.pid, "the pid Popen knows is the command's pid"
 
 
+def test_the_native_module_exports_no_c_abi_symbol() -> None:
+    """The extension links the core crate alone: the C ABI's scope_* functions are not in it."""
+    import synaps_scope._native as native_module
+
+    native = native_module.__file__
+    assert native is not None
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", native], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "PyInit__native" in symbols
+    assert [s for s in symbols if s.startswith("scope_")] == []
+
+
 def test_the_rig_sets_no_ld_library_path_and_children_load_the_host_s_libc(rig: Dict[str, str]) -> None:
     assert "LD_LIBRARY_PATH" not in os.environ
     with synaps_scope.Popen(["sh", "-c", "env; echo ---; cat /proc/$$/maps"], stdout=subprocess.PIPE, text=True) as proc:

@@ -17,9 +17,9 @@ import asyncio
 import functools
 import os
 import subprocess
-from asyncio.subprocess import Process, SubprocessStreamProtocol
+from asyncio.subprocess import Process
 from dataclasses import dataclass
-from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _native
 from ._errors import (
@@ -376,15 +376,12 @@ async def create_subprocess_exec(
     default executor, so the event loop never blocks on it."""
     launcher = await launcher_for_env_async(kwargs.get("env"), kind, probe_timeout=probe_timeout)
     argv, unit = _scoped_args([program, *args], kwargs, launcher)
-    loop = asyncio.get_running_loop()
-    transport, protocol = await loop.subprocess_exec(
-        lambda: SubprocessStreamProtocol(limit=limit, loop=loop),
-        *argv,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        **kwargs,
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdin=stdin, stdout=stdout, stderr=stderr, limit=limit, **kwargs
     )
-    process = ScopedProcess(transport, protocol, loop)
-    process.scope_unit = unit
-    return process
+    # asyncio makes the Process itself and takes no class to make; ScopedProcess adds no state
+    # but the unit, so the instance becomes one in place.
+    process.__class__ = ScopedProcess
+    scoped = cast(ScopedProcess, process)
+    scoped.scope_unit = unit
+    return scoped

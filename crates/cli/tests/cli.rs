@@ -1,6 +1,7 @@
 //! The `synaps-scope` command: `run` execs in place in a scope (or directly, saying why), `wrap`
 //! prints the argv.
 
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::process::{Command, Output};
@@ -116,7 +117,7 @@ fn errors_have_their_own_exit_statuses() {
         let out = cli(bad, &env);
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains("usage:"),
+            String::from_utf8_lossy(&out.stderr).contains("try '--help'"),
             "{bad:?}"
         );
     }

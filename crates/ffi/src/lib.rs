@@ -4,7 +4,9 @@
 //! success; every export runs behind a panic boundary; every `_free` accepts NULL. Using a handle
 //! after freeing it, or freeing it twice, is undefined behaviour that is not detected.
 //!
-//! This module is the only place in the crate with `unsafe` code.
+//! This crate is the only place in the project with `unsafe` code; the core crate forbids it.
+//! The contract every export keeps is `docs/spec.md`.
+#![deny(unsafe_op_in_unsafe_fn)]
 #![allow(non_camel_case_types)]
 
 use std::cell::RefCell;
@@ -13,8 +15,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::env::{inherited_env, parse_env_entry};
-use crate::kind::ScopeKind;
+use synaps_scope::ScopeKind;
+use synaps_scope::{inherited_env, parse_env_entry};
 
 pub mod handle;
 pub mod launcher;

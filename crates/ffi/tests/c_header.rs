@@ -1,4 +1,4 @@
-//! The committed C header is exactly what cbindgen generates from src/ffi.
+//! The committed C header is exactly what cbindgen generates from this crate.
 
 use std::path::Path;
 
@@ -11,10 +11,10 @@ fn the_committed_header_is_what_cbindgen_generates() {
         .with_config(config)
         .with_src(crate_dir.join("src/lib.rs"))
         .generate()
-        .expect("cbindgen parses src/ffi");
+        .expect("cbindgen parses the crate");
     let mut generated = Vec::new();
     bindings.write(&mut generated);
-    let header = crate_dir.join("include/synaps_scope.h");
+    let header = crate_dir.join("../../include/synaps_scope.h");
     if std::env::var_os("SYNAPS_UPDATE_HEADER").is_some() {
         std::fs::create_dir_all(header.parent().unwrap()).unwrap();
         std::fs::write(&header, &generated).unwrap();
@@ -22,7 +22,7 @@ fn the_committed_header_is_what_cbindgen_generates() {
     let committed = std::fs::read(&header).unwrap_or_default();
     assert!(
         committed == generated,
-        "include/synaps_scope.h is stale: regenerate it with `SYNAPS_UPDATE_HEADER=1 cargo test --test c_header`\n\
+        "include/synaps_scope.h is stale: regenerate it with `SYNAPS_UPDATE_HEADER=1 cargo test -p synaps-scope-ffi --test c_header`\n\
          --- generated ---\n{}",
         String::from_utf8_lossy(&generated)
     );

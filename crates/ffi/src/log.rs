@@ -8,7 +8,7 @@ use std::sync::{OnceLock, RwLock};
 use tracing::Level;
 
 use super::{guard, scope_result, Failure};
-use crate::diag::{print_to_stderr, CallbackSubscriber};
+use synaps_scope::diag::CallbackSubscriber;
 
 /// Severity of a log line; lower is more severe.
 #[repr(u32)]
@@ -146,4 +146,14 @@ pub extern "C" fn scope_set_log_level(level: u32) -> scope_result {
             format!("log level {other} is not 1 to 5"),
         )),
     })
+}
+
+/// Writes one log line to stderr as `synaps-scope: <level>: <line>`, as the command line does:
+/// the sink of hosts that set no callback.
+fn print_to_stderr(level: &Level, line: &str) {
+    let label = match *level {
+        Level::WARN => "warning".to_owned(),
+        other => other.as_str().to_ascii_lowercase(),
+    };
+    eprintln!("synaps-scope: {label}: {line}");
 }

@@ -1,13 +1,14 @@
 //! `synaps-scope doctor` in each state, against real managers: up, none, stopped, refused slice,
 //! off, required. Its JSON is checked with Python's json module.
 
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::ffi::OsString;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{env_with, env_without, rig, signal, Manager, TempDir};
+use common::{env_with, env_without, rig, signal, Manager, Signal, TempDir};
 use synaps_scope::{inherited_env, set_env};
 
 fn doctor(args: &[&str], env: &[(OsString, OsString)]) -> Output {
@@ -179,14 +180,14 @@ fn no_manager_gives_exit_1_and_says_why() {
 fn a_stopped_manager_gives_exit_1_within_the_bound() {
     let Some(rig) = rig() else { return };
     let manager = Manager::start(&rig);
-    signal(manager.pid(), "STOP");
+    signal(manager.pid(), Signal::STOP);
     let started = Instant::now();
     let out = doctor(
         &["--json", "--kind", "daemon", "--probe-timeout-ms", "500"],
         &manager.env(),
     );
     let elapsed = started.elapsed();
-    signal(manager.pid(), "CONT");
+    signal(manager.pid(), Signal::CONT);
     assert_eq!(out.status.code(), Some(1));
     assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
     let reason = json_query(&out.stdout, "d['kinds'][0]['reason']");

@@ -1,6 +1,7 @@
 //! The oomd scenario (scripts/oomd-demo.sh) against the rig's manager: with scopes, killing the
 //! largest cgroup as oomd does takes only the tool; without them it takes the daemon too.
 
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::process::Command;
@@ -10,7 +11,7 @@ use common::rig;
 #[test]
 fn an_oomd_kill_takes_only_the_tool_with_scopes_and_the_daemon_too_without() {
     let Some(_rig) = rig() else { return };
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/oomd-demo.sh");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/oomd-demo.sh");
     let out = Command::new("bash")
         .arg(script)
         .env("SYNAPS_SCOPE_BIN", env!("CARGO_BIN_EXE_synaps-scope"))

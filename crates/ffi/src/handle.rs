@@ -7,7 +7,7 @@ use std::ptr;
 use super::{
     c_string, env_arg, guard, guard_value, out_arg, scope_result, str_arg, timeout_arg, Failure,
 };
-use crate::handle::{HandleError, ScopeHandle};
+use synaps_scope::{HandleError, ScopeHandle};
 
 /// A running scope of this library, found by unit name. Free with [`scope_handle_free`].
 pub struct scope_handle {

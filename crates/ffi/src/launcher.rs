@@ -8,9 +8,9 @@ use super::{
     argv_arg, c_string, env_arg, guard, guard_value, kind_arg, out_arg, path_arg, scope_kind,
     scope_result, timeout_arg, Failure, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL,
 };
-use crate::kind::ScopeKind;
-use crate::launcher::{launcher_with_options, LauncherOptions, ScopeError, ScopeLauncher};
-use crate::resolve::resolve_program;
+use synaps_scope::resolve_program;
+use synaps_scope::ScopeKind;
+use synaps_scope::{launcher_with_options, LauncherOptions, ScopeError, ScopeLauncher};
 
 /// A launcher: turns an argv into one that runs in a new scope. Immutable, so one launcher may be
 /// shared by any number of threads. Free with [`scope_launcher_free`].
@@ -41,7 +41,8 @@ pub unsafe extern "C" fn scope_launcher_for_env(
     kind: scope_kind,
     out: *mut *mut scope_launcher,
 ) -> scope_result {
-    let default_ms = u32::try_from(crate::DEFAULT_PROBE_TIMEOUT.as_millis()).unwrap_or(u32::MAX);
+    let default_ms =
+        u32::try_from(synaps_scope::DEFAULT_PROBE_TIMEOUT.as_millis()).unwrap_or(u32::MAX);
     // SAFETY: forwarded from the caller.
     unsafe { scope_launcher_for_env_timeout(envp, kind, default_ms, out) }
 }
@@ -64,10 +65,12 @@ pub unsafe extern "C" fn scope_launcher_for_env_timeout(
         // SAFETY: forwarded from the caller.
         let env = unsafe { env_arg(envp) }?;
         let launcher = launcher_with_options(&env, kind, &LauncherOptions { probe_timeout })
-            .map_err(|e| match e {
-                ScopeError::Unavailable { .. } => {
-                    Failure::new(scope_result::RequiredUnavailable, e.to_string())
-                }
+            .map_err(|e| {
+                let code = match e {
+                    ScopeError::Unavailable { .. } => scope_result::RequiredUnavailable,
+                    _ => scope_result::Manager,
+                };
+                Failure::new(code, e.to_string())
             })?;
         let handle = match launcher {
             Some(inner) => {

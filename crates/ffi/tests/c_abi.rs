@@ -2,6 +2,7 @@
 //! -Wall -Wextra -Werror -pedantic under AddressSanitizer (leak checks on) and UBSan, and each of
 //! its scenarios runs in its own process against the rig's real user manager.
 
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::fs::File;
@@ -14,16 +15,24 @@ use common::rig;
 
 const STRICT: [&str; 5] = ["-Wall", "-Wextra", "-Werror", "-pedantic", "-g"];
 
-/// The directory holding the cdylib that this test build produced.
+/// The repository's root (this crate is `crates/ffi`).
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory holding the cdylib that this test build produced (the test binary runs from
+/// the profile's `deps`).
 fn library_dir() -> PathBuf {
-    let profile_dir = Path::new(env!("CARGO_BIN_EXE_synaps-scope"))
+    let deps = std::env::current_exe()
+        .unwrap()
         .parent()
         .unwrap()
         .to_owned();
-    [profile_dir.join("deps"), profile_dir]
+    let profile_dir = deps.parent().unwrap().to_owned();
+    [deps, profile_dir]
         .into_iter()
-        .find(|dir| dir.join("libsynaps_scope.so").exists())
-        .expect("libsynaps_scope.so was built with the tests (crate-type cdylib)")
+        .find(|dir| dir.join("libsynaps_scope_ffi.so").exists())
+        .expect("libsynaps_scope_ffi.so was built with the tests (crate-type cdylib)")
 }
 
 fn compile(compiler: &str, args: &[&str]) {
@@ -42,11 +51,11 @@ fn compile(compiler: &str, args: &[&str]) {
 fn test_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = repository();
         let lib = library_dir();
         let binary = Path::new(env!("CARGO_TARGET_TMPDIR")).join("abi_test");
         let include = format!("-I{}", root.join("include").display());
-        let source = root.join("tests/c/abi_test.c");
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/abi_test.c");
         let (lib_arg, rpath) = (
             format!("-L{}", lib.display()),
             format!("-Wl,-rpath,{}", lib.display()),
@@ -67,7 +76,7 @@ fn test_binary() -> &'static Path {
         args.extend([
             lib_arg.as_str(),
             rpath.as_str(),
-            "-lsynaps_scope",
+            "-lsynaps_scope_ffi",
             "-lpthread",
         ]);
         compile("gcc", &args);
@@ -189,7 +198,7 @@ fn thirty_two_threads_share_one_launcher() {
 
 #[test]
 fn the_header_compiles_as_strict_c99_and_cxx() {
-    let include = format!("-I{}/include", env!("CARGO_MANIFEST_DIR"));
+    let include = format!("-I{}", repository().join("include").display());
     let source = Path::new(env!("CARGO_TARGET_TMPDIR")).join("header_check.c");
     std::fs::write(
         &source,
@@ -214,7 +223,7 @@ fn the_header_compiles_as_strict_c99_and_cxx() {
 
 #[test]
 fn the_readme_shows_the_example_that_is_compiled() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repository();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let example = std::fs::read_to_string(root.join("examples/c/spawn.c")).unwrap();
     assert!(

@@ -1,0 +1,190 @@
+//! `synaps-scope`: run or print a command line in its own systemd scope, or say why it would not
+//! be (docs/spec.md).
+
+mod doctor;
+mod log;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use synaps_scope::doctor::diagnose;
+use synaps_scope::{
+    decide, inherited_env, set_env, Decision, DirectReason, LauncherOptions, ScopeKind,
+};
+
+/// Exit status when `required` mode refuses a launch (2 is clap's, for usage errors).
+const EXIT_REQUIRED_REFUSED: u8 = 3;
+
+#[derive(Parser)]
+#[command(
+    name = "synaps-scope",
+    version,
+    about = "Run a command in its own systemd user scope, so that systemd-oomd kills only the runaway",
+    after_help = "Environment: SYNAPS_PROCESS_SCOPES=on|off|required, SYNAPS_CONFIG=FILE,\n\
+                  SYNAPS_SCOPE_LOG=a tracing filter such as warn (the default) or debug."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Action,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// Execute PROGRAM in place, in its own systemd user scope when one can be had.
+    ///
+    /// Else directly, with a warning saying why; with this process's environment and working
+    /// directory either way. Exit status: the command's own; 127 not found, 126 not executable,
+    /// 3 when `required` mode refuses, 2 usage.
+    Run {
+        #[command(flatten)]
+        request: Request,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
+        argv: Vec<OsString>,
+    },
+    /// Print the command line `run` would execute.
+    ///
+    /// One argument per line (or NUL-terminated with -0), and the scope's unit name on stderr.
+    Wrap {
+        #[command(flatten)]
+        request: Request,
+        /// End each argument with NUL instead of a newline.
+        #[arg(short = '0')]
+        nul_separated: bool,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
+        argv: Vec<OsString>,
+    },
+    /// Report what was found, and why launches would be scoped or direct.
+    ///
+    /// Both kinds unless --kind. Exit status 0: scoped, 1: direct, 2: `required` mode would
+    /// refuse.
+    Doctor {
+        #[command(flatten)]
+        request: Request,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// What every subcommand asks of the library.
+#[derive(Args)]
+struct Request {
+    /// The kind of scope: its slice comes from tool_scope_slice or daemon_scope_slice.
+    #[arg(long, value_parser = parse_kind)]
+    kind: Option<ScopeKind>,
+    /// The bound on the probe of the user manager, in milliseconds.
+    #[arg(long = "probe-timeout-ms", value_name = "N")]
+    probe_timeout_ms: Option<u64>,
+}
+
+impl Request {
+    fn options(&self) -> LauncherOptions {
+        let mut options = LauncherOptions::default();
+        if let Some(ms) = self.probe_timeout_ms {
+            options.probe_timeout = Duration::from_millis(ms);
+        }
+        options
+    }
+}
+
+fn parse_kind(text: &str) -> Result<ScopeKind, String> {
+    text.parse().map_err(|e| format!("{e}"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    log::init();
+    let env = inherited_env();
+    let (request, argv, nul_separated) = match cli.command {
+        Action::Doctor { request, json } => {
+            let kinds = match request.kind {
+                Some(kind) => vec![kind],
+                None => vec![ScopeKind::Tool, ScopeKind::Daemon],
+            };
+            let report = diagnose(&env, &kinds, &request.options());
+            if json {
+                println!("{}", doctor::to_json(&report));
+            } else {
+                print!("{}", doctor::to_text(&report));
+            }
+            return ExitCode::from(report.exit_code());
+        }
+        Action::Run { request, argv } => (request, argv, None),
+        Action::Wrap {
+            request,
+            nul_separated,
+            argv,
+        } => (request, argv, Some(nul_separated)),
+    };
+
+    let kind = request.kind.unwrap_or(ScopeKind::Tool);
+    let (argv, unit) = match decide(&env, kind, &request.options()) {
+        Ok(Decision::Scoped(launcher)) => {
+            let wrapped = launcher.wrap(&argv, &env, None);
+            (wrapped.argv, wrapped.unit)
+        }
+        Ok(Decision::Direct(reason)) => {
+            // A failed probe has already been warned about by the library; off is silent (R8).
+            if !matches!(
+                reason,
+                DirectReason::Off { .. } | DirectReason::ProbeFailed { .. }
+            ) {
+                tracing::warn!(
+                    target: synaps_scope::diag::TARGET,
+                    "launching directly, not in a scope: {reason}"
+                );
+            }
+            (argv, None)
+        }
+        Err(e) => {
+            tracing::error!(target: synaps_scope::diag::TARGET, "{e}");
+            return ExitCode::from(EXIT_REQUIRED_REFUSED);
+        }
+    };
+
+    if let Some(nul_separated) = nul_separated {
+        return print_argv(&argv, unit.as_deref(), nul_separated);
+    }
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    set_env(&mut cmd, &env);
+    let error = cmd.exec();
+    eprintln!(
+        "synaps-scope: cannot run {}: {error}",
+        argv[0].to_string_lossy()
+    );
+    ExitCode::from(if error.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    })
+}
+
+fn print_argv(argv: &[OsString], unit: Option<&str>, nul_separated: bool) -> ExitCode {
+    let terminator = if nul_separated { b'\0' } else { b'\n' };
+    let mut out = std::io::stdout().lock();
+    for arg in argv {
+        if out
+            .write_all(arg.as_bytes())
+            .and_then(|_| out.write_all(&[terminator]))
+            .is_err()
+        {
+            return ExitCode::FAILURE;
+        }
+    }
+    if out.flush().is_err() {
+        return ExitCode::FAILURE;
+    }
+    match unit {
+        Some(unit) => eprintln!("synaps-scope: unit {unit}"),
+        None => eprintln!("synaps-scope: no scope (direct launch)"),
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,107 @@
+//! The version of a systemd-run (R3): the first line of `systemd-run --version`, asked once per
+//! binary and kept for the life of the process, and what that version decides.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use crate::bounded;
+use crate::env::set_env;
+
+/// The first systemd whose systemd-run knows `--expand-environment`.
+pub(crate) const EXPAND_ENVIRONMENT_SINCE: u32 = 254;
+
+/// Whether a systemd-run of `version` gets `--expand-environment=no` (R3): from 254 on; an
+/// unknown version counts as older.
+pub(crate) fn disables_expansion(version: Option<u32>) -> bool {
+    version.is_some_and(|v| v >= EXPAND_ENVIRONMENT_SINCE)
+}
+
+/// The parsed `systemd-run --version` of each binary path, asked once per process. Each path has
+/// its own lock so concurrent first requests ask once and others wait for that answer.
+type VersionCache = Mutex<HashMap<PathBuf, Arc<Mutex<Option<Option<u32>>>>>>;
+
+static VERSIONS: OnceLock<VersionCache> = OnceLock::new();
+
+/// The major version in the first line of `systemd-run --version` (`systemd 254 (254.5-1)`), or
+/// None when it cannot be read (which counts as older than 254).
+pub(crate) fn parse_version(output: &[u8]) -> Option<u32> {
+    let first = output.split(|&b| b == b'\n').next()?;
+    let first = std::str::from_utf8(first).ok()?;
+    let mut words = first.split_whitespace();
+    if words.next()? != "systemd" {
+        return None;
+    }
+    parse_major(words.next()?)
+}
+
+/// The leading decimal number of a version string: `254` of `254.26-1~bpo12+1`, `256` of `256~rc3`.
+pub(crate) fn parse_major(version: &str) -> Option<u32> {
+    let digits = version.split(|c: char| !c.is_ascii_digit()).next()?;
+    digits.parse().ok()
+}
+
+/// The version of the systemd-run at `path`, asked once per process; a time-out or spawn failure
+/// is not cached, so a later request asks again.
+pub(crate) fn systemd_version(
+    path: &Path,
+    env: &[(OsString, OsString)],
+    deadline: Instant,
+) -> Result<Option<u32>, String> {
+    let slot = {
+        let cache = VERSIONS.get_or_init(Default::default);
+        let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(cache.entry(path.to_owned()).or_default())
+    };
+    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(version) = *slot {
+        return Ok(version);
+    }
+    let mut cmd = Command::new(path);
+    cmd.arg("--version").current_dir("/");
+    set_env(&mut cmd, env);
+    let done = bounded::run(cmd, true, deadline)
+        .map_err(|failure| format!("`{} --version` {failure}", path.display()))?;
+    let version = parse_version(&done.stdout);
+    *slot = Some(version);
+    Ok(version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_from_the_first_line_only() {
+        assert_eq!(
+            parse_version(b"systemd 252 (252.38-1~deb12u1)\n+PAM +AUDIT"),
+            Some(252)
+        );
+        assert_eq!(
+            parse_version(b"systemd 254 (254.26-1~bpo12+1)\n"),
+            Some(254)
+        );
+        assert_eq!(parse_version(b"systemd 256~rc3 (x)"), Some(256));
+        assert_eq!(parse_version(b"garbage\nsystemd 254"), None);
+        assert_eq!(parse_version(b"systemd"), None);
+        assert_eq!(parse_version(b"systemd v254"), None);
+        assert_eq!(parse_version(b""), None);
+        assert_eq!(parse_version(b"\xff\xfe"), None);
+        assert_eq!(parse_version(b"systemd 99999999999999999999"), None);
+        // Found by fuzzing: words are split on any whitespace, leading whitespace included.
+        assert_eq!(parse_version(b" \tsystemd\xc2\xa0254"), Some(254));
+        assert_eq!(parse_version(b"  systemd   254 (x)"), Some(254));
+    }
+
+    #[test]
+    fn manager_versions_keep_their_leading_number() {
+        assert_eq!(parse_major("252.38-1~deb12u1"), Some(252));
+        assert_eq!(parse_major("262.1-1"), Some(262));
+        assert_eq!(parse_major("256~rc3"), Some(256));
+        assert_eq!(parse_major("v254"), None);
+        assert_eq!(parse_major(""), None);
+    }
+}
