@@ -195,6 +195,9 @@ function envArray(env) {
   const entries = [];
   for (const [key, value] of Object.entries(source)) {
     if (value === undefined) continue;
+    // As on every surface: a key that is empty or holds '=' cannot be one variable.
+    if (key === '') throw new TypeError('an environment key cannot be empty');
+    if (key.includes('=')) throw new TypeError(`environment key ${JSON.stringify(key)} contains '='`);
     entries.push(cString(`${key}=${value}`, `environment variable ${key}`));
   }
   entries.push(null);

@@ -183,7 +183,10 @@ test('bad input throws a clear error', async (t) => {
   // @ts-expect-error: not a string
   assert.throws(() => launcher.wrap(['ls', Buffer.from('x')]), TypeError);
   assert.throws(() => launcher.wrap(['ls', 'a\0b']), /NUL/);
-  assert.throws(() => launcher.wrap(['ls'], { env: { '': 'x' } }), (error) => error instanceof scope.ScopeError && error.code === 'SCOPE_INVALID_ARGUMENT');
+  assert.throws(() => launcher.wrap(['ls'], { env: { '': 'x' } }), { name: 'TypeError', message: /cannot be empty/ });
+  assert.throws(() => launcher.wrap(['ls'], { env: { 'A=B': 'x' } }), { name: 'TypeError', message: /contains '='/ });
+  await assert.rejects(scope.launcherForEnv({ env: { 'A=B': 'x' } }), TypeError);
+  assert.throws(() => launcher.wrap(['ls'], { cwd: '/tmp\0x' }), /NUL/);
   // @ts-expect-error: not a kind
   await assert.rejects(scope.launcherForEnv({ kind: 'shell' }), TypeError);
   await assert.rejects(scope.launcherForEnv({ probeTimeoutMs: 0 }), RangeError);

@@ -29,6 +29,14 @@ pyo3::import_exception!(synaps_scope._errors, NotInScopeError);
 pyo3::import_exception!(synaps_scope._errors, ScopeNotFoundError);
 pyo3::import_exception!(synaps_scope._errors, ScopeTimeoutError);
 
+/// A working directory, refused (as on every surface) when it contains NUL.
+fn cwd_from(cwd: Option<Vec<u8>>) -> PyResult<Option<PathBuf>> {
+    match cwd {
+        Some(cwd) if cwd.contains(&0) => Err(PyValueError::new_err("cwd cannot contain NUL bytes")),
+        cwd => Ok(cwd.map(|c| PathBuf::from(OsString::from_vec(c)))),
+    }
+}
+
 fn env_from(env: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<Env> {
     env.into_iter()
         .map(|(key, value)| {
@@ -124,7 +132,7 @@ impl ScopeLauncher {
         }
         let env = env_from(env)?;
         let argv: Vec<OsString> = argv.into_iter().map(OsString::from_vec).collect();
-        let cwd = cwd.map(|c| PathBuf::from(OsString::from_vec(c)));
+        let cwd = cwd_from(cwd)?;
         let wrapped = self.inner.wrap(&argv, &env, cwd.as_deref());
         Ok(Wrapped {
             argv: wrapped
@@ -179,7 +187,7 @@ fn resolve<'py>(
         return Err(PyValueError::new_err("program cannot contain NUL bytes"));
     }
     let env = env_from(env)?;
-    let cwd = cwd.map(|c| PathBuf::from(OsString::from_vec(c)));
+    let cwd = cwd_from(cwd)?;
     let program = OsString::from_vec(program);
     let path = resolve_program(&program, &env, cwd.as_deref()).map_err(|e| {
         PyFileNotFoundError::new_err((2, e.to_string(), program.to_string_lossy().into_owned()))

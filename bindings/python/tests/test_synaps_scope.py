@@ -317,6 +317,10 @@ def test_bad_inputs_raise_python_exceptions(rig: Dict[str, str]) -> None:
         launcher.wrap(["ls", "a\0b"])
     with pytest.raises(ValueError, match="'='"):
         launcher.wrap(["ls"], env={"A=B": "x"})
+    with pytest.raises(ValueError, match="cwd cannot contain NUL"):
+        launcher.wrap(["ls"], cwd="/tmp\0x")
+    with pytest.raises(ValueError, match="cwd cannot contain NUL"):
+        synaps_scope.resolve_program("ls", cwd=b"/\0")
     with pytest.raises(ValueError):
         launcher.wrap(["ls"], env={"": "x"})
     with pytest.raises(ValueError, match="NUL"):
