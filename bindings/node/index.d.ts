@@ -4,6 +4,12 @@ import type { ChildProcess, SpawnOptions } from 'node:child_process';
 
 /** The C ABI version this package was written for; a library with another is refused at load. */
 export declare const ABI_VERSION: 1;
+/** The C ABI's kinds (`SCOPE_KIND_*`), by name. */
+export declare const KINDS: Readonly<Record<ScopeKind, number>>;
+/** The C ABI's log levels (`SCOPE_LOG_LEVEL_*`), indexed by number; index 0 is unused. */
+export declare const LOG_LEVELS: readonly ('' | LogLevel)[];
+/** The names of the C ABI's result codes (`SCOPE_RESULT_*`), indexed by number. */
+export declare const RESULT_NAMES: readonly string[];
 /** The path libsynaps_scope.so was loaded from. */
 export declare const libraryPath: string;
 /** The library's version. */

@@ -15,12 +15,14 @@ const ABI_VERSION = 1;
 const LIBRARY = 'libsynaps_scope.so';
 /** The same library as cargo names it in a repository build (the synaps-scope-ffi crate). */
 const CARGO_LIBRARY = 'libsynaps_scope_ffi.so';
-const KINDS = { tool: 0, daemon: 1 };
-const RESULT_NAMES = [
+// These three tables mirror the header's SCOPE_KIND_*, SCOPE_RESULT_* and SCOPE_LOG_LEVEL_*; a test
+// checks them against include/synaps_scope.h.
+const KINDS = Object.freeze({ tool: 0, daemon: 1 });
+const RESULT_NAMES = Object.freeze([
   'OK', 'NULL_PARAMETER', 'INVALID_ARGUMENT', 'INVALID_UTF8', 'INVALID_KIND', 'REQUIRED_UNAVAILABLE',
   'NOT_FOUND', 'NOT_OURS', 'NOT_IN_SCOPE', 'TIMED_OUT', 'MANAGER', 'NO_CGROUP2', 'IO', 'PANIC',
-];
-const LEVELS = ['', 'error', 'warn', 'info', 'debug', 'trace'];
+]);
+const LEVELS = Object.freeze(['', 'error', 'warn', 'info', 'debug', 'trace']);
 const STAT_UNKNOWN = 0xffffffffffffffffn;
 const DEFAULT_PROBE_TIMEOUT_MS = 3000;
 
@@ -427,6 +429,9 @@ async function spawn(command, args = [], options = {}) {
 
 module.exports = {
   ABI_VERSION,
+  KINDS,
+  LOG_LEVELS: LEVELS,
+  RESULT_NAMES,
   ScopeError,
   ScopeHandle,
   ScopeLauncher,

@@ -171,6 +171,19 @@ test('the scope handle kills a descendant that left the process group', async (t
   assert.throws(() => scope.ScopeHandle.ofProcess(process.pid), (error) => error instanceof scope.ScopeError && error.code === 'SCOPE_NOT_OURS');
 });
 
+test('the result codes, log levels and kinds are the header\'s', () => {
+  const header = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'include', 'synaps_scope.h'), 'utf8');
+  /** @param {RegExp} pattern */
+  const table = (pattern) => [...header.matchAll(pattern)].map((m) => [m[1], Number(m[2])]);
+  const results = table(/^\s*SCOPE_RESULT_(\w+) = (\d+),$/gm);
+  assert.ok(results.length >= 14);
+  assert.deepEqual(results, scope.RESULT_NAMES.map((name, number) => [name, number]));
+  const levels = table(/^\s*SCOPE_LOG_LEVEL_(\w+) = (\d+),$/gm);
+  assert.deepEqual(levels, scope.LOG_LEVELS.slice(1).map((name, i) => [name.toUpperCase(), i + 1]));
+  const kinds = table(/^#define SCOPE_KIND_(\w+) (\d+)$/gm);
+  assert.deepEqual(kinds, Object.entries(scope.KINDS).map(([name, number]) => [name.toUpperCase(), number]));
+});
+
 test('bad input throws a clear error', async (t) => {
   if (!requireRig(t)) return;
   const launcher = scope.launcherForEnvSync();
