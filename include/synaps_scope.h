@@ -212,6 +212,17 @@ scope_result scope_handle_stats(const struct scope_handle *handle, struct scope_
 // `handle` is NULL or a live handle.
 scope_result scope_handle_kill(const struct scope_handle *handle, uint32_t timeout_ms);
 
+// [`scope_handle_kill`] that also says which processes were in the scope when the kill began, as
+// every surface's kill does: `*pids` (free with [`scope_pids_free`]) holding `*len` entries,
+// written only on success.
+//
+// # Safety
+// `handle` is NULL or a live handle; `pids` and `len` are writable.
+scope_result scope_handle_kill_pids(const struct scope_handle *handle,
+                                    uint32_t timeout_ms,
+                                    uint32_t **pids,
+                                    size_t *len);
+
 // Waits up to `timeout_ms` until no process is left in the scope.
 //
 // # Safety
@@ -244,6 +255,17 @@ scope_result scope_handle_kill_r(const struct scope_handle *handle,
                                  uint32_t timeout_ms,
                                  char *error,
                                  size_t error_len);
+
+// [`scope_handle_kill_pids`] that also copies a failure's message into `error`.
+//
+// # Safety
+// As [`scope_handle_kill_pids`]; `error` is NULL or writable for `error_len` bytes.
+scope_result scope_handle_kill_pids_r(const struct scope_handle *handle,
+                                      uint32_t timeout_ms,
+                                      uint32_t **pids,
+                                      size_t *len,
+                                      char *error,
+                                      size_t error_len);
 
 // [`scope_handle_wait_empty`] that also copies a failure's message into `error`.
 //

@@ -82,8 +82,9 @@ export declare class ScopeHandle {
   readonly cgroup: string;
   pids(): number[];
   stats(): ScopeStats;
-  /** Kills every process in the scope, descendants that left the process group included. */
-  kill(options?: { timeoutMs?: number }): Promise<void>;
+  /** Kills every process in the scope, descendants that left the process group included;
+   * resolves to the pids that were in it when the kill began. */
+  kill(options?: { timeoutMs?: number }): Promise<number[]>;
   waitEmpty(options?: { timeoutMs?: number }): Promise<void>;
   close(): void;
 }

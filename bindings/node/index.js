@@ -106,7 +106,9 @@ const c = {
   handlePids: lib.func('uint32_t scope_handle_pids(const scope_handle *handle, _Out_ void **pids, _Out_ size_t *len)'),
   pidsFree: lib.func('void scope_pids_free(void *pids, size_t len)'),
   handleStats: lib.func('uint32_t scope_handle_stats(const scope_handle *handle, _Out_ scope_stats *out)'),
-  handleKill: lib.func('uint32_t scope_handle_kill_r(const scope_handle *handle, uint32_t timeout_ms, void *error, size_t error_len)'),
+  handleKillPids: lib.func(
+    'uint32_t scope_handle_kill_pids_r(const scope_handle *handle, uint32_t timeout_ms, _Out_ void **pids, _Out_ size_t *len, void *error, size_t error_len)',
+  ),
   handleWaitEmpty: lib.func('uint32_t scope_handle_wait_empty_r(const scope_handle *handle, uint32_t timeout_ms, void *error, size_t error_len)'),
   handleFree: lib.func('void scope_handle_free(scope_handle *handle)'),
   setLogCallback: lib.func('void scope_set_log_callback(scope_log_callback *callback, void *userdata)'),
@@ -149,6 +151,17 @@ async function callBlocking(fn, ...args) {
   const error = Buffer.alloc(ERROR_BUFFER);
   const result = await promisify(fn.async)(...args, error, ERROR_BUFFER);
   check(result, error.subarray(0, error.indexOf(0)).toString('utf8'));
+}
+
+/** The numbers of a `scope_pids` array the library returned, which is freed here. */
+function takePids(array, length) {
+  const count = Number(length);
+  if (count === 0) return [];
+  try {
+    return Array.from(koffi.decode(array, 'uint32_t', count));
+  } finally {
+    c.pidsFree(array, count);
+  }
 }
 
 /** The same `_r` function, on this thread. */
@@ -363,13 +376,7 @@ class ScopeHandle {
     const pids = [null];
     const len = [0];
     check(c.handlePids(this.#live(), pids, len));
-    const count = Number(len[0]);
-    if (count === 0) return [];
-    try {
-      return Array.from(koffi.decode(pids[0], 'uint32_t', count));
-    } finally {
-      c.pidsFree(pids[0], count);
-    }
+    return takePids(pids[0], len[0]);
   }
 
   /** Usage figures; null where the kernel's controller is not enabled. */
@@ -380,9 +387,13 @@ class ScopeHandle {
     return { memoryCurrent: known(out.memory_current), memoryPeak: known(out.memory_peak), pidsCurrent: known(out.pids_current) };
   }
 
-  /** Kills every process in the scope, descendants that left the process group included. */
+  /** Kills every process in the scope, descendants that left the process group included; resolves
+   * to the pids that were in it when the kill began. */
   async kill({ timeoutMs: ms } = {}) {
-    await callBlocking(c.handleKill, this.#live(), timeoutMs(ms, 'timeoutMs', 5000));
+    const pids = [null];
+    const len = [0];
+    await callBlocking(c.handleKillPids, this.#live(), timeoutMs(ms, 'timeoutMs', 5000), pids, len);
+    return takePids(pids[0], len[0]);
   }
 
   async waitEmpty({ timeoutMs: ms } = {}) {

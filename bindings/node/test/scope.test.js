@@ -165,7 +165,8 @@ test('the scope handle kills a descendant that left the process group', async (t
   assert.equal(stats.memoryCurrent === null, !fs.existsSync(path.join(handle.cgroup, 'memory.current')));
   process.kill(-Number(child.pid), 'SIGKILL');
   assert.ok(fs.existsSync(`/proc/${escaped}`), 'a process-group kill misses it');
-  await handle.kill({ timeoutMs: 5000 });
+  const killed = await handle.kill({ timeoutMs: 5000 });
+  assert.ok(killed.includes(escaped), `the kill reports ${escaped}: ${killed}`);
   assert.deepEqual(handle.pids(), []);
   handle.close();
   assert.throws(() => scope.ScopeHandle.ofProcess(process.pid), (error) => error instanceof scope.ScopeError && error.code === 'SCOPE_NOT_OURS');

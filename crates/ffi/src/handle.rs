@@ -173,19 +173,28 @@ pub unsafe extern "C" fn scope_handle_pids(
         // SAFETY: NULL or live per the caller.
         let handle = unsafe { handle_arg(handle) }?;
         let found = handle.inner.pids().map_err(handle_failure)?;
-        let count = found.len();
-        let array = if found.is_empty() {
-            ptr::null_mut()
-        } else {
-            Box::into_raw(found.into_boxed_slice()).cast::<u32>()
-        };
         // SAFETY: both checked non-NULL; writable per the caller.
-        unsafe {
-            *pids = array;
-            *len = count;
-        }
+        unsafe { write_pids(found, pids, len) };
         Ok(())
     })
+}
+
+/// Hands `found` to the caller as an array for [`scope_pids_free`] (NULL when empty).
+///
+/// # Safety
+/// `pids` and `len` are non-NULL and writable.
+unsafe fn write_pids(found: Vec<u32>, pids: *mut *mut u32, len: *mut usize) {
+    let count = found.len();
+    let array = if found.is_empty() {
+        ptr::null_mut()
+    } else {
+        Box::into_raw(found.into_boxed_slice()).cast::<u32>()
+    };
+    // SAFETY: per this function's contract.
+    unsafe {
+        *pids = array;
+        *len = count;
+    }
 }
 
 /// Frees an array from [`scope_handle_pids`] (NULL is accepted and ignored).
@@ -244,6 +253,32 @@ pub unsafe extern "C" fn scope_handle_kill(
         let handle = unsafe { handle_arg(handle) }?;
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
         handle.inner.kill(timeout).map(drop).map_err(handle_failure)
+    })
+}
+
+/// [`scope_handle_kill`] that also says which processes were in the scope when the kill began, as
+/// every surface's kill does: `*pids` (free with [`scope_pids_free`]) holding `*len` entries,
+/// written only on success.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `pids` and `len` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_kill_pids(
+    handle: *const scope_handle,
+    timeout_ms: u32,
+    pids: *mut *mut u32,
+    len: *mut usize,
+) -> scope_result {
+    guard(|| {
+        out_arg(pids, "pids")?;
+        out_arg(len, "len")?;
+        // SAFETY: NULL or live per the caller.
+        let handle = unsafe { handle_arg(handle) }?;
+        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
+        let killed = handle.inner.kill(timeout).map_err(handle_failure)?;
+        // SAFETY: both checked non-NULL; writable per the caller.
+        unsafe { write_pids(killed, pids, len) };
+        Ok(())
     })
 }
 
@@ -315,6 +350,29 @@ pub unsafe extern "C" fn scope_handle_kill_r(
 ) -> scope_result {
     // SAFETY: forwarded from the caller.
     unsafe { super::copy_error(scope_handle_kill(handle, timeout_ms), error, error_len) }
+}
+
+/// [`scope_handle_kill_pids`] that also copies a failure's message into `error`.
+///
+/// # Safety
+/// As [`scope_handle_kill_pids`]; `error` is NULL or writable for `error_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_kill_pids_r(
+    handle: *const scope_handle,
+    timeout_ms: u32,
+    pids: *mut *mut u32,
+    len: *mut usize,
+    error: *mut c_char,
+    error_len: usize,
+) -> scope_result {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        super::copy_error(
+            scope_handle_kill_pids(handle, timeout_ms, pids, len),
+            error,
+            error_len,
+        )
+    }
 }
 
 /// [`scope_handle_wait_empty`] that also copies a failure's message into `error`.

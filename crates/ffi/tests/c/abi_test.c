@@ -348,7 +348,15 @@ static int scenario_scope_kill(void) {
     CHECK(kill(-pid, SIGKILL) == 0, "killpg");
     CHECK(wait_exit(pid) == 128 + SIGKILL, "the group leader died");
     CHECK(alive(escaped), "a process-group kill misses the escaped descendant");
-    CHECK(scope_handle_kill(handle, 5000) == SCOPE_RESULT_OK, "scope kill");
+    uint32_t *killed = SENTINEL;
+    size_t killed_count = 0;
+    CHECK(scope_handle_kill_pids(handle, 5000, NULL, &killed_count) == SCOPE_RESULT_NULL_PARAMETER && killed_count == 0,
+          "NULL pids refused, nothing written");
+    CHECK(scope_handle_kill_pids(handle, 5000, &killed, &killed_count) == SCOPE_RESULT_OK, "scope kill");
+    int reported = 0;
+    for (size_t i = 0; i < killed_count; i++) reported |= killed[i] == (uint32_t)escaped;
+    CHECK(killed_count == 1 && reported, "the kill reports the escaped pid (%zu pids)", killed_count);
+    scope_pids_free(killed, killed_count);
     for (int i = 0; i < 400 && alive(escaped); i++) sleep_ms(5);
     CHECK(!alive(escaped), "the scope kill reached it");
     CHECK(scope_handle_wait_empty(handle, 100) == SCOPE_RESULT_OK, "empty");
