@@ -29,7 +29,7 @@ enum scope_result
   SCOPE_RESULT_OK = 0,
   // A required pointer argument was NULL.
   SCOPE_RESULT_NULL_PARAMETER = 1,
-  // An argument is malformed: an empty argv, an envp entry without `=`, a zero timeout.
+  // An argument is malformed: an envp entry without `=` or with an empty key, a zero timeout.
   SCOPE_RESULT_INVALID_ARGUMENT = 2,
   // A string that must be UTF-8 (a unit name) is not.
   SCOPE_RESULT_INVALID_UTF8 = 3,
@@ -323,8 +323,9 @@ uint32_t scope_launcher_systemd_version(const struct scope_launcher *launcher);
 
 // Rewrites `argv` (NULL-terminated; arguments are bytes, not necessarily UTF-8) to run in a new
 // scope. `envp` (NULL: this process's environment) and `cwd` (NULL: this process's) are the
-// child's: the program is resolved with them. A program that cannot be resolved is left
-// unwrapped, so the spawn fails as it would without scopes; [`scope_argv_unit`] is then NULL.
+// child's: the program is resolved with them. A program that cannot be resolved, or an empty
+// argv, is left unwrapped, so the spawn fails as it would without scopes; [`scope_argv_unit`] is
+// then NULL.
 // After a successful probe, a failure of the wrapped launch must be reported, never retried
 // as a direct launch: the command may already have run.
 //

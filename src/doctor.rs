@@ -165,8 +165,13 @@ fn diagnose_kind(
             (Outcome::Direct(reason), probed)
         }
         Err(error) => {
-            let ScopeError::Unavailable { reason, .. } = &error;
-            let probed = matches!(reason, crate::DirectReason::ProbeFailed { .. });
+            let probed = matches!(
+                &error,
+                ScopeError::Unavailable {
+                    reason: crate::DirectReason::ProbeFailed { .. },
+                    ..
+                }
+            );
             (Outcome::Refused(error), probed)
         }
     };

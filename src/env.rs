@@ -71,6 +71,24 @@ pub fn parse_env_entry(entry: &[u8]) -> Result<(OsString, OsString), EnvEntryErr
     ))
 }
 
+/// The first entry of `env` that no process environment can hold, and why: an empty key, a key
+/// with `=` (it would read back as another key), or NUL in a key or value (exec cannot pass it).
+/// Every surface refuses such an environment (`docs/surfaces.md`).
+pub(crate) fn refused_entry(env: &[(OsString, OsString)]) -> Option<(&OsStr, &'static str)> {
+    env.iter().find_map(|(key, value)| {
+        let why = if key.is_empty() {
+            "its key is empty"
+        } else if key.as_bytes().contains(&b'=') {
+            "its key contains '='"
+        } else if key.as_bytes().contains(&0) || value.as_bytes().contains(&0) {
+            "it contains a NUL byte"
+        } else {
+            return None;
+        };
+        Some((key.as_os_str(), why))
+    })
+}
+
 /// The value of `key` in `env`; the last entry wins, as it does for [`Command::envs`].
 pub(crate) fn lookup<'a>(env: &'a [(OsString, OsString)], key: &str) -> Option<&'a OsStr> {
     env.iter()
@@ -90,6 +108,31 @@ pub(crate) fn lookup_non_empty<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_a_process_environment_cannot_hold_are_found() {
+        let pair = |k: &[u8], v: &[u8]| {
+            (
+                OsStr::from_bytes(k).to_owned(),
+                OsStr::from_bytes(v).to_owned(),
+            )
+        };
+        assert_eq!(
+            refused_entry(&[pair(b"PATH", b"/bin"), pair(b"A", b"x=y")]),
+            None
+        );
+        for (env, why) in [
+            (vec![pair(b"", b"x")], "its key is empty"),
+            (
+                vec![pair(b"PATH", b"/bin"), pair(b"A=B", b"x")],
+                "its key contains '='",
+            ),
+            (vec![pair(b"A\0", b"x")], "it contains a NUL byte"),
+            (vec![pair(b"A", b"x\0")], "it contains a NUL byte"),
+        ] {
+            assert_eq!(refused_entry(&env).map(|(_, w)| w), Some(why), "{env:?}");
+        }
+    }
 
     fn pairs(items: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         items.iter().map(|(k, v)| (k.into(), v.into())).collect()

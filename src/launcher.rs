@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{Config, Mode, Origin};
 use crate::diag::TARGET;
-use crate::env::lookup_non_empty;
+use crate::env::{lookup_non_empty, refused_entry};
 use crate::kind::ScopeKind;
 use crate::probe;
 use crate::resolve::resolve_program;
@@ -84,7 +84,7 @@ pub enum Decision {
     Direct(DirectReason),
 }
 
-/// A request in `required` mode found scopes unavailable.
+/// A launcher request that cannot be answered with a launcher or "launch directly".
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ScopeError {
@@ -95,6 +95,14 @@ pub enum ScopeError {
         /// Why scopes are unavailable.
         reason: DirectReason,
     },
+    /// The effective environment has an entry no process environment can hold (an empty key, a
+    /// key with `=`, a NUL byte), in any mode: bad input, refused as on every surface.
+    InvalidEnvironment {
+        /// The key of the first such entry.
+        key: OsString,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
 }
 
 impl fmt::Display for ScopeError {
@@ -104,6 +112,9 @@ impl fmt::Display for ScopeError {
                 f,
                 "process scopes are required but unavailable for a {kind} launch: {reason}"
             ),
+            ScopeError::InvalidEnvironment { key, problem } => {
+                write!(f, "environment entry {key:?} is refused: {problem}")
+            }
         }
     }
 }
@@ -224,7 +235,8 @@ fn description(kind: ScopeKind, program: &Path) -> OsString {
 /// [`launcher_for_effective_env`] does, for callers that want to say why a launch went direct.
 ///
 /// # Errors
-/// [`ScopeError::Unavailable`] in `required` mode, where the result would otherwise be direct.
+/// [`ScopeError::Unavailable`] in `required` mode, where the result would otherwise be direct;
+/// [`ScopeError::InvalidEnvironment`] in any mode for an environment no process can have.
 pub fn decide(
     env: &[(OsString, OsString)],
     kind: ScopeKind,
@@ -247,6 +259,12 @@ pub(crate) fn decide_with(
     options: &LauncherOptions,
     slice_check: SliceCheck,
 ) -> Result<Decision, ScopeError> {
+    if let Some((key, problem)) = refused_entry(env) {
+        return Err(ScopeError::InvalidEnvironment {
+            key: key.to_owned(),
+            problem,
+        });
+    }
     let config = Config::load(env);
     let mode = config.mode.value;
     if mode == Mode::Off {
@@ -375,6 +393,37 @@ mod tests {
             slice: slice.map(str::to_owned),
             systemd_run: "/usr/bin/systemd-run".into(),
             systemd_version: version,
+        }
+    }
+
+    #[test]
+    fn an_environment_no_process_can_hold_is_refused_in_every_mode() {
+        let env = |extra: (&str, &str)| {
+            vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                ("SYNAPS_CONFIG".into(), "/nonexistent".into()),
+                (OsString::from(extra.0), OsString::from(extra.1)),
+            ]
+        };
+        for mode in ["on", "off", "required"] {
+            for (bad, problem) in [
+                (("A=B", "x"), "its key contains '='"),
+                (("", "x"), "its key is empty"),
+            ] {
+                let mut env: Vec<(OsString, OsString)> = env(bad);
+                env.insert(0, ("SYNAPS_PROCESS_SCOPES".into(), mode.into()));
+                let refused = decide(&env, ScopeKind::Tool, &LauncherOptions::default());
+                assert_eq!(
+                    refused.err(),
+                    Some(ScopeError::InvalidEnvironment {
+                        key: bad.0.into(),
+                        problem
+                    }),
+                    "{mode}"
+                );
+                let resolved = resolve_program("sh".as_ref(), &env, None).unwrap_err();
+                assert_eq!(resolved.kind(), std::io::ErrorKind::InvalidInput);
+            }
         }
     }
 

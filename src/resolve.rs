@@ -6,7 +6,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::env::lookup;
+use crate::env::{lookup, refused_entry};
 
 /// glibc's search path for `execvp` when PATH is unset (`confstr(_CS_PATH)`).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
@@ -17,7 +17,8 @@ const DEFAULT_PATH: &str = "/bin:/usr/bin";
 /// executable regular file counts.
 ///
 /// # Errors
-/// `NotFound` when no such executable exists, which is also what spawning it would report.
+/// `NotFound` when no such executable exists, which is also what spawning it would report;
+/// `InvalidInput` for an environment no process can have (see [`crate::launcher_for_effective_env`]).
 ///
 /// ```
 /// use std::ffi::{OsStr, OsString};
@@ -30,6 +31,12 @@ pub fn resolve_program(
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
 ) -> io::Result<PathBuf> {
+    if let Some((key, problem)) = refused_entry(env) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("environment entry {key:?} is refused: {problem}"),
+        ));
+    }
     let cwd = child_cwd(cwd)?;
     let not_found = || {
         io::Error::new(

@@ -221,7 +221,6 @@ function envArray(env) {
 
 function argvArray(argv) {
   if (!Array.isArray(argv)) throw new TypeError('argv must be an array of strings');
-  if (argv.length === 0) throw new RangeError('argv is empty');
   return [...argv.map((arg, i) => cString(arg, `argv[${i}]`)), null];
 }
 

@@ -124,9 +124,6 @@ impl ScopeLauncher {
         env: Vec<(Vec<u8>, Vec<u8>)>,
         cwd: Option<Vec<u8>>,
     ) -> PyResult<Wrapped> {
-        if argv.is_empty() {
-            return Err(PyValueError::new_err("argv is empty"));
-        }
         if argv.iter().any(|a| a.contains(&0)) {
             return Err(PyValueError::new_err("arguments cannot contain NUL bytes"));
         }
@@ -171,7 +168,10 @@ fn launcher_for_env(
     match py.detach(|| decide(&env, kind, &options)) {
         Ok(Decision::Scoped(inner)) => Ok(Some(ScopeLauncher { inner })),
         Ok(Decision::Direct(_)) => Ok(None),
-        Err(e) => Err(ScopeRequiredError::new_err(e.to_string())),
+        Err(e @ synaps_scope::ScopeError::Unavailable { .. }) => {
+            Err(ScopeRequiredError::new_err(e.to_string()))
+        }
+        Err(e) => Err(PyValueError::new_err(e.to_string())),
     }
 }
 

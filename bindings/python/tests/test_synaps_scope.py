@@ -307,8 +307,8 @@ def test_bad_inputs_raise_python_exceptions(rig: Dict[str, str]) -> None:
         synaps_scope.launcher_for_env(probe_timeout="3")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         synaps_scope.launcher_for_env(env=["PATH=/bin"])  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="argv is empty"):
-        launcher.wrap([])
+    empty = launcher.wrap([])  # left unwrapped, as an unresolvable program is (R4)
+    assert (empty.argv, empty.unit) == ([], None)
     with pytest.raises(TypeError, match="sequence"):
         launcher.wrap("ls -l")
     with pytest.raises(TypeError, match="argument"):

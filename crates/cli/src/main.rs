@@ -14,11 +14,13 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use synaps_scope::doctor::diagnose;
 use synaps_scope::{
-    decide, inherited_env, set_env, Decision, DirectReason, LauncherOptions, ScopeKind,
+    decide, inherited_env, set_env, Decision, DirectReason, LauncherOptions, ScopeError, ScopeKind,
 };
 
-/// Exit status when `required` mode refuses a launch (2 is clap's, for usage errors).
+/// Exit status when `required` mode refuses a launch.
 const EXIT_REQUIRED_REFUSED: u8 = 3;
+/// Exit status for bad input (clap's, for usage errors, too).
+const EXIT_USAGE: u8 = 2;
 
 #[derive(Parser)]
 #[command(
@@ -145,7 +147,10 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             tracing::error!(target: synaps_scope::diag::TARGET, "{e}");
-            return ExitCode::from(EXIT_REQUIRED_REFUSED);
+            return ExitCode::from(match e {
+                ScopeError::Unavailable { .. } => EXIT_REQUIRED_REFUSED,
+                _ => EXIT_USAGE,
+            });
         }
     };
 

@@ -68,7 +68,7 @@ pub unsafe extern "C" fn scope_launcher_for_env_timeout(
             .map_err(|e| {
                 let code = match e {
                     ScopeError::Unavailable { .. } => scope_result::RequiredUnavailable,
-                    _ => scope_result::Manager,
+                    _ => scope_result::InvalidArgument,
                 };
                 Failure::new(code, e.to_string())
             })?;
@@ -148,8 +148,9 @@ pub unsafe extern "C" fn scope_launcher_systemd_version(launcher: *const scope_l
 
 /// Rewrites `argv` (NULL-terminated; arguments are bytes, not necessarily UTF-8) to run in a new
 /// scope. `envp` (NULL: this process's environment) and `cwd` (NULL: this process's) are the
-/// child's: the program is resolved with them. A program that cannot be resolved is left
-/// unwrapped, so the spawn fails as it would without scopes; [`scope_argv_unit`] is then NULL.
+/// child's: the program is resolved with them. A program that cannot be resolved, or an empty
+/// argv, is left unwrapped, so the spawn fails as it would without scopes; [`scope_argv_unit`] is
+/// then NULL.
 /// After a successful probe, a failure of the wrapped launch must be reported, never retried
 /// as a direct launch: the command may already have run.
 ///

@@ -34,7 +34,7 @@ pub enum scope_result {
     Ok = 0,
     /// A required pointer argument was NULL.
     NullParameter = 1,
-    /// An argument is malformed: an empty argv, an envp entry without `=`, a zero timeout.
+    /// An argument is malformed: an envp entry without `=` or with an empty key, a zero timeout.
     InvalidArgument = 2,
     /// A string that must be UTF-8 (a unit name) is not.
     InvalidUtf8 = 3,
@@ -234,7 +234,7 @@ pub(crate) unsafe fn env_arg(
         .collect()
 }
 
-/// An `argv` argument: non-NULL, with at least one entry.
+/// An `argv` argument: non-NULL (an empty array is an empty argv).
 ///
 /// # Safety
 /// As [`c_string_array`] when non-NULL.
@@ -244,12 +244,6 @@ pub(crate) unsafe fn argv_arg(argv: *const *const c_char) -> Result<Vec<OsString
     }
     // SAFETY: forwarded from the caller.
     let entries = unsafe { c_string_array(argv, "argv") }?;
-    if entries.is_empty() {
-        return Err(Failure::new(
-            scope_result::InvalidArgument,
-            "argv is empty: argv[0] is NULL",
-        ));
-    }
     Ok(entries.into_iter().map(os_from_bytes).collect())
 }
 

@@ -397,7 +397,12 @@ static int scenario_bad_input(void) {
     expect(scope_wrap_argv(NULL, argv, NULL, NULL, &wrapped), SCOPE_RESULT_NULL_PARAMETER, "NULL launcher");
     CHECK(strstr(scope_last_error(), "launch directly") != NULL, "hint: %s", scope_last_error());
     expect(scope_wrap_argv(launcher, NULL, NULL, NULL, &wrapped), SCOPE_RESULT_NULL_PARAMETER, "NULL argv");
-    expect(scope_wrap_argv(launcher, empty, NULL, NULL, &wrapped), SCOPE_RESULT_INVALID_ARGUMENT, "empty argv");
+    /* An empty argv is left unwrapped, as an unresolvable program is (R4). */
+    CHECK(scope_wrap_argv(launcher, empty, NULL, NULL, &wrapped) == SCOPE_RESULT_OK, "empty argv");
+    CHECK(scope_argv_len(wrapped) == 0 && scope_argv_ptr(wrapped)[0] == NULL && scope_argv_unit(wrapped) == NULL,
+          "returned empty, without a unit");
+    scope_argv_free(wrapped);
+    wrapped = SENTINEL;
     expect(scope_wrap_argv(launcher, argv, no_equals, NULL, &wrapped), SCOPE_RESULT_INVALID_ARGUMENT, "bad envp");
     expect(scope_wrap_argv(launcher, argv, NULL, NULL, NULL), SCOPE_RESULT_NULL_PARAMETER, "NULL out");
     CHECK(wrapped == SENTINEL, "out untouched by every failure");
