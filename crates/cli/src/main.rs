@@ -1,6 +1,8 @@
 //! `synaps-scope`: run or print a command line in its own systemd scope, or say why it would not
 //! be (docs/spec.md).
 
+#![forbid(unsafe_code)]
+
 mod doctor;
 mod log;
 
