@@ -173,6 +173,25 @@ def test_no_manager_means_a_direct_launch(rig: Dict[str, str]) -> None:
     assert ".scope" not in out
 
 
+def test_the_log_level_is_the_logger_s_own(rig: Dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
+    """Python's way to set the level (docs/surfaces.md): the synaps_scope logger's own level."""
+    off = {**os.environ, "SYNAPS_PROCESS_SCOPES": "off"}
+
+    def debug_lines() -> List[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == "synaps_scope" and r.levelno == logging.DEBUG and "launching directly" in r.getMessage()
+        ]
+
+    caplog.set_level(logging.WARNING, logger="synaps_scope")
+    assert synaps_scope.launcher_for_env(off) is None
+    assert debug_lines() == []
+    caplog.set_level(logging.DEBUG, logger="synaps_scope")
+    assert synaps_scope.launcher_for_env(off) is None
+    assert len(debug_lines()) == 1, debug_lines()
+
+
 def test_a_refused_slice_warns_once_through_logging(
     rig: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
