@@ -337,7 +337,8 @@ fn find_launcher(
 }
 
 /// A fresh, bounded availability check (R5, R6) for a launch of `kind` with the effective
-/// environment `env`. `Ok(None)` means launch directly; `Err` happens only in `required` mode.
+/// environment `env`. `Ok(None)` means launch directly; `Err` happens in `required` mode, and
+/// for an environment no process can hold ([`ScopeError::InvalidEnvironment`]).
 ///
 /// Synchronous callers may wait up to the probe bound (3 s); async callers must offload it (for
 /// example with `spawn_blocking`). A failed probe means a direct launch with one WARN per slice.
