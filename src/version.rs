@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
 use crate::bounded;
@@ -20,11 +20,41 @@ pub(crate) fn disables_expansion(version: Option<u32>) -> bool {
     version.is_some_and(|v| v >= EXPAND_ENVIRONMENT_SINCE)
 }
 
-/// The parsed `systemd-run --version` of each binary path, asked once per process. Each path has
-/// its own lock so concurrent first requests ask once and others wait for that answer.
-type VersionCache = Mutex<HashMap<PathBuf, Arc<Mutex<Option<Option<u32>>>>>>;
+/// What is known of one systemd-run binary's version.
+enum Slot {
+    /// A request is asking it now; others wait for the answer, each no longer than its own bound.
+    Asking,
+    /// The answer, kept for the life of the process.
+    Known(Option<u32>),
+}
+
+/// The parsed `systemd-run --version` of each binary path, asked once per process (A2: no
+/// request waits on another's question past its own bound).
+struct VersionCache {
+    slots: Mutex<HashMap<PathBuf, Slot>>,
+    answered: Condvar,
+}
 
 static VERSIONS: OnceLock<VersionCache> = OnceLock::new();
+
+/// Clears an `Asking` slot that got no answer (a time-out, or a panic), so that a later request
+/// asks again, and wakes the requests waiting on it.
+struct AskingGuard<'a> {
+    cache: &'a VersionCache,
+    path: &'a Path,
+    answer: Option<Option<u32>>,
+}
+
+impl Drop for AskingGuard<'_> {
+    fn drop(&mut self) {
+        let mut slots = self.cache.slots.lock().unwrap_or_else(|p| p.into_inner());
+        match self.answer {
+            Some(version) => slots.insert(self.path.to_owned(), Slot::Known(version)),
+            None => slots.remove(self.path),
+        };
+        self.cache.answered.notify_all();
+    }
+}
 
 /// The major version in the first line of `systemd-run --version` (`systemd 254 (254.5-1)`), or
 /// None when it cannot be read (which counts as older than 254).
@@ -45,28 +75,53 @@ pub(crate) fn parse_major(version: &str) -> Option<u32> {
 }
 
 /// The version of the systemd-run at `path`, asked once per process; a time-out or spawn failure
-/// is not cached, so a later request asks again.
+/// is not cached, so a later request asks again. A request that finds another asking waits for
+/// that answer until its own `deadline` at most.
 pub(crate) fn systemd_version(
     path: &Path,
     env: &[(OsString, OsString)],
     deadline: Instant,
 ) -> Result<Option<u32>, String> {
-    let slot = {
-        let cache = VERSIONS.get_or_init(Default::default);
-        let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(cache.entry(path.to_owned()).or_default())
-    };
-    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(version) = *slot {
-        return Ok(version);
+    let cache = VERSIONS.get_or_init(|| VersionCache {
+        slots: Mutex::new(HashMap::new()),
+        answered: Condvar::new(),
+    });
+    let mut slots = cache.slots.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        match slots.get(path) {
+            Some(Slot::Known(version)) => return Ok(*version),
+            Some(Slot::Asking) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(format!(
+                        "`{} --version` was still being asked by another request at this \
+                         request's deadline",
+                        path.display()
+                    ));
+                }
+                slots = cache
+                    .answered
+                    .wait_timeout(slots, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            None => break,
+        }
     }
+    slots.insert(path.to_owned(), Slot::Asking);
+    drop(slots);
+    let mut guard = AskingGuard {
+        cache,
+        path,
+        answer: None,
+    };
     let mut cmd = Command::new(path);
     cmd.arg("--version").current_dir("/");
     set_env(&mut cmd, env);
     let done = bounded::run(cmd, true, deadline)
         .map_err(|failure| format!("`{} --version` {failure}", path.display()))?;
     let version = parse_version(&done.stdout);
-    *slot = Some(version);
+    guard.answer = Some(version);
     Ok(version)
 }
 

@@ -237,3 +237,74 @@ fn a_config_that_is_a_directory_a_fifo_or_10_mb_of_garbage_warns_and_defaults_ap
         "{warnings:?}"
     );
 }
+
+#[test]
+fn a_request_never_waits_on_another_request_s_version_query_past_its_own_bound() {
+    // A systemd-run whose `--version` takes 2 s (as on a loaded machine) and whose probe succeeds;
+    // no manager is involved, only the version cache's waiting.
+    let dir = TempDir::new("fault-slow-version");
+    let mut env = fake_systemd_run(
+        &dir,
+        "[ \"$1\" = --version ] && { sleep 2; echo 'systemd 254 (slow)'; exit 0; }\nexit 0",
+    );
+    env.push(("XDG_RUNTIME_DIR".into(), dir.path().into()));
+    // A slice of its own, so that its once-per-slice warning is not another test's.
+    let config = dir.write(
+        "config",
+        "tool_scope_slice = faultslowversion.slice\n",
+        false,
+    );
+    env.push(("SYNAPS_CONFIG".into(), config.into()));
+    let slow = {
+        let env = env.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let options = LauncherOptions {
+                probe_timeout: Duration::from_secs(3),
+            };
+            (decide(&env, ScopeKind::Tool, &options), started.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+
+    let bound = Duration::from_millis(200);
+    let started = Instant::now();
+    let quick = decide(
+        &env,
+        ScopeKind::Tool,
+        &LauncherOptions {
+            probe_timeout: bound,
+        },
+    )
+    .unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited < bound + Duration::from_millis(100),
+        "the quick request waited {waited:?} on the slow one's version query"
+    );
+    match quick {
+        Decision::Direct(DirectReason::ProbeFailed { detail, .. }) => assert!(
+            detail.contains("still being asked by another request"),
+            "{detail}"
+        ),
+        other => panic!("expected a direct launch, got {other:?}"),
+    }
+
+    let (slow, took) = slow.join().unwrap();
+    assert!(
+        matches!(slow, Ok(Decision::Scoped(_))),
+        "the asking request got its answer: {slow:?}"
+    );
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+    // The answer is kept: the next request does not ask again.
+    let started = Instant::now();
+    let again = decide(
+        &env,
+        ScopeKind::Tool,
+        &LauncherOptions {
+            probe_timeout: bound,
+        },
+    );
+    assert!(matches!(again, Ok(Decision::Scoped(_))), "{again:?}");
+    assert!(started.elapsed() < bound, "{:?}", started.elapsed());
+}
