@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{env_with, rig, run_argv, signal, Capture, Manager, Signal, TempDir};
+use common::{env_with, path_with_first, rig, run_argv, signal, Capture, Manager, Signal, TempDir};
 use synaps_scope::{decide, launcher_for_env, Decision, DirectReason, LauncherOptions, ScopeKind};
 
 const BOUND: Duration = Duration::from_millis(500);
@@ -19,11 +19,7 @@ fn fake_systemd_run(dir: &TempDir, body: &str) -> Vec<(OsString, OsString)> {
     let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     dir.write("bin/systemd-run", &format!("#!/bin/sh\n{body}\n"), true);
-    let path = std::env::join_paths(
-        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
-    env_with(&[("PATH", &path)])
+    env_with(&[("PATH", &path_with_first(&bin))])
 }
 
 /// Decides with the short bound, asserting it returned direct within bound + 0.5 s.

@@ -10,17 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cgroup_of, env_without, rig, run_argv};
+use common::{cgroup_of, env_without, rig, run_argv, systemctl_value};
 use synaps_scope::{inherited_env, launcher_for_env};
-
-fn manager_property(property: &str) -> String {
-    let out = Command::new("systemctl")
-        .args(["--user", "show", "-p", property, "--value"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
-}
 
 fn rig_cache() -> PathBuf {
     std::env::var_os("SYNAPS_RIG_CACHE")
@@ -43,7 +34,7 @@ fn mapped(maps: &str, needle: &str) -> Vec<String> {
 #[test]
 fn the_rig_runs_the_version_it_names() {
     let Some(rig) = rig() else { return };
-    let version = manager_property("Version");
+    let version = systemctl_value(None, "Version");
     let major: String = version.chars().take_while(char::is_ascii_digit).collect();
     assert_eq!(major, rig.version.to_string(), "the manager says {version}");
     let client = Command::new("systemd-run")

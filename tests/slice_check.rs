@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{env_with, rig, Capture, TempDir};
+use common::{env_with, path_with_first, rig, Capture, TempDir};
 use synaps_scope::launcher_for_env;
 
 fn config_for(dir: &TempDir, slice: &str) -> std::ffi::OsString {
@@ -31,13 +31,8 @@ fn an_undefined_slice_warns_once_after_the_request_has_returned() {
         &format!("#!/bin/sh\nsleep 1\nexec '{}' \"$@\"\n", real.display()),
         true,
     );
-    let path = std::env::join_paths(
-        std::iter::once(dir.path().join("bin"))
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
     let env = env_with(&[
-        ("PATH", &path),
+        ("PATH", &path_with_first(&dir.path().join("bin"))),
         ("SYNAPS_CONFIG", &config_for(&dir, "r12undefined.slice")),
     ]);
 

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{env_with, env_without, rig, run_argv, Manager, Rig, TempDir};
+use common::{env_with, env_without, rig, run_argv, systemctl_value, Manager, Rig, TempDir};
 use synaps_scope::{
     decide, inherited_env, launcher_for_effective_env, launcher_for_env, set_env, Decision,
     DirectReason, LauncherOptions, ScopeKind,
@@ -229,15 +229,6 @@ fn a_runtime_dir_without_the_private_socket_falls_back_to_the_session_bus_only_b
     }
 }
 
-/// `systemctl --user show -p PROPERTY --value UNIT` on the rig's manager.
-fn unit_property(unit: &str, property: &str) -> String {
-    let out = Command::new("systemctl")
-        .args(["--user", "show", "-p", property, "--value", "--", unit])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
-}
-
 #[test]
 fn the_scope_carries_the_library_s_description_and_collect_mode_on_every_version() {
     let Some(rig) = rig() else { return };
@@ -264,7 +255,7 @@ fn the_scope_carries_the_library_s_description_and_collect_mode_on_every_version
     );
     // Collected once empty, whatever the command's exit status.
     let end = Instant::now() + Duration::from_secs(5);
-    while unit_property(&unit, "LoadState") != "not-found" {
+    while systemctl_value(Some(&unit), "LoadState") != "not-found" {
         assert!(Instant::now() < end, "{unit} was not collected");
         std::thread::sleep(Duration::from_millis(20));
     }

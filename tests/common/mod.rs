@@ -65,6 +65,27 @@ pub fn env_with(overrides: &[(&str, &OsString)]) -> Vec<(OsString, OsString)> {
     with_overrides(&inherited_env(), &overrides)
 }
 
+/// This process's PATH with `dir` searched first.
+pub fn path_with_first(dir: &Path) -> OsString {
+    std::env::join_paths(
+        std::iter::once(dir.to_owned())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap()
+}
+
+/// `systemctl --user show -p PROPERTY --value [-- UNIT]` on the rig's manager (its own properties
+/// when `unit` is None).
+pub fn systemctl_value(unit: Option<&str>, property: &str) -> String {
+    let out = Command::new("systemctl")
+        .args(["--user", "show", "-p", property, "--value"])
+        .args(unit.map(|u| ["--", u]).into_iter().flatten())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+}
+
 /// `env` without `keys`.
 pub fn env_without(env: &[(OsString, OsString)], keys: &[&str]) -> Vec<(OsString, OsString)> {
     env.iter()

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{env_with, env_without, rig, signal, Manager, Signal, TempDir};
+use common::{env_with, env_without, path_with_first, rig, signal, Manager, Signal, TempDir};
 use synaps_scope::{inherited_env, set_env};
 
 fn doctor(args: &[&str], env: &[(OsString, OsString)]) -> Output {
@@ -116,12 +116,7 @@ fn a_systemd_run_of_another_version_than_the_manager_is_named_and_warned_about()
         .unwrap()
         .to_owned();
     assert_ne!(other_version, rig.version.to_string());
-    let path = std::env::join_paths(
-        std::iter::once(bin.path().to_owned())
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
-    let env = env_with(&[("PATH", &path)]);
+    let env = env_with(&[("PATH", &path_with_first(bin.path()))]);
 
     let out = doctor(&["--json"], &env);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
