@@ -1,4 +1,4 @@
-//! Benchmarks against the floor (issue 7), run inside the test rig:
+//! Benchmarks against the floor (issues 7 and 12), run inside the test rig:
 //!
 //!   scripts/systemd-rig.sh [--systemd 254] -- cargo bench --bench launch
 //!   SYNAPS_BENCH_QUICK=1 …   (a short run, as CI does)
@@ -10,8 +10,13 @@ use std::ffi::OsString;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
 use synaps_scope::{
-    inherited_env, launcher_for_env, launcher_with_options, set_env, LauncherOptions,
+    inherited_env, launcher_for_env, launcher_with_options, set_env, with_overrides,
+    LauncherOptions, ScopeKind,
 };
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -59,6 +64,122 @@ fn report(name: &str, measured: Duration, against: &str, floor: Duration, target
     );
 }
 
+/// The launcher program, built in release mode (or `SYNAPS_SCOPE_EXEC`).
+fn exec_program() -> PathBuf {
+    if let Some(path) = std::env::var_os("SYNAPS_BENCH_EXEC") {
+        return path.into();
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let built = Command::new(cargo)
+        .args(["build", "-q", "--release", "-p", "synaps-scope-exec"])
+        .current_dir(&root)
+        .status()
+        .expect("cargo runs");
+    assert!(
+        built.success(),
+        "cargo build --release -p synaps-scope-exec"
+    );
+    root.join("target/release/synaps-scope-exec")
+}
+
+/// `env` with the wrapper chosen.
+fn with_wrapper(
+    env: &[(OsString, OsString)],
+    wrapper: &str,
+    exec: &Path,
+) -> Vec<(OsString, OsString)> {
+    with_overrides(
+        env,
+        &[
+            ("SYNAPS_SCOPE_LAUNCHER".into(), wrapper.into()),
+            ("SYNAPS_SCOPE_EXEC".into(), exec.as_os_str().to_owned()),
+        ],
+    )
+}
+
+/// One whole scoped launch of `true`: the probe, the wrap, the run to its exit.
+fn scoped_true(env: &[(OsString, OsString)]) {
+    let launcher = launcher_for_env(env).unwrap().expect("scoped");
+    let wrapped = launcher.wrap(&["true".into()], env, None);
+    let mut cmd = Command::new(&wrapped.argv[0]);
+    cmd.args(&wrapped.argv[1..]);
+    set_env(&mut cmd, env);
+    run(&mut cmd);
+}
+
+/// An environment, as the library takes it.
+type Env = [(OsString, OsString)];
+
+/// How one launch of the load is made.
+#[derive(Clone, Copy)]
+enum Design {
+    /// Through the library with the environment's wrapper.
+    Library,
+    /// The design before the launcher program (issue 12's "today"): a probe that is itself a
+    /// scoped systemd-run of `true`, then the launch through systemd-run.
+    SystemdRunProbe,
+}
+
+/// `launches` scoped launches of `true` from `threads` threads: the median launch, and how many
+/// went direct.
+fn load(
+    env: &[(OsString, OsString)],
+    design: Design,
+    launches: usize,
+    threads: usize,
+) -> (Duration, usize) {
+    let next = Arc::new(AtomicUsize::new(0));
+    let took = Arc::new(Mutex::new(Vec::with_capacity(launches)));
+    let direct = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (env, next, took, direct) = (
+                env.to_vec(),
+                Arc::clone(&next),
+                Arc::clone(&took),
+                Arc::clone(&direct),
+            );
+            std::thread::spawn(move || {
+                while next.fetch_add(1, Ordering::SeqCst) < launches {
+                    let started = Instant::now();
+                    let launcher = launcher_for_env(&env).unwrap();
+                    let probed = match (design, &launcher) {
+                        (Design::SystemdRunProbe, Some(launcher)) => {
+                            let mut probe = Command::new(launcher.wrapper().program());
+                            probe.args(["--user", "--scope", "--quiet", "--collect", "--", "true"]);
+                            set_env(&mut probe, &env);
+                            probe.stdout(Stdio::null()).stderr(Stdio::null());
+                            probe.status().expect("spawn").success()
+                        }
+                        (_, launcher) => launcher.is_some(),
+                    };
+                    let mut cmd = match launcher.filter(|_| probed) {
+                        Some(launcher) => {
+                            let wrapped = launcher.wrap(&["true".into()], &env, None);
+                            let mut cmd = Command::new(&wrapped.argv[0]);
+                            cmd.args(&wrapped.argv[1..]);
+                            cmd
+                        }
+                        None => {
+                            direct.fetch_add(1, Ordering::SeqCst);
+                            Command::new("true")
+                        }
+                    };
+                    set_env(&mut cmd, &env);
+                    run(&mut cmd);
+                    took.lock().unwrap().push(started.elapsed());
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("a load thread panicked");
+    }
+    let took = std::mem::take(&mut *took.lock().unwrap());
+    (median(took), direct.load(Ordering::SeqCst))
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -68,16 +189,27 @@ fn main() {
         eprintln!("these benchmarks need the test rig's manager: scripts/systemd-rig.sh -- cargo bench --bench launch");
         std::process::exit(1);
     };
-    let env = inherited_env();
+    let exec = exec_program();
+    let base = inherited_env();
+    let env = with_wrapper(&base, "synaps-scope-exec", &exec);
+    let env_systemd_run = with_wrapper(&base, "systemd-run", &exec);
     let launcher = launcher_for_env(&env)
         .unwrap()
         .expect("the rig's manager answers");
-    let systemd_run = launcher.systemd_run().to_owned();
+    assert_eq!(launcher.wrapper().name(), "synaps-scope-exec");
+    let systemd_run_launcher = launcher_for_env(&env_systemd_run)
+        .unwrap()
+        .expect("the rig's manager answers");
+    let systemd_run = systemd_run_launcher
+        .systemd_run()
+        .expect("systemd-run")
+        .to_owned();
     println!(
-        "synaps-scope benchmarks: systemd {}, {} cores, {}",
-        launcher.systemd_version().unwrap_or(0),
+        "synaps-scope benchmarks: systemd {}, {} cores, {}, launcher program {}",
+        systemd_run_launcher.systemd_version().unwrap_or(0),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        if quick { "quick run" } else { "full run" }
+        if quick { "quick run" } else { "full run" },
+        exec.display()
     );
 
     // 1. wrap alone, program resolution included.
@@ -108,29 +240,56 @@ fn main() {
         }
     );
 
-    // 2. A scoped launch (probe + wrapped run of `true`) against one bare systemd-run.
-    let true_argv: Vec<OsString> = vec!["true".into()];
-    let (scoped, bare) = side_by_side(
-        if quick { 6 } else { 60 },
-        || {
-            let launcher = launcher_for_env(&env).unwrap().expect("scoped");
-            let wrapped = launcher.wrap(&true_argv, &env, None);
-            let mut cmd = Command::new(&wrapped.argv[0]);
-            cmd.args(&wrapped.argv[1..]);
-            set_env(&mut cmd, &env);
-            run(&mut cmd);
-        },
-        || run(Command::new(&systemd_run).args(["--user", "--scope", "--quiet", "true"])),
-    );
+    let bare = || run(Command::new(&systemd_run).args(["--user", "--scope", "--quiet", "true"]));
+    let rounds = if quick { 10 } else { 60 };
+
+    // 2. A scoped launch with the launcher program (probe + wrapped run of `true`).
+    let (scoped, floor) = side_by_side(rounds, || scoped_true(&env), bare);
+    let bare_name = "bare systemd-run --user --scope true";
     report(
-        "scoped launch (probe + wrapped true)",
+        "scoped launch (probe + synaps-scope-exec true)",
         scoped,
-        "bare systemd-run --user --scope true",
-        bare,
-        2.2,
+        bare_name,
+        floor,
+        0.7,
     );
 
-    // 3. The direct path when scopes are unavailable (R7) against a plain spawn.
+    // 3. The probe alone: on a kept connection (a request that follows another within half a
+    // second), and on a new one (the same socket named by another path each round, so that no
+    // kept connection matches).
+    let (probe, floor) = side_by_side(
+        rounds,
+        || {
+            std::hint::black_box(launcher_for_env(&env).unwrap().expect("scoped"));
+        },
+        bare,
+    );
+    report("probe alone, kept connection", probe, bare_name, floor, 0.2);
+    let runtime_dir = std::env::var("XDG_RUNTIME_DIR").expect("the rig sets XDG_RUNTIME_DIR");
+    let mut round = 0;
+    let (cold, floor) = side_by_side(
+        rounds,
+        || {
+            round += 1;
+            let elsewhere = format!("{runtime_dir}{}", "/".repeat(round));
+            let env = with_overrides(&env, &[("XDG_RUNTIME_DIR".into(), elsewhere.into())]);
+            std::hint::black_box(launcher_for_env(&env).unwrap().expect("scoped"));
+        },
+        bare,
+    );
+    report("probe alone, new connection", cold, bare_name, floor, 0.2);
+
+    // 4. The systemd-run path: the same probe, then systemd-run as the wrapper.
+    let (through_systemd_run, floor) = side_by_side(rounds, || scoped_true(&env_systemd_run), bare);
+    report(
+        "scoped launch through systemd-run",
+        through_systemd_run,
+        bare_name,
+        floor,
+        1.2,
+    );
+
+    // 5. The direct path when scopes are unavailable (R7) against a plain spawn.
     let no_bus: Vec<_> = env
         .iter()
         .filter(|(k, _)| k != "XDG_RUNTIME_DIR" && k != "DBUS_SESSION_BUS_ADDRESS")
@@ -158,7 +317,42 @@ fn main() {
         1.05,
     );
 
-    // 4. The probe against a stopped manager: back within the bound plus 50 ms.
+    // 6. Many launches at once on a healthy manager: the launcher program, the systemd-run path
+    // and the design before both, in turns (a quarter of each at a time, the order rotating).
+    let (launches, threads) = if quick { (128, 64) } else { (1000, 64) };
+    let sides: [(&str, &Env, Design); 3] = [
+        ("launcher program", &env, Design::Library),
+        ("systemd-run path", &env_systemd_run, Design::Library),
+        (
+            "before (systemd-run probe + launch)",
+            &env_systemd_run,
+            Design::SystemdRunProbe,
+        ),
+    ];
+    let mut medians = [Vec::new(), Vec::new(), Vec::new()];
+    let mut went_direct = [0, 0, 0];
+    for quarter in 0..4 {
+        for turn in 0..3 {
+            let side = (turn + quarter) % 3;
+            let (_, env, design) = sides[side];
+            let (took, direct) = load(env, design, launches / 4, threads);
+            medians[side].push(took);
+            went_direct[side] += direct;
+        }
+    }
+    let mean = |d: &[Duration]| d.iter().sum::<Duration>() / d.len() as u32;
+    let name = format!("{launches} launches from {threads} threads, median");
+    report(&name, mean(&medians[0]), sides[2].0, mean(&medians[2]), 0.5);
+    report(&name, mean(&medians[0]), sides[1].0, mean(&medians[1]), 1.0);
+    for (side, direct) in sides.iter().zip(went_direct) {
+        println!(
+            "{:<44} {direct} of {launches} went direct (target 0: {})",
+            format!("  {} under load", side.0),
+            if direct == 0 { "met" } else { "MISSED" }
+        );
+    }
+
+    // 7. The probe against a stopped manager: back within the bound plus 50 ms.
     let bound = Duration::from_millis(500);
     let signal = |name: &str| {
         assert!(Command::new("kill")
@@ -173,7 +367,7 @@ fn main() {
             let started = Instant::now();
             let got = launcher_with_options(
                 &env,
-                synaps_scope::ScopeKind::Tool,
+                ScopeKind::Tool,
                 &LauncherOptions {
                     probe_timeout: bound,
                 },

@@ -16,6 +16,10 @@
 // an earlier header; callers compare it with [`scope_abi_version`] at load time.
 #define SCOPE_ABI_VERSION 1
 
+// The exit status of a wrapped launch whose scope could not be made in `required` mode: the
+// command did not run (launcher program only; systemd-run exits 1).
+#define SCOPE_EXEC_FAILED_STATUS 125
+
 // A usage figure the kernel does not offer (its controller is not enabled).
 #define SCOPE_STAT_UNKNOWN UINT64_MAX
 
@@ -112,6 +116,19 @@ typedef struct scope_stats {
 // an out-of-range value from C is an error, not undefined behaviour.
 typedef uint32_t scope_kind;
 
+// Which program makes a launcher's scopes: [`SCOPE_WRAPPER_EXEC`] or
+// [`SCOPE_WRAPPER_SYSTEMD_RUN`] (0 for a NULL launcher).
+typedef uint32_t scope_wrapper;
+
+// Receives the outcome of [`scope_launcher_for_env_async`], exactly once, on the request's own
+// thread: `result` as [`scope_launcher_for_env`] returns it; on success `launcher` is the
+// caller's to free (NULL: launch directly); on failure `error` is the message (valid during the
+// call only).
+typedef void (*scope_launcher_ready)(void *userdata,
+                                     scope_result result,
+                                     struct scope_launcher *launcher,
+                                     const char *error);
+
 // Receives one log line: `message` holds `len` bytes and a terminating NUL, and is valid only
 // during the call. Called from whichever thread logs, including the library's background slice
 // check, so it must be thread-safe.
@@ -125,6 +142,12 @@ typedef void (*scope_log_callback)(void *userdata,
 
 // The daemon's own scope (`daemon_scope_slice`).
 #define SCOPE_KIND_DAEMON 1
+
+// The project's launcher program, `synaps-scope-exec`.
+#define SCOPE_WRAPPER_EXEC 1
+
+// `systemd-run --user --scope`.
+#define SCOPE_WRAPPER_SYSTEMD_RUN 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -315,7 +338,14 @@ scope_kind scope_launcher_kind(const struct scope_launcher *launcher);
 // `launcher` is NULL or a live launcher.
 const char *scope_launcher_slice(const struct scope_launcher *launcher);
 
-// The major version of the systemd-run in use (0 when unknown, or for a NULL launcher).
+// Which program makes the launcher's scopes (0 for a NULL launcher).
+//
+// # Safety
+// `launcher` is NULL or a live launcher.
+scope_wrapper scope_launcher_wrapper(const struct scope_launcher *launcher);
+
+// The major version of the systemd-run in use (0 with the launcher program, when unknown, or for
+// a NULL launcher).
 //
 // # Safety
 // `launcher` is NULL or a live launcher.
@@ -337,6 +367,20 @@ scope_result scope_wrap_argv(const struct scope_launcher *launcher,
                              const char *const *envp,
                              const char *cwd,
                              struct scope_argv **out);
+
+// [`scope_wrap_argv`] for a program other than `argv[0]` (a login shell's `-bash`, like
+// `execv(program, argv)`): `program` (NULL: `argv[0]`) is resolved and run, and `argv`, its
+// `argv[0]` included, is what it sees. With systemd-run as the wrapper, which cannot pass an
+// `argv[0]`, the program sees its own path as `argv[0]`.
+//
+// # Safety
+// As [`scope_wrap_argv`]; `program` is NULL or a NUL-terminated string.
+scope_result scope_wrap_program(const struct scope_launcher *launcher,
+                                const char *program,
+                                const char *const *argv,
+                                const char *const *envp,
+                                const char *cwd,
+                                struct scope_argv **out);
 
 // The number of arguments (0 for NULL).
 //
@@ -395,6 +439,20 @@ scope_result scope_launcher_for_env_r(const char *const *envp,
                                       struct scope_launcher **out,
                                       char *error,
                                       size_t error_len);
+
+// [`scope_launcher_for_env_timeout`] on a thread of its own, which calls `ready` when the answer
+// is in: within the bound, whatever other requests are doing (no pool, no queue). Returns
+// `SCOPE_RESULT_OK` once the request has started (then `ready` runs exactly once), or the error
+// for bad arguments (then `ready` never runs).
+//
+// # Safety
+// `envp` as for [`scope_launcher_for_env`]; `ready` is safe to call from another thread with
+// `userdata`, which must stay valid until it has been called.
+scope_result scope_launcher_for_env_async(const char *const *envp,
+                                          scope_kind kind,
+                                          uint32_t probe_timeout_ms,
+                                          scope_launcher_ready ready,
+                                          void *userdata);
 
 // Sends the library's log lines to `callback` (with `userdata`), or, when `callback` is NULL,
 // back to the default: lines on stderr. May be called at any time, from any thread.

@@ -15,8 +15,11 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 for target in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$target"
+  # Committed seeds (real messages of the manager, for instance) start the corpus where present.
+  seeds=()
+  [ -d "fuzz/seeds/$target" ] && seeds=("fuzz/seeds/$target")
   status=0
-  cargo fuzz run "$target" "fuzz/corpus/$target" -- -max_total_time="$seconds" -rss_limit_mb=2048 >"$log" 2>&1 || status=$?
+  cargo fuzz run "$target" "fuzz/corpus/$target" "${seeds[@]}" -- -max_total_time="$seconds" -rss_limit_mb=2048 >"$log" 2>&1 || status=$?
   runs=$(grep -oE '^Done [0-9]+ runs' "$log" | tail -n1 || true)
   if [ "$status" != 0 ] || [ -z "$runs" ]; then
     tail -n 40 "$log" >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's whole test suite: formatting, lints, then every test (unit, integration, CLI, doc,
 # and the C ABI from C under sanitizers) against a real private systemd user manager of each
-# version the rig runs (252, 254, 257 and 262), plus the installed C library built through
+# version the rig runs (252, 254, 257 and 262), once with each wrapper (the launcher program
+# synaps-scope-exec, then systemd-run: SYNAPS_SCOPE_LAUNCHER), plus the installed C library built through
 # pkg-config, and the Python module's wheel in a fresh venv with pytest, mypy --strict and
 # stubtest, and the Node package (npm ci, tsc --strict on the tests' usage of index.d.ts,
 # node --test), a fuzz smoke run of every fuzz target, and a short run of the benchmarks on each
@@ -77,12 +78,17 @@ for version in $versions; do
   started=$SECONDS
   log="$(mktemp)"
   status=0
-  scripts/systemd-rig.sh --systemd "$version" -- scripts/check-c-example.sh "$c_prefix" || status=$?
-  scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked 2>&1 | tee "$log" || status=$?
-  scripts/systemd-rig.sh --systemd "$version" -- "$venv/bin/python" -m pytest bindings/python/tests -q -rs \
-    -p no:cacheprovider 2>&1 | tee -a "$log" || status=$?
-  scripts/systemd-rig.sh --systemd "$version" -- node --test --test-concurrency=1 --test-reporter=tap \
-    bindings/node/test/*.test.js 2>&1 | tee -a "$log" || status=$?
+  for wrapper in synaps-scope-exec systemd-run; do
+    echo "== systemd $version, wrapper $wrapper"
+    export SYNAPS_SCOPE_LAUNCHER="$wrapper" SYNAPS_SCOPE_EXEC="$PWD/target/debug/synaps-scope-exec"
+    scripts/systemd-rig.sh --systemd "$version" -- scripts/check-c-example.sh "$c_prefix" || status=$?
+    scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked 2>&1 | tee -a "$log" || status=$?
+    scripts/systemd-rig.sh --systemd "$version" -- "$venv/bin/python" -m pytest bindings/python/tests -q -rs \
+      -p no:cacheprovider 2>&1 | tee -a "$log" || status=$?
+    scripts/systemd-rig.sh --systemd "$version" -- node --test --test-concurrency=1 --test-reporter=tap \
+      bindings/node/test/*.test.js 2>&1 | tee -a "$log" || status=$?
+    unset SYNAPS_SCOPE_LAUNCHER SYNAPS_SCOPE_EXEC
+  done
   SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked --bench launch || status=$?
   # cargo's "test result: ok. N passed; N failed; N ignored", pytest's "N passed, N skipped in Ns",
   # node's TAP "# pass N", "# fail N", "# skipped N", "# todo N"

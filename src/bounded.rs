@@ -141,6 +141,21 @@ fn reap_by(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
     }
 }
 
+/// A helper's complaint on stderr, on one line, bounded in length.
+pub(crate) fn stderr_summary(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let joined = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    match joined.char_indices().nth(400) {
+        Some((cut, _)) => format!("{}…", &joined[..cut]),
+        None => joined,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +214,14 @@ mod tests {
             run(cmd, false, Instant::now() + Duration::from_secs(1)),
             Err(RunFailure::Spawn(_))
         ));
+    }
+
+    #[test]
+    fn stderr_is_summarised_on_one_bounded_line() {
+        assert_eq!(
+            stderr_summary(b"\nFailed to start: no\n  second  \n"),
+            "Failed to start: no; second"
+        );
+        assert_eq!(stderr_summary(&[b'x'; 1000]).chars().count(), 401);
     }
 }

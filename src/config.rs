@@ -17,6 +17,10 @@ pub const SWITCH_VAR: &str = "SYNAPS_PROCESS_SCOPES";
 pub const CONFIG_VAR: &str = "SYNAPS_CONFIG";
 /// The config key of the switch.
 pub const SWITCH_KEY: &str = "process_scopes";
+/// The environment variable choosing the wrapper; it wins over the file.
+pub const LAUNCHER_VAR: &str = "SYNAPS_SCOPE_LAUNCHER";
+/// The config key choosing the wrapper.
+pub const LAUNCHER_KEY: &str = "scope_launcher";
 
 /// A larger config file is not read: it cannot be a hand-written `key = value` file.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -56,6 +60,41 @@ impl Mode {
         }
     }
 }
+
+/// Which program makes the scope (A1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LauncherChoice {
+    /// The project's own launcher program where it is installed, systemd-run otherwise (the
+    /// default).
+    Auto,
+    /// The project's own launcher program, `synaps-scope-exec`; where it is missing, scopes are
+    /// unavailable.
+    Exec,
+    /// `systemd-run --user --scope`.
+    SystemdRun,
+}
+
+impl LauncherChoice {
+    fn parse(value: &str) -> Option<LauncherChoice> {
+        match value {
+            "auto" => Some(LauncherChoice::Auto),
+            "synaps-scope-exec" => Some(LauncherChoice::Exec),
+            "systemd-run" => Some(LauncherChoice::SystemdRun),
+            _ => None,
+        }
+    }
+
+    /// The value as written in the config: `auto`, `synaps-scope-exec` or `systemd-run`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LauncherChoice::Auto => "auto",
+            LauncherChoice::Exec => "synaps-scope-exec",
+            LauncherChoice::SystemdRun => "systemd-run",
+        }
+    }
+}
+
+const LAUNCHER_VALUES: &str = "auto, synaps-scope-exec, systemd-run";
 
 /// Where a setting's value came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,6 +147,8 @@ pub struct Config {
     pub path: Option<PathBuf>,
     /// The switch.
     pub mode: Setting<Mode>,
+    /// `scope_launcher`: which program makes the scope.
+    pub launcher: Setting<LauncherChoice>,
     /// `tool_scope_slice`: the slice of [`ScopeKind::Tool`] scopes (None: systemd's default).
     pub tool_slice: Setting<Option<String>>,
     /// `daemon_scope_slice`: the slice of [`ScopeKind::Daemon`] scopes.
@@ -140,6 +181,7 @@ impl Config {
         let mut config = Config {
             path: path.clone(),
             mode: Setting::default_value(Mode::On),
+            launcher: Setting::default_value(LauncherChoice::Auto),
             tool_slice: Setting::default_value(None),
             daemon_slice: Setting::default_value(None),
         };
@@ -159,6 +201,20 @@ impl Config {
                 }
                 None => warn_once(format!(
                     "{SWITCH_VAR}={raw:?} is not one of on, off, required; ignoring it"
+                )),
+            }
+        }
+        if let Some(raw) = lookup(env, LAUNCHER_VAR) {
+            let raw = raw.to_string_lossy();
+            match LauncherChoice::parse(raw.trim()) {
+                Some(choice) => {
+                    config.launcher = Setting {
+                        value: choice,
+                        origin: Origin::Environment(LAUNCHER_VAR),
+                    }
+                }
+                None => warn_once(format!(
+                    "{LAUNCHER_VAR}={raw:?} is not one of {LAUNCHER_VALUES}; ignoring it"
                 )),
             }
         }
@@ -213,6 +269,13 @@ impl Config {
                     Some(value) => self.mode = Setting { value, origin },
                     None => warn_once(format!(
                         "{origin}: {SWITCH_KEY} = {:?} is not one of on, off, required; ignoring it",
+                        entry.value
+                    )),
+                },
+                LAUNCHER_KEY => match LauncherChoice::parse(&entry.value) {
+                    Some(value) => self.launcher = Setting { value, origin },
+                    None => warn_once(format!(
+                        "{origin}: {LAUNCHER_KEY} = {:?} is not one of {LAUNCHER_VALUES}; ignoring it",
                         entry.value
                     )),
                 },

@@ -6,12 +6,13 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::config::{Config, Mode, Origin, Setting, SWITCH_KEY};
+use crate::config::{Config, LauncherChoice, Mode, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
 use crate::env::lookup_non_empty;
 use crate::handle::process_cgroup;
 use crate::kind::ScopeKind;
 use crate::launcher::{
-    decide_with, locate_systemd_run, Decision, LauncherOptions, ScopeError, SliceCheck,
+    choose_wrapper, decide_with, locate_exec_program, locate_systemd_run, Decision,
+    LauncherOptions, ScopeError, SliceCheck, Wrapper, EXEC_PROGRAM,
 };
 use crate::slice_check::{self, SliceLimits};
 use crate::systemctl::{self, ManagerVersion};
@@ -52,6 +53,10 @@ pub struct Report {
     pub os: &'static str,
     /// The kernel release, where readable.
     pub kernel: Option<String>,
+    /// The wrapper launches use (the launcher program or systemd-run), or why there is none.
+    pub wrapper: Result<Wrapper, crate::DirectReason>,
+    /// Where the launcher program is installed, or where it was looked for.
+    pub exec_program: Result<PathBuf, String>,
     /// The systemd-run the effective PATH finds.
     pub systemd_run: Option<PathBuf>,
     /// Its major version; None when unknown or not asked (no systemd-run, or scopes off).
@@ -87,9 +92,12 @@ pub fn diagnose(
         .map(|&kind| diagnose_kind(env, kind, &config, options))
         .collect();
     let systemd_run = locate_systemd_run(env);
+    let wrapper = choose_wrapper(env, config.launcher.value);
     // After the requests the version is normally cached; asking first could spend a bound twice.
     let systemd_version = match (&systemd_run, config.mode.value) {
-        (Some(path), Mode::On | Mode::Required) => {
+        (Some(path), Mode::On | Mode::Required)
+            if matches!(wrapper, Ok(Wrapper::SystemdRun { .. })) =>
+        {
             version::systemd_version(path, env, Instant::now() + options.probe_timeout)
                 .unwrap_or(None)
         }
@@ -109,6 +117,8 @@ pub fn diagnose(
             .ok()
             .map(|s| s.trim().to_owned()),
         config_exists: config.path.as_ref().is_some_and(|p| p.is_file()),
+        wrapper,
+        exec_program: locate_exec_program(env),
         systemd_run,
         systemd_version,
         manager_version,
@@ -218,13 +228,32 @@ impl Report {
         }
     }
 
-    /// Whether launches pass `--expand-environment=no` (R3).
+    /// Whether launches through systemd-run pass `--expand-environment=no` (R3).
     pub fn expands_off(&self) -> bool {
         version::disables_expansion(self.systemd_version)
     }
 
-    /// The three settings the library reads, each with its value and where it came from.
-    pub fn settings(&self) -> [(&'static str, Option<String>, &Origin); 3] {
+    /// Which wrapper launches use and why, in words.
+    pub fn wrapper_reason(&self) -> String {
+        let setting = &self.config.launcher;
+        let chosen = format!(
+            "{LAUNCHER_KEY} = {} ({})",
+            setting.value.as_str(),
+            setting.origin
+        );
+        match (&self.wrapper, setting.value) {
+            (Ok(Wrapper::Exec { .. }), _) => chosen,
+            (Ok(_), LauncherChoice::Auto) => match &self.exec_program {
+                Err(why) => format!("{chosen}, and {EXEC_PROGRAM} is not installed: {why}"),
+                Ok(_) => chosen,
+            },
+            (Ok(_), _) => chosen,
+            (Err(reason), _) => format!("{chosen}: {reason}"),
+        }
+    }
+
+    /// The four settings the library reads, each with its value and where it came from.
+    pub fn settings(&self) -> [(&'static str, Option<String>, &Origin); 4] {
         let c = &self.config;
         let slice = |kind: ScopeKind| {
             let setting = c.slice_setting(kind);
@@ -235,6 +264,11 @@ impl Report {
                 SWITCH_KEY,
                 Some(c.mode.value.as_str().to_owned()),
                 &c.mode.origin,
+            ),
+            (
+                LAUNCHER_KEY,
+                Some(c.launcher.value.as_str().to_owned()),
+                &c.launcher.origin,
             ),
             slice(ScopeKind::Tool),
             slice(ScopeKind::Daemon),

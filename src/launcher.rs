@@ -1,19 +1,31 @@
-//! The launcher (R1, R2, R5, R8, R13): decides, per request, between a scope and a direct launch,
-//! and rewrites `program args…` into `systemd-run --user --scope … -- program args…`.
+//! The launcher (R1, R2, R5, R8, R13, A1): decides, per request, between a scope and a direct
+//! launch, and which program makes the scope; then rewrites `program args…` into
+//! `synaps-scope-exec … -- program argv0 args…` or `systemd-run --user --scope … -- program args…`.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::config::{Config, Mode, Origin};
+use crate::bus::{Fallback, Route};
+use crate::config::{Config, LauncherChoice, Mode, Origin};
 use crate::diag::TARGET;
 use crate::env::{lookup_non_empty, refused_entry};
 use crate::kind::ScopeKind;
 use crate::probe;
 use crate::resolve::resolve_program;
-use crate::unit_name::unit_name;
+use crate::unit_name::{description, mangle_slice, unit_name};
 use crate::{slice_check, version, warn};
+
+/// The name of the project's launcher program.
+pub const EXEC_PROGRAM: &str = "synaps-scope-exec";
+/// The environment variable that names the launcher program's path (for packagers and tests).
+pub const EXEC_VAR: &str = "SYNAPS_SCOPE_EXEC";
+/// The exit status of the launcher program when it could not make the scope in `required` mode
+/// (or was started wrongly): the command has not run. A command's own status 125 is rare (it is
+/// what `env`, `nice` and `timeout` use for their own failures, for the same reason).
+pub const EXEC_FAILED_STATUS: i32 = 125;
 
 /// How long a request may spend probing by default (R6).
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -45,8 +57,14 @@ pub enum DirectReason {
     },
     /// Not Linux: scopes exist only under systemd.
     UnsupportedPlatform,
-    /// No `systemd-run` in the effective PATH.
+    /// No `systemd-run` in the effective PATH (and no launcher program found, or systemd-run
+    /// chosen).
     NoSystemdRun,
+    /// `scope_launcher = synaps-scope-exec`, but the launcher program is not installed.
+    NoLauncherProgram {
+        /// Where it was looked for.
+        why: String,
+    },
     /// Neither `XDG_RUNTIME_DIR` nor `DBUS_SESSION_BUS_ADDRESS` is set, so no user manager can be
     /// reached.
     NoUserBus,
@@ -65,6 +83,9 @@ impl fmt::Display for DirectReason {
             DirectReason::Off { origin } => write!(f, "process scopes are off ({origin})"),
             DirectReason::UnsupportedPlatform => f.write_str("process scopes need Linux with systemd"),
             DirectReason::NoSystemdRun => f.write_str("no systemd-run in the child's PATH"),
+            DirectReason::NoLauncherProgram { why } => {
+                write!(f, "the launcher program {EXEC_PROGRAM} was asked for but {why}")
+            }
             DirectReason::NoUserBus => f.write_str(
                 "no user manager to reach: neither XDG_RUNTIME_DIR nor DBUS_SESSION_BUS_ADDRESS is set",
             ),
@@ -121,20 +142,63 @@ impl fmt::Display for ScopeError {
 
 impl std::error::Error for ScopeError {}
 
-/// Turns `program args…` into `systemd-run --user --scope … -- program args…` for one kind of
-/// scope, after a successful probe with exactly the flags it will use.
+/// The program that makes the scope and then runs the command in place (A1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wrapper {
+    /// The project's own launcher program: makes the scope over D-Bus, then execs the command
+    /// with the caller's `argv[0]`.
+    Exec {
+        /// Its absolute path.
+        program: PathBuf,
+    },
+    /// `systemd-run --user --scope`.
+    SystemdRun {
+        /// Its absolute path.
+        path: PathBuf,
+        /// Its major version; None when `--version` could not be read.
+        version: Option<u32>,
+    },
+}
+
+impl Wrapper {
+    /// The wrapper's absolute path: the first element of every wrapped argv.
+    pub fn program(&self) -> &Path {
+        match self {
+            Wrapper::Exec { program } => program,
+            Wrapper::SystemdRun { path, .. } => path,
+        }
+    }
+
+    /// `synaps-scope-exec` or `systemd-run`, as the `scope_launcher` setting names them.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Wrapper::Exec { .. } => LauncherChoice::Exec.as_str(),
+            Wrapper::SystemdRun { .. } => LauncherChoice::SystemdRun.as_str(),
+        }
+    }
+}
+
+/// Turns `program args…` into an argv that runs it in a new scope of one kind, after a successful
+/// probe for exactly that scope.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScopeLauncher {
     kind: ScopeKind,
     slice: Option<String>,
-    systemd_run: PathBuf,
-    systemd_version: Option<u32>,
+    /// The slice as systemd names it (mangled as systemd-run mangles it).
+    unit_slice: Option<String>,
+    wrapper: Wrapper,
+    /// `required` mode: the launcher program fails rather than run the command unscoped.
+    required: bool,
+    /// The launcher program's bound on making the scope.
+    bound: Duration,
 }
 
 /// A command line ready to spawn, and the scope it will run in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Wrapped {
-    /// The argv to spawn: `systemd-run … -- /abs/program args…`, or the caller's argv unchanged.
+    /// The argv to spawn: `synaps-scope-exec … -- /abs/program argv0 args…`,
+    /// `systemd-run … -- /abs/program args…`, or the caller's argv unchanged.
     pub argv: Vec<OsString>,
     /// The scope's unit name (`synaps-<kind>-<32 hex>.scope`); None when the program could not be
     /// resolved and the argv was left unwrapped, so the spawn fails as it would without scopes.
@@ -152,23 +216,36 @@ impl ScopeLauncher {
         self.slice.as_deref()
     }
 
-    /// The major version of the systemd-run in use; None when `--version` could not be read.
+    /// The program that makes the scope.
+    pub fn wrapper(&self) -> &Wrapper {
+        &self.wrapper
+    }
+
+    /// The major version of the systemd-run in use; None with the launcher program, or when
+    /// `--version` could not be read.
     pub fn systemd_version(&self) -> Option<u32> {
-        self.systemd_version
+        match &self.wrapper {
+            Wrapper::SystemdRun { version, .. } => *version,
+            Wrapper::Exec { .. } => None,
+        }
     }
 
-    /// The absolute path of the systemd-run in use.
-    pub fn systemd_run(&self) -> &Path {
-        &self.systemd_run
+    /// The absolute path of the systemd-run in use; None with the launcher program.
+    pub fn systemd_run(&self) -> Option<&Path> {
+        match &self.wrapper {
+            Wrapper::SystemdRun { path, .. } => Some(path),
+            Wrapper::Exec { .. } => None,
+        }
     }
 
-    /// Whether `--expand-environment=no` is passed (systemd-run 254 and later, R3).
+    /// Whether `--expand-environment=no` is passed (systemd-run 254 and later, R3). The launcher
+    /// program expands nothing, ever.
     pub fn disables_environment_expansion(&self) -> bool {
-        version::disables_expansion(self.systemd_version)
+        version::disables_expansion(self.systemd_version())
     }
 
-    /// The options that both the probe and every wrapped launch pass to systemd-run.
-    fn scope_flags(&self) -> Vec<OsString> {
+    /// The options every systemd-run launch passes.
+    fn systemd_run_flags(&self) -> Vec<OsString> {
         let mut flags: Vec<OsString> = ["--user", "--scope", "--quiet", "--collect"]
             .into_iter()
             .map(OsString::from)
@@ -184,7 +261,8 @@ impl ScopeLauncher {
 
     /// Rewrites `argv` to run in a new scope. `env` and `cwd` are the child's: the program is
     /// resolved with them first (R4), and a program that cannot be resolved is left unwrapped so
-    /// that spawning it fails with the usual error. Arguments pass as bytes, verbatim.
+    /// that spawning it fails with the usual error. Arguments pass as bytes, verbatim; with the
+    /// launcher program the command also keeps `argv[0]` as given.
     ///
     /// After a successful probe, a failure of the wrapped launch is an error for the caller to
     /// report, never a reason to run the command again directly (R13): it may already have run.
@@ -194,11 +272,31 @@ impl ScopeLauncher {
         env: &[(OsString, OsString)],
         cwd: Option<&Path>,
     ) -> Wrapped {
+        match argv.first() {
+            Some(program) => self.wrap_program(program, argv, env, cwd),
+            None => Wrapped {
+                argv: Vec::new(),
+                unit: None,
+            },
+        }
+    }
+
+    /// [`ScopeLauncher::wrap`] for a program other than `argv[0]` (a login shell's `-bash`,
+    /// Python's `Popen(executable=…)`): `program` is resolved and run, and `argv` (its `argv[0]`
+    /// included) is what it sees. With systemd-run, which cannot pass an `argv[0]`, the program
+    /// sees its own path as `argv[0]`. An empty `argv` is given back unwrapped.
+    pub fn wrap_program(
+        &self,
+        program: &OsStr,
+        argv: &[OsString],
+        env: &[(OsString, OsString)],
+        cwd: Option<&Path>,
+    ) -> Wrapped {
         let unchanged = || Wrapped {
             argv: argv.to_vec(),
             unit: None,
         };
-        let Some((program, args)) = argv.split_first() else {
+        let Some((argv0, args)) = argv.split_first() else {
             return unchanged();
         };
         let program = match resolve_program(program, env, cwd) {
@@ -209,26 +307,38 @@ impl ScopeLauncher {
             }
         };
         let unit = unit_name(self.kind);
+        let description = description(self.kind, program.as_os_str().as_bytes());
         let mut wrapped = Vec::with_capacity(args.len() + 12);
-        wrapped.push(self.systemd_run.clone().into_os_string());
-        wrapped.extend(self.scope_flags());
-        wrapped.push(format!("--unit={unit}").into());
-        wrapped.push(description(self.kind, &program));
-        wrapped.push("--".into());
-        wrapped.push(program.into_os_string());
+        wrapped.push(self.wrapper.program().as_os_str().to_owned());
+        match &self.wrapper {
+            Wrapper::Exec { .. } => {
+                wrapped.push(format!("--unit={unit}").into());
+                if let Some(slice) = &self.unit_slice {
+                    wrapped.push(format!("--slice={slice}").into());
+                }
+                wrapped.push(format!("--description={description}").into());
+                wrapped.push(format!("--timeout-ms={}", self.bound.as_millis()).into());
+                if self.required {
+                    wrapped.push("--required".into());
+                }
+                wrapped.push("--".into());
+                wrapped.push(program.into_os_string());
+                wrapped.push(argv0.clone());
+            }
+            Wrapper::SystemdRun { .. } => {
+                wrapped.extend(self.systemd_run_flags());
+                wrapped.push(format!("--unit={unit}").into());
+                wrapped.push(format!("--description={description}").into());
+                wrapped.push("--".into());
+                wrapped.push(program.into_os_string());
+            }
+        }
         wrapped.extend_from_slice(args);
         Wrapped {
             argv: wrapped,
             unit: Some(unit),
         }
     }
-}
-
-/// `--description=synaps <kind>: <program>`.
-fn description(kind: ScopeKind, program: &Path) -> OsString {
-    let mut text = OsString::from(format!("--description=synaps {kind}: "));
-    text.push(program.as_os_str());
-    text
 }
 
 /// Decides between a scope and a direct launch for one request, with reasons: what
@@ -274,8 +384,7 @@ pub(crate) fn decide_with(
         tracing::debug!(target: TARGET, "launching directly: {reason}");
         return Ok(Decision::Direct(reason));
     }
-    let slice = config.slice_for(kind).map(str::to_owned);
-    let outcome = find_launcher(env, kind, slice, options, slice_check);
+    let outcome = find_launcher(env, kind, &config, options, slice_check);
     match outcome {
         Ok(launcher) => Ok(Decision::Scoped(launcher)),
         Err(reason) if mode == Mode::Required => Err(ScopeError::Unavailable { kind, reason }),
@@ -294,46 +403,119 @@ pub(crate) fn locate_systemd_run(env: &[(OsString, OsString)]) -> Option<PathBuf
     resolve_program(OsStr::new("systemd-run"), env, Some(Path::new("/"))).ok()
 }
 
+/// Where the launcher program is installed: the path in `SYNAPS_SCOPE_EXEC`, else beside the
+/// running executable, else the effective PATH, else the system's libexec directories. Err says
+/// where it was looked for.
+pub(crate) fn locate_exec_program(env: &[(OsString, OsString)]) -> Result<PathBuf, String> {
+    if let Some(named) = lookup_non_empty(env, EXEC_VAR) {
+        let path = Path::new(named);
+        return match resolve_program(named, env, Some(Path::new("/"))) {
+            Ok(found) if path.is_absolute() => Ok(found),
+            Ok(_) => Err(format!("{EXEC_VAR}={named:?} is not an absolute path")),
+            Err(e) => Err(format!("{EXEC_VAR}={named:?}: {e}")),
+        };
+    }
+    let beside_executable = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(EXEC_PROGRAM)));
+    let is_program = |path: &Path| resolve_program(path.as_os_str(), env, None).ok();
+    beside_executable
+        .and_then(|path| is_program(&path))
+        .or_else(|| resolve_program(OsStr::new(EXEC_PROGRAM), env, Some(Path::new("/"))).ok())
+        .or_else(|| {
+            LIBEXEC_DIRS
+                .iter()
+                .find_map(|dir| is_program(&Path::new(dir).join(EXEC_PROGRAM)))
+        })
+        .ok_or_else(|| {
+            format!(
+                "it is not beside the running program, in PATH, or in {} (set {EXEC_VAR} to its path)",
+                LIBEXEC_DIRS.join(" or ")
+            )
+        })
+}
+
+/// Where packages install the launcher program.
+const LIBEXEC_DIRS: [&str; 2] = [
+    "/usr/local/libexec/synaps-scope",
+    "/usr/libexec/synaps-scope",
+];
+
+/// The wrapper a request uses, as `scope_launcher` chooses, or why there is none.
+pub(crate) fn choose_wrapper(
+    env: &[(OsString, OsString)],
+    choice: LauncherChoice,
+) -> Result<Wrapper, DirectReason> {
+    let systemd_run = || {
+        locate_systemd_run(env)
+            .map(|path| Wrapper::SystemdRun {
+                path,
+                version: None,
+            })
+            .ok_or(DirectReason::NoSystemdRun)
+    };
+    match choice {
+        LauncherChoice::SystemdRun => systemd_run(),
+        LauncherChoice::Exec => locate_exec_program(env)
+            .map(|program| Wrapper::Exec { program })
+            .map_err(|why| DirectReason::NoLauncherProgram { why }),
+        LauncherChoice::Auto => match locate_exec_program(env) {
+            Ok(program) => Ok(Wrapper::Exec { program }),
+            Err(why) => {
+                tracing::debug!(target: TARGET, "using systemd-run: {EXEC_PROGRAM}: {why}");
+                systemd_run()
+            }
+        },
+    }
+}
+
 fn find_launcher(
     env: &[(OsString, OsString)],
     kind: ScopeKind,
-    slice: Option<String>,
+    config: &Config,
     options: &LauncherOptions,
     slice_check: SliceCheck,
 ) -> Result<ScopeLauncher, DirectReason> {
     if !cfg!(target_os = "linux") {
         return Err(DirectReason::UnsupportedPlatform);
     }
-    let systemd_run = locate_systemd_run(env).ok_or(DirectReason::NoSystemdRun)?;
+    let slice = config.slice_for(kind).map(str::to_owned);
+    let mut wrapper = choose_wrapper(env, config.launcher.value)?;
     if lookup_non_empty(env, "XDG_RUNTIME_DIR").is_none()
         && lookup_non_empty(env, "DBUS_SESSION_BUS_ADDRESS").is_none()
     {
         return Err(DirectReason::NoUserBus);
     }
     let deadline = Instant::now() + options.probe_timeout;
-    let failed = |slice: &Option<String>, detail: String| DirectReason::ProbeFailed {
+    let failed = |detail: String| DirectReason::ProbeFailed {
         slice: slice.clone(),
         detail,
     };
-    let systemd_version = version::systemd_version(&systemd_run, env, deadline)
-        .map_err(|detail| failed(&slice, detail))?;
-    let launcher = ScopeLauncher {
-        kind,
-        slice,
-        systemd_run,
-        systemd_version,
+    let unit_slice = slice
+        .as_deref()
+        .map(mangle_slice)
+        .transpose()
+        .map_err(failed)?;
+    let fallback = match &mut wrapper {
+        Wrapper::SystemdRun { path, version } => {
+            *version = version::systemd_version(path, env, deadline).map_err(failed)?;
+            Fallback::of_systemd_run(*version)
+        }
+        Wrapper::Exec { .. } => Fallback::Since257,
     };
-    probe::probe(
-        &launcher.systemd_run,
-        &launcher.scope_flags(),
-        env,
-        deadline,
-    )
-    .map_err(|detail| failed(&launcher.slice, detail))?;
-    if let (Some(slice), SliceCheck::Background) = (&launcher.slice, slice_check) {
+    let route = Route::from_env(env, fallback);
+    probe::probe(&route, unit_slice.as_deref(), deadline).map_err(failed)?;
+    if let (Some(slice), SliceCheck::Background) = (&slice, slice_check) {
         slice_check::check_slice_limits_in_background(slice, env, options.probe_timeout);
     }
-    Ok(launcher)
+    Ok(ScopeLauncher {
+        kind,
+        slice,
+        unit_slice,
+        wrapper,
+        required: config.mode.value == Mode::Required,
+        bound: options.probe_timeout,
+    })
 }
 
 /// A fresh, bounded availability check (R5, R6) for a launch of `kind` with the effective
@@ -392,9 +574,63 @@ mod tests {
         ScopeLauncher {
             kind: ScopeKind::Tool,
             slice: slice.map(str::to_owned),
-            systemd_run: "/usr/bin/systemd-run".into(),
-            systemd_version: version,
+            unit_slice: slice.map(|s| mangle_slice(s).unwrap()),
+            wrapper: Wrapper::SystemdRun {
+                path: "/usr/bin/systemd-run".into(),
+                version,
+            },
+            required: false,
+            bound: DEFAULT_PROBE_TIMEOUT,
         }
+    }
+
+    fn exec_launcher(slice: Option<&str>, required: bool) -> ScopeLauncher {
+        ScopeLauncher {
+            wrapper: Wrapper::Exec {
+                program: "/usr/libexec/synaps-scope/synaps-scope-exec".into(),
+            },
+            required,
+            ..launcher(None, slice)
+        }
+    }
+
+    #[test]
+    fn wrap_with_the_launcher_program_keeps_argv0_and_passes_the_mangled_slice() {
+        let env = vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+        let sh = resolve_program(OsStr::new("sh"), &env, None).unwrap();
+        for required in [false, true] {
+            let argv: Vec<OsString> = vec!["-sh".into(), "-c".into(), "${X}".into()];
+            let wrapped = exec_launcher(Some("my tools"), required).wrap_program(
+                "sh".as_ref(),
+                &argv,
+                &env,
+                None,
+            );
+            let unit = wrapped.unit.clone().unwrap();
+            let mut expected: Vec<OsString> = vec![
+                "/usr/libexec/synaps-scope/synaps-scope-exec".into(),
+                format!("--unit={unit}").into(),
+                "--slice=my\\x20tools.slice".into(),
+                format!("--description=synaps tool: {}", sh.display()).into(),
+                "--timeout-ms=3000".into(),
+            ];
+            if required {
+                expected.push("--required".into());
+            }
+            expected.extend([
+                "--".into(),
+                sh.clone().into_os_string(),
+                "-sh".into(),
+                "-c".into(),
+                "${X}".into(),
+            ]);
+            assert_eq!(wrapped.argv, expected);
+        }
+        let plain = exec_launcher(None, false).wrap(&["sh".into()], &env, None);
+        assert_eq!(
+            plain.argv[plain.argv.len() - 2..],
+            [sh.into_os_string(), "sh".into()]
+        );
     }
 
     #[test]
@@ -465,7 +701,7 @@ mod tests {
                 launcher(version, None).disables_environment_expansion(),
                 expected
             );
-            let flags = launcher(version, None).scope_flags();
+            let flags = launcher(version, None).systemd_run_flags();
             assert_eq!(
                 flags.contains(&OsString::from("--expand-environment=no")),
                 expected

@@ -6,10 +6,12 @@
 //! A scope per child gives each its own cgroup, so oomd kills only the runaway. A scope is not a
 //! memory cap; operators cap a slice.
 //!
-//! `systemd-run --user --scope` registers a transient scope for its own pid and then execs the
+//! The wrapper in front of the command, the project's launcher program `synaps-scope-exec` (or
+//! `systemd-run --user --scope`), registers a transient scope for its own pid and then execs the
 //! command in place: same pid, process group, session, environment, fds and stdio. Each request
-//! first runs a fresh, bounded probe; when scopes are unavailable (not Linux, no user manager,
-//! `process_scopes = off`) the command starts exactly as it would without this crate.
+//! first runs a fresh, bounded probe, one D-Bus conversation with the user manager; when scopes are
+//! unavailable (not Linux, no user manager, `process_scopes = off`) the command starts exactly as it
+//! would without this crate.
 //!
 //! The contract, rule by rule (R1-R17, A1-A5), is `docs/spec.md`. The C ABI lives in the
 //! `synaps-scope-ffi` crate and the command line in `synaps-scope-cli`; this crate is pure Rust.
@@ -17,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod bounded;
+mod bus;
 pub mod config;
 pub mod diag;
 pub mod doctor;
@@ -24,6 +27,7 @@ mod env;
 pub mod handle;
 mod kind;
 mod launcher;
+mod own_scope;
 mod probe;
 mod resolve;
 mod slice_check;
@@ -37,7 +41,8 @@ pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
 pub use kind::{ScopeKind, UnknownKind};
 pub use launcher::{
     decide, launcher_for_effective_env, launcher_for_env, launcher_with_options, Decision,
-    DirectReason, LauncherOptions, ScopeError, ScopeLauncher, Wrapped, DEFAULT_PROBE_TIMEOUT,
+    DirectReason, LauncherOptions, ScopeError, ScopeLauncher, Wrapped, Wrapper,
+    DEFAULT_PROBE_TIMEOUT, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
 };
 pub use resolve::resolve_program;
 pub use slice_check::SliceLimits;
@@ -58,8 +63,33 @@ pub mod __fuzz {
         )
     }
 
+    /// The D-Bus message parser as a reader meets it: the length from the fixed header, then the
+    /// message. Whether a whole, valid message was found.
+    pub fn parse_bus_message(bytes: &[u8]) -> bool {
+        match crate::bus::wire::message_len(bytes) {
+            Ok(Some(len)) if len <= bytes.len() => crate::bus::wire::parse(&bytes[..len]).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// The slice name mangling of systemd-run.
+    pub fn mangle_slice(name: &str) -> Result<String, String> {
+        crate::unit_name::mangle_slice(name)
+    }
+
+    /// A scope's Description for a program path of any bytes.
+    pub fn description(program: &[u8]) -> String {
+        crate::unit_name::description(crate::ScopeKind::Tool, program)
+    }
+
     /// The `systemd-run --version` parser.
     pub fn parse_version(output: &[u8]) -> Option<u32> {
         crate::version::parse_version(output)
     }
+}
+
+/// What the launcher program (`synaps-scope-exec`) uses; not part of the supported API.
+#[doc(hidden)]
+pub mod __exec {
+    pub use crate::own_scope::{make_own_scope, ScopeRequest};
 }

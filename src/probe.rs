@@ -1,71 +1,87 @@
-//! The probe (R5, R6): systemd-run with the launch's own flags running `true`, bounded, with
-//! the effective environment. Its failure is reported once per slice (R11, module `warn`).
+//! The probe (R5, R6, A1): one bounded conversation with the user manager over D-Bus, reached as
+//! the wrapper will reach it, that gives the verdict a `systemd-run --user --scope --slice=S` would
+//! give, without making a unit. Its failure is reported once per slice (R11, module `warn`).
 
-use std::ffi::OsString;
-use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
-use crate::bounded::{self, RunFailure};
-use crate::env::set_env;
-use crate::resolve::resolve_program;
+use crate::bus::wire::Call;
+use crate::bus::{pool, BusError, Connection, Route};
+use crate::unit_name::mangle_slice;
 
-/// Runs `systemd-run <scope_flags> -- true` with the effective environment, cwd `/`, by
-/// `deadline`. Ok means a user manager made a scope with exactly these flags.
-pub(crate) fn probe(
-    systemd_run: &Path,
-    scope_flags: &[OsString],
-    env: &[(OsString, OsString)],
-    deadline: Instant,
-) -> Result<(), String> {
-    let true_program = resolve_program("true".as_ref(), env, Some(Path::new("/")))
-        .map_err(|_| "no `true` program in PATH to probe with".to_owned())?;
-    let mut cmd = Command::new(systemd_run);
-    cmd.args(scope_flags)
-        .arg("--")
-        .arg(true_program)
-        .current_dir("/");
-    set_env(&mut cmd, env);
-    let done = bounded::run(cmd, false, deadline).map_err(|failure| match failure {
-        RunFailure::Spawn(e) => format!("systemd-run could not be started: {e}"),
-        timed_out => format!("systemd-run {timed_out}"),
-    })?;
-    if done.status.success() {
-        return Ok(());
-    }
-    let said = stderr_summary(&done.stderr);
-    Err(if said.is_empty() {
-        format!("systemd-run exited with {}", done.status)
-    } else {
-        format!("{said} ({})", done.status)
+/// Asks the manager on `route`, by `deadline`, whether a scope in `slice` (None: systemd's
+/// default) can be made. Ok means a scope launch would be accepted.
+pub(crate) fn probe(route: &Route, slice: Option<&str>, deadline: Instant) -> Result<(), String> {
+    let slice = slice.map(mangle_slice).transpose()?;
+    let mut refusal = None;
+    pool::with_connection(route, deadline, |bus, fresh| {
+        match &slice {
+            Some(slice) => match slice_verdict(bus, slice) {
+                Err(Verdict::Refused(why)) => {
+                    refusal = Some(why);
+                    Ok(())
+                }
+                Err(Verdict::Bus(e)) => Err(e),
+                Ok(()) => Ok(()),
+            },
+            // The manager's own event loop answers the auth of its private socket, so a new
+            // connection there has already heard from a running manager; a kept one, or one
+            // through the session bus (whose Hello reaches the broker only), asks it.
+            None if fresh && !bus.via_broker => Ok(()),
+            None => bus.ping(),
+        }
     })
+    .map_err(|e| e.to_string())?;
+    refusal.map_or(Ok(()), Err)
 }
 
-/// systemd-run's complaint on one line, bounded in length.
-pub(crate) fn stderr_summary(stderr: &[u8]) -> String {
-    let text = String::from_utf8_lossy(stderr);
-    let joined = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ");
-    match joined.char_indices().nth(400) {
-        Some((cut, _)) => format!("{}…", &joined[..cut]),
-        None => joined,
+enum Verdict {
+    Bus(BusError),
+    Refused(String),
+}
+
+impl From<BusError> for Verdict {
+    fn from(e: BusError) -> Self {
+        Verdict::Bus(e)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stderr_is_summarised_on_one_bounded_line() {
-        assert_eq!(
-            stderr_summary(b"\nFailed to start: no\n  second  \n"),
-            "Failed to start: no; second"
-        );
-        assert_eq!(stderr_summary(&[b'x'; 1000]).chars().count(), 401);
+/// What starting a scope in `slice` would meet: the slice and each slice above it must load,
+/// and none may be masked (the manager then refuses the scope's start job).
+fn slice_verdict(bus: &mut Connection, slice: &str) -> Result<(), Verdict> {
+    let mut chain = vec![slice.to_owned()];
+    let stem = slice.trim_end_matches(".slice");
+    for (at, _) in stem.match_indices('-').filter(|&(at, _)| at > 0) {
+        chain.push(format!("{}.slice", &stem[..at]));
     }
+    // Every question at once, answered in order: two round trips however deep the slice.
+    let loads = chain
+        .iter()
+        .map(|unit| bus.send_manager("LoadUnit", Call::new().string(unit)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut paths = Vec::with_capacity(chain.len());
+    for serial in loads {
+        let loaded = bus.reply(serial)?;
+        let path = loaded
+            .first_str()
+            .ok_or_else(|| Verdict::Refused("LoadUnit gave no object path".into()))?;
+        paths.push(path.to_owned());
+    }
+    let gets = paths
+        .iter()
+        .map(|path| bus.send_get(path, "org.freedesktop.systemd1.Unit", "LoadState"))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (unit, serial) in chain.iter().zip(gets) {
+        let state = bus.reply(serial)?;
+        match state.first_str() {
+            Some("loaded") => {}
+            Some("masked") => return Err(Verdict::Refused(format!("Unit {unit} is masked."))),
+            Some(other) => {
+                return Err(Verdict::Refused(format!(
+                    "Unit {unit} failed to load properly ({other})."
+                )))
+            }
+            None => return Err(Verdict::Refused("no LoadState in the reply".into())),
+        }
+    }
+    Ok(())
 }

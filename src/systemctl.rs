@@ -7,8 +7,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::bounded;
+use crate::bounded::stderr_summary;
 use crate::env::set_env;
-use crate::probe::stderr_summary;
 use crate::resolve::resolve_program;
 use crate::version::parse_major;
 

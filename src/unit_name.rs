@@ -1,5 +1,6 @@
 //! Unit names (R2): `synaps-<kind>-<32 random hex>.scope`, new for every wrap, and the parse that
-//! tells the library's own scopes from any other unit (R15).
+//! tells the library's own scopes from any other unit (R15); slice names mangled as systemd-run
+//! mangles them; descriptions safe for any bytes (A5).
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,9 +32,167 @@ pub(crate) fn parse_unit_name(name: &str) -> Option<ScopeKind> {
     is_hex.then(|| kind.parse().ok()).flatten()
 }
 
+/// The longest unit name systemd accepts, in bytes, exclusive (`UNIT_NAME_MAX`).
+const UNIT_NAME_MAX: usize = 256;
+/// The unit types, i.e. the suffixes a unit name may end in.
+const UNIT_TYPES: [&str; 11] = [
+    "service",
+    "socket",
+    "target",
+    "device",
+    "mount",
+    "automount",
+    "swap",
+    "timer",
+    "path",
+    "slice",
+    "scope",
+];
+
+fn is_valid_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b":-_.\\".contains(&b)
+}
+
+/// What `unit_name_is_valid` of systemd says: `plain_only` asks for a name without `@`.
+fn is_valid_unit_name(name: &str, plain_only: bool) -> bool {
+    if name.is_empty() || name.len() >= UNIT_NAME_MAX {
+        return false;
+    }
+    let Some(dot) = name.rfind('.').filter(|&d| d > 0) else {
+        return false;
+    };
+    if !UNIT_TYPES.contains(&&name[dot + 1..]) {
+        return false;
+    }
+    let prefix = &name.as_bytes()[..dot];
+    if !prefix.iter().all(|&b| b == b'@' || is_valid_char(b)) {
+        return false;
+    }
+    match prefix.iter().position(|&b| b == b'@') {
+        None => true,
+        Some(0) => false,
+        // An instance (`a@b`) or a template (`a@`): valid names, but never a slice of ours.
+        Some(_) => !plain_only,
+    }
+}
+
+/// The slice name systemd-run makes of `--slice=NAME` (`unit_name_mangle_with_suffix(NAME,
+/// ".slice")`), checked as the manager checks a scope's `Slice=`. Err says what systemd-run or
+/// the manager would say.
+pub(crate) fn mangle_slice(name: &str) -> Result<String, String> {
+    if name.is_empty() {
+        return Err("Failed to mangle an empty slice name".to_owned());
+    }
+    let mangled = if is_valid_unit_name(name, false) {
+        name.to_owned()
+    } else if name.starts_with('/') && !name.split('/').any(|c| c == "..") {
+        // systemd-run names an absolute path after the mount or device unit of that path.
+        return Err(format!(
+            "Unit name for path '{name}' is a mount or device unit, not a slice"
+        ));
+    } else {
+        let mut out = String::with_capacity(name.len() + 6);
+        for b in name.bytes() {
+            match b {
+                b'/' => out.push('-'),
+                b if b == b'@' || is_valid_char(b) => out.push(char::from(b)),
+                b => out.push_str(&format!("\\x{b:02x}")),
+            }
+        }
+        if !is_valid_unit_name(&out, false) {
+            out.push_str(".slice");
+        }
+        if !is_valid_unit_name(&out, false) {
+            return Err(format!("Failed to mangle name '{name}': Invalid argument"));
+        }
+        out
+    };
+    if !is_valid_unit_name(&mangled, true) {
+        return Err(format!("Invalid unit name '{mangled}'"));
+    }
+    if !mangled.ends_with(".slice") {
+        return Err(format!("Unit name '{mangled}' is not a slice"));
+    }
+    Ok(mangled)
+}
+
+/// The scope's Description: `synaps <kind>: <program>`, with every byte of the path that is not
+/// printable UTF-8 (control characters, invalid UTF-8) and every backslash written as `\xNN`,
+/// so that no program path can add a line (a setting) to the transient unit file (A5) or make the
+/// D-Bus message invalid.
+pub(crate) fn description(kind: ScopeKind, program: &[u8]) -> String {
+    let mut text = format!("synaps {kind}: ");
+    let escape = |text: &mut String, bytes: &[u8]| {
+        for b in bytes {
+            text.push_str(&format!("\\x{b:02x}"));
+        }
+    };
+    let mut rest = program;
+    while !rest.is_empty() {
+        let (valid, invalid) = match std::str::from_utf8(rest) {
+            Ok(all) => (all, 0),
+            Err(e) => {
+                let valid = std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or_default();
+                (valid, e.error_len().unwrap_or(rest.len() - e.valid_up_to()))
+            }
+        };
+        for c in valid.chars() {
+            if c.is_control() || c == '\\' {
+                escape(&mut text, c.encode_utf8(&mut [0; 4]).as_bytes());
+            } else {
+                text.push(c);
+            }
+        }
+        escape(&mut text, &rest[valid.len()..valid.len() + invalid]);
+        rest = &rest[valid.len() + invalid..];
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slices_mangle_as_systemd_run_mangles_them() {
+        for (name, expected) in [
+            ("app.slice", Ok("app.slice")),
+            ("my-tools", Ok("my-tools.slice")),
+            ("my tools", Ok("my\\x20tools.slice")),
+            ("a/b", Ok("a-b.slice")),
+            ("émoji", Ok("\\xc3\\xa9moji.slice")),
+            ("foo.service", Err("Unit name 'foo.service' is not a slice")),
+            ("a@b.slice", Err("Invalid unit name 'a@b.slice'")),
+            (
+                "/home/x",
+                Err("Unit name for path '/home/x' is a mount or device unit, not a slice"),
+            ),
+            ("", Err("Failed to mangle an empty slice name")),
+        ] {
+            assert_eq!(
+                mangle_slice(name),
+                expected.map(str::to_owned).map_err(str::to_owned),
+                "{name:?}"
+            );
+        }
+        assert!(mangle_slice(&"x".repeat(250)).is_err());
+        assert_eq!(
+            mangle_slice(&"x".repeat(249)),
+            Ok("x".repeat(249) + ".slice")
+        );
+    }
+
+    #[test]
+    fn descriptions_are_one_line_of_valid_text_for_any_bytes() {
+        assert_eq!(
+            description(ScopeKind::Tool, b"/usr/bin/sh"),
+            "synaps tool: /usr/bin/sh"
+        );
+        assert_eq!(
+            description(ScopeKind::Daemon, b"/tmp/a\nMemoryMax=1\xff\\%n"),
+            "synaps daemon: /tmp/a\\x0aMemoryMax=1\\xff\\x5c%n"
+        );
+    }
 
     #[test]
     fn unit_names_have_the_r2_shape_and_never_repeat() {

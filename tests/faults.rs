@@ -14,12 +14,27 @@ use synaps_scope::{decide, launcher_for_env, Decision, DirectReason, LauncherOpt
 
 const BOUND: Duration = Duration::from_millis(500);
 
-/// An environment whose PATH finds `systemd-run` (a script with `body`) first.
+/// An environment whose PATH finds `systemd-run` (a script with `body`) first, with systemd-run
+/// chosen as the wrapper.
 fn fake_systemd_run(dir: &TempDir, body: &str) -> Vec<(OsString, OsString)> {
     let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     dir.write("bin/systemd-run", &format!("#!/bin/sh\n{body}\n"), true);
-    env_with(&[("PATH", &path_with_first(&bin))])
+    env_with(&[
+        ("PATH", &path_with_first(&bin)),
+        ("SYNAPS_SCOPE_LAUNCHER", &"systemd-run".into()),
+    ])
+}
+
+/// `body` for a fake systemd-run that hands everything but `--version` to the real one.
+fn real_systemd_run_except_version(version_body: &str) -> String {
+    let real =
+        synaps_scope::resolve_program("systemd-run".as_ref(), &synaps_scope::inherited_env(), None)
+            .unwrap();
+    format!(
+        "[ \"$1\" = --version ] && {{ {version_body}; }}\nexec '{}' \"$@\"",
+        real.display()
+    )
 }
 
 /// Decides with the short bound, asserting it returned direct within bound + 0.5 s.
@@ -69,39 +84,31 @@ fn a_systemd_run_that_hangs_is_killed_at_the_bound() {
 }
 
 #[test]
-fn a_systemd_run_that_exits_1_means_direct_with_its_complaint() {
+fn a_systemd_run_that_fails_at_launch_fails_that_launch_and_the_command_never_runs() {
+    // The probe asks the manager itself (A1), so a broken systemd-run is met at the launch: its
+    // failure is the caller's error (exit 1 and its complaint), never a direct second run (R13).
     let Some(_rig) = rig() else { return };
     let dir = TempDir::new("fault-exit1");
-    let mut env = fake_systemd_run(&dir, "echo 'broken systemd-run' >&2; exit 1");
-    env.push((
-        "SYNAPS_CONFIG".into(),
-        dir.write("config", "tool_scope_slice = faultexit.slice\n", false)
-            .into(),
-    ));
-    let capture = Capture::default();
-    let detail = direct_within_bound(&env, &capture);
-    assert!(
-        detail.contains("broken systemd-run") && detail.contains("exit status: 1"),
-        "{detail}"
+    let marker = dir.path().join("ran");
+    let env = fake_systemd_run(
+        &dir,
+        "[ \"$1\" = --version ] && { echo 'systemd 254'; exit 0; }\necho 'broken systemd-run' >&2; exit 1",
     );
-    assert!(
-        capture.warnings()[0].contains("slice faultexit.slice"),
-        "{:?}",
-        capture.warnings()
-    );
+    let launcher = launcher_for_env(&env)
+        .unwrap()
+        .expect("the manager answers");
+    let argv = ["touch".into(), marker.clone().into_os_string()];
+    let out = run_argv(&launcher.wrap(&argv, &env, None).argv, &env).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("broken systemd-run"));
+    assert!(!marker.exists(), "the command ran");
 }
 
 #[test]
 fn garbage_from_version_counts_as_older_than_254() {
     let Some(_rig) = rig() else { return };
-    let real =
-        synaps_scope::resolve_program("systemd-run".as_ref(), &synaps_scope::inherited_env(), None)
-            .unwrap();
     let dir = TempDir::new("fault-garbage");
-    let body = format!(
-        "[ \"$1\" = --version ] && {{ echo 'not a version'; exit 0; }}\nexec '{}' \"$@\"",
-        real.display()
-    );
+    let body = real_systemd_run_except_version("echo 'not a version'; exit 0");
     let env = fake_systemd_run(&dir, &body);
     let launcher = launcher_for_env(&env)
         .unwrap()
@@ -161,7 +168,11 @@ fn xdg_runtime_dir_pointing_at_a_file_means_direct_with_the_reason() {
     ));
     let capture = Capture::default();
     let detail = direct_within_bound(&env, &capture);
-    assert!(detail.contains("Failed to connect"), "{detail}");
+    assert!(
+        detail.contains("could not connect to the user manager")
+            && detail.contains("Not a directory"),
+        "{detail}"
+    );
 }
 
 /// The config WARNs of one request with SYNAPS_CONFIG at `path`, which must return in time.
@@ -236,14 +247,14 @@ fn a_config_that_is_a_directory_a_fifo_or_10_mb_of_garbage_warns_and_defaults_ap
 
 #[test]
 fn a_request_never_waits_on_another_request_s_version_query_past_its_own_bound() {
-    // A systemd-run whose `--version` takes 2 s (as on a loaded machine) and whose probe succeeds;
-    // no manager is involved, only the version cache's waiting.
+    // A systemd-run whose `--version` takes 2 s (as on a loaded machine), in front of the rig's
+    // manager.
+    let Some(_rig) = rig() else { return };
     let dir = TempDir::new("fault-slow-version");
     let mut env = fake_systemd_run(
         &dir,
-        "[ \"$1\" = --version ] && { sleep 2; echo 'systemd 254 (slow)'; exit 0; }\nexit 0",
+        &real_systemd_run_except_version("sleep 2; echo 'systemd 254 (slow)'; exit 0"),
     );
-    env.push(("XDG_RUNTIME_DIR".into(), dir.path().into()));
     // A slice of its own, so that its once-per-slice warning is not another test's.
     let config = dir.write(
         "config",

@@ -110,7 +110,9 @@ fn load(stop_midway: bool) {
                             out.status,
                             String::from_utf8_lossy(&out.stderr)
                         );
-                        outcomes.push((i, unit));
+                        let fell_back = String::from_utf8_lossy(&out.stderr)
+                            .contains("synaps-scope-exec: warning: running");
+                        outcomes.push((i, (unit, fell_back)));
                     }
                 })
             })
@@ -125,7 +127,7 @@ fn load(stop_midway: bool) {
         std::thread::sleep(Duration::from_secs(2));
         signal(manager.pid(), Signal::CONT);
     }
-    let outcomes: HashMap<usize, Option<String>> = workers
+    let outcomes: HashMap<usize, (Option<String>, bool)> = workers
         .into_iter()
         .flat_map(|w| w.join().expect("a load thread panicked"))
         .collect();
@@ -140,12 +142,19 @@ fn load(stop_midway: bool) {
             .push(cgroup.to_owned());
     }
     let mut scoped = 0;
-    for (i, unit) in &outcomes {
+    let mut fell_back = 0;
+    for (i, (unit, unscoped_with_warning)) in &outcomes {
         let cgroups = ran
             .get(i)
             .unwrap_or_else(|| panic!("request {i} never ran"));
         assert_eq!(cgroups.len(), 1, "request {i} ran {} times", cgroups.len());
         match unit {
+            // The launcher program could not make the scope by its bound: the command ran once,
+            // unscoped, and said why on its stderr (A3).
+            Some(_) if *unscoped_with_warning => {
+                assert!(!cgroups[0].contains("synaps-tool-"), "{}", cgroups[0]);
+                fell_back += 1;
+            }
             Some(unit) => {
                 assert!(
                     cgroups[0].ends_with(&format!("/{unit}")),
@@ -161,7 +170,7 @@ fn load(stop_midway: bool) {
             ),
         }
     }
-    let direct = REQUESTS - scoped;
+    let direct = REQUESTS - scoped - fell_back;
     let warnings = capture.warnings();
     assert_eq!(
         direct > 0,
@@ -169,9 +178,16 @@ fn load(stop_midway: bool) {
         "{direct} direct launches, warnings {warnings:?}"
     );
     if stop_midway {
-        assert!(direct > 0, "requests caught by the stop went direct");
+        assert!(
+            direct + fell_back > 0,
+            "requests caught by the stop went direct"
+        );
     } else {
-        assert_eq!(direct, 0, "a running manager scopes every request");
+        assert_eq!(
+            direct + fell_back,
+            0,
+            "a running manager scopes every request"
+        );
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     while synaps_units(&env) != baseline && Instant::now() < deadline {
@@ -179,7 +195,8 @@ fn load(stop_midway: bool) {
     }
     assert_eq!(synaps_units(&env), baseline, "scopes leaked");
     eprintln!(
-        "load (stopped midway: {stop_midway}): {scoped} scoped, {direct} direct, all ran once"
+        "load (stopped midway: {stop_midway}): {scoped} scoped, {direct} direct, {fell_back} \
+         unscoped by the launcher program, all ran once"
     );
 }
 

@@ -1,18 +1,20 @@
 //! After a successful probe, a failed wrapped launch is an error and the command never runs
-//! directly instead (R13).
+//! directly instead (R13); with the launcher program, a scope that cannot be made means the
+//! command has not run yet, so it runs once unscoped with a warning, or in `required` mode not at
+//! all, with status 125 (A3).
 
 mod common;
 
 use std::ffi::OsString;
 
-use common::{rig, run_argv, Manager, TempDir};
-use synaps_scope::launcher_for_env;
+use common::{rig, run_argv, with_wrapper, Manager, TempDir};
+use synaps_scope::{launcher_for_env, EXEC_FAILED_STATUS};
 
 #[test]
 fn a_manager_killed_after_the_probe_makes_the_launch_fail_and_nothing_replays_it() {
     let Some(rig) = rig() else { return };
     let mut manager = Manager::start(&rig);
-    let env = manager.env();
+    let env = with_wrapper(&manager.env(), "systemd-run");
     let launcher = launcher_for_env(&env).unwrap().expect("the probe succeeds");
     let dir = TempDir::new("r13");
     let marker = dir.path().join("ran");
@@ -30,5 +32,58 @@ fn a_manager_killed_after_the_probe_makes_the_launch_fail_and_nothing_replays_it
     assert!(
         !marker.exists(),
         "the command ran although its scope could not be made"
+    );
+}
+
+/// What the launcher program does when the manager is gone by the time it runs, in `mode`:
+/// (exit status, stderr, how many times the command ran).
+fn exec_launch_after_the_manager_died(mode: &str) -> (Option<i32>, String, usize) {
+    let rig = rig().expect("a rig");
+    let mut manager = Manager::start(&rig);
+    let mut env = with_wrapper(&manager.env(), "synaps-scope-exec");
+    env.push(("SYNAPS_PROCESS_SCOPES".into(), mode.into()));
+    let launcher = launcher_for_env(&env).unwrap().expect("the probe succeeds");
+    let dir = TempDir::new(&format!("a3-{mode}"));
+    let log = dir.path().join("ran");
+    let script = format!("echo ran >> '{}'", log.display());
+    let argv: Vec<OsString> = vec!["sh".into(), "-c".into(), script.into()];
+    let wrapped = launcher.wrap(&argv, &env, None);
+    manager.kill();
+    let out = run_argv(&wrapped.argv, &env).expect("the launcher program starts");
+    let runs = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        runs,
+    )
+}
+
+#[test]
+fn with_the_launcher_program_a_scope_that_cannot_be_made_runs_the_command_once_unscoped_with_a_warning(
+) {
+    if rig().is_none() {
+        return;
+    }
+    let (status, stderr, runs) = exec_launch_after_the_manager_died("on");
+    assert_eq!((status, runs), (Some(0), 1), "{stderr}");
+    assert!(
+        stderr.contains("warning: running /") && stderr.contains("without a scope"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn with_the_launcher_program_in_required_mode_the_command_never_runs_and_the_status_is_125() {
+    if rig().is_none() {
+        return;
+    }
+    let (status, stderr, runs) = exec_launch_after_the_manager_died("required");
+    assert_eq!((status, runs), (Some(EXEC_FAILED_STATUS), 0), "{stderr}");
+    assert!(
+        stderr.contains("not running /") && stderr.contains("process scopes are required"),
+        "{stderr}"
     );
 }

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use common::{cgroup_of, env_with, rig, run_argv, TempDir};
 use synaps_scope::{
-    inherited_env, launcher_for_effective_env, launcher_for_env, set_env, ScopeKind,
+    inherited_env, launcher_for_effective_env, launcher_for_env, set_env, ScopeKind, Wrapper,
 };
 
 /// Prints, one per line: its pid, "pgid sid" from /proc, and its cgroup.
@@ -50,7 +50,11 @@ fn a_wrapped_child_runs_in_its_own_scope_with_the_pid_group_and_session_of_a_dir
     let launcher = launcher_for_env(&env)
         .unwrap()
         .expect("the rig's manager answers the probe");
-    assert_eq!(launcher.systemd_version(), Some(rig.version));
+    common::assert_wrapper_under_test(&launcher);
+    match launcher.wrapper() {
+        Wrapper::SystemdRun { version, .. } => assert_eq!(*version, Some(rig.version)),
+        _ => assert_eq!(launcher.systemd_version(), None),
+    }
     let argv = os(&["sh", "-c", SELF_REPORT]);
 
     for new_group in [false, true] {
@@ -114,17 +118,17 @@ fn arguments_arrive_byte_identical_and_expansion_is_disabled_exactly_on_254() {
     argv.extend(payload.iter().cloned());
     let wrapped = launcher.wrap(&argv, &env, None);
     assert!(wrapped.unit.is_some());
+    // systemd-run gets the flag from 254 on; the launcher program expands nothing, ever.
+    let expect_flag = launcher.systemd_run().is_some() && rig.version >= 254;
     let has_flag = wrapped.argv.iter().any(|a| a == "--expand-environment=no");
     assert_eq!(
         has_flag,
-        rig.version >= 254,
-        "--expand-environment=no on systemd {}",
+        expect_flag,
+        "--expand-environment=no with {} on systemd {}",
+        launcher.wrapper().name(),
         rig.version
     );
-    assert_eq!(
-        launcher.disables_environment_expansion(),
-        rig.version >= 254
-    );
+    assert_eq!(launcher.disables_environment_expansion(), expect_flag);
 
     let out = run_argv(&wrapped.argv, &env).unwrap();
     assert!(out.status.success());
@@ -265,4 +269,22 @@ fn the_description_names_the_kind_and_the_program() {
         description,
         &OsString::from(format!("--description=synaps daemon: {}", sleep.display()))
     );
+}
+
+#[test]
+fn a_login_shell_gets_its_dash_argv0_through_wrap_program() {
+    let Some(_rig) = rig() else { return };
+    let env = inherited_env();
+    let launcher = launcher_for_env(&env).unwrap().expect("scoped");
+    let argv = os(&["-sh", "-c", "printf %s \"$0\""]);
+    let wrapped = launcher.wrap_program("sh".as_ref(), &argv, &env, None);
+    assert!(wrapped.unit.is_some());
+    let out = run_argv(&wrapped.argv, &env).unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let seen = String::from_utf8(out.stdout).unwrap();
+    match launcher.wrapper() {
+        Wrapper::Exec { .. } => assert_eq!(seen, "-sh"),
+        // systemd-run cannot pass an argv[0]: the program sees its own path.
+        _ => assert!(seen.starts_with('/') && seen.ends_with("/sh"), "{seen}"),
+    }
 }

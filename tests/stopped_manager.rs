@@ -93,3 +93,43 @@ fn a_caller_chosen_bound_is_kept_too() {
         "a resumed manager answers the next fresh probe"
     );
 }
+
+#[test]
+fn sixty_four_threads_against_a_stopped_manager_each_answer_within_their_own_bound() {
+    let Some(rig) = rig() else { return };
+    let manager = Manager::start(&rig);
+    // A slice of its own, so that its once-per-slice warning is not another test's.
+    let dir = TempDir::new("stopped64");
+    let config = dir.write("config", "tool_scope_slice = stopped64.slice\n", false);
+    let mut env = manager.env();
+    env.push(("SYNAPS_CONFIG".into(), config.into()));
+    let env = std::sync::Arc::new(env);
+    assert!(launcher_for_env(&env).unwrap().is_some());
+    signal(manager.pid(), Signal::STOP);
+    let bound = Duration::from_millis(500);
+    let requests: Vec<_> = (0..64)
+        .map(|_| {
+            let env = std::sync::Arc::clone(&env);
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let options = LauncherOptions {
+                    probe_timeout: bound,
+                };
+                let decision = decide(&env, ScopeKind::Tool, &options).unwrap();
+                (started.elapsed(), decision)
+            })
+        })
+        .collect();
+    let answers: Vec<_> = requests.into_iter().map(|r| r.join().unwrap()).collect();
+    signal(manager.pid(), Signal::CONT);
+    for (took, decision) in answers {
+        assert!(
+            matches!(decision, Decision::Direct(DirectReason::ProbeFailed { .. })),
+            "{decision:?}"
+        );
+        assert!(
+            took < bound + Duration::from_millis(100),
+            "answered after {took:?}"
+        );
+    }
+}

@@ -63,7 +63,10 @@ fn without_a_bus_address_or_without_systemd_run_the_answer_is_direct_and_nothing
 
     let only_fakes_without_systemd_run = {
         std::fs::remove_file(bin.join("systemd-run")).unwrap();
-        env_with(&[("PATH", &bin.clone().into_os_string())])
+        common::with_wrapper(
+            &env_with(&[("PATH", &bin.clone().into_os_string())]),
+            "systemd-run",
+        )
     };
     let started = Instant::now();
     let decision = capture
@@ -95,6 +98,15 @@ fn without_a_bus_address_or_without_systemd_run_the_answer_is_direct_and_nothing
         Vec::<String>::new(),
         "cheap negatives are not warnings"
     );
+    // The launcher program needs no systemd-run: with it, the same PATH gives scopes.
+    let exec_without_systemd_run = common::with_wrapper(
+        &env_with(&[("PATH", &bin.clone().into_os_string())]),
+        "synaps-scope-exec",
+    );
+    let launcher = launcher_for_env(&exec_without_systemd_run)
+        .unwrap()
+        .expect("the launcher program needs no systemd-run");
+    assert_eq!(launcher.wrapper().name(), "synaps-scope-exec");
     let empty_bus = env_with(&[
         ("XDG_RUNTIME_DIR", &"".into()),
         ("DBUS_SESSION_BUS_ADDRESS", &"".into()),
@@ -309,4 +321,67 @@ fn a_missing_config_file_warns_only_when_synaps_config_names_it() {
         None,
         "$XDG_CONFIG_HOME/synaps/config is read"
     );
+}
+
+#[test]
+fn scope_launcher_chooses_the_wrapper_from_the_environment_or_the_file_and_unknown_values_warn() {
+    let Some(_rig) = rig() else { return };
+    let exec = common::exec_program().into_os_string();
+    let dir = TempDir::new("launcher-choice");
+    let (_, file_env) = config_env(&dir, "scope_launcher = systemd-run\n");
+    let file_env = synaps_scope::with_overrides(
+        &common::env_without(&file_env, &["SYNAPS_SCOPE_LAUNCHER"]),
+        &[("SYNAPS_SCOPE_EXEC".into(), exec.clone())],
+    );
+    let wrapper = |env: &[(OsString, OsString)]| {
+        launcher_for_env(env)
+            .unwrap()
+            .expect("scoped")
+            .wrapper()
+            .name()
+    };
+    assert_eq!(wrapper(&file_env), "systemd-run", "from the file");
+    let env_wins = synaps_scope::with_overrides(
+        &file_env,
+        &[("SYNAPS_SCOPE_LAUNCHER".into(), "synaps-scope-exec".into())],
+    );
+    assert_eq!(
+        wrapper(&env_wins),
+        "synaps-scope-exec",
+        "the environment wins"
+    );
+
+    let capture = Capture::default();
+    let unknown = synaps_scope::with_overrides(
+        &file_env,
+        &[("SYNAPS_SCOPE_LAUNCHER".into(), "fastest".into())],
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            capture.run(|| wrapper(&unknown)),
+            "systemd-run",
+            "the file's value applies"
+        );
+    }
+    let warnings = capture.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("SYNAPS_SCOPE_LAUNCHER=\"fastest\""),
+        "{warnings:?}"
+    );
+
+    // `synaps-scope-exec` asked for and not installed: scopes are unavailable, and say why.
+    let missing = synaps_scope::with_overrides(
+        &env_wins,
+        &[(
+            "SYNAPS_SCOPE_EXEC".into(),
+            "/nonexistent/synaps-scope-exec".into(),
+        )],
+    );
+    match decide(&missing, ScopeKind::Tool, &LauncherOptions::default()).unwrap() {
+        Decision::Direct(DirectReason::NoLauncherProgram { why }) => {
+            assert!(why.contains("/nonexistent/synaps-scope-exec"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{env_with, env_without, rig, run_argv, systemctl_value, Manager, Rig, TempDir};
+use common::{env_with, rig, run_argv, systemctl_value, Manager, Rig, TempDir};
 use synaps_scope::{
     decide, inherited_env, launcher_for_effective_env, launcher_for_env, set_env, Decision,
     DirectReason, LauncherOptions, ScopeKind,
@@ -107,71 +107,28 @@ fn expand_environment_no_is_passed_exactly_from_254_and_keeps_arguments_verbatim
     );
     assert_eq!(flag.status.success(), rig.version >= 254, "{flag:?}");
 
-    let launcher = launcher_for_effective_env(&env, ScopeKind::Tool)
-        .unwrap()
-        .expect("the rig's manager answers");
-    let wrapped = launcher.wrap(&os(&["echo", "${SYNAPS_VERSION_TEST_VAR}"]), &env, None);
-    assert_eq!(
-        wrapped.argv.iter().any(|a| a == "--expand-environment=no"),
-        rig.version >= 254,
-        "{:?}",
-        wrapped.argv
-    );
-    let out = run_argv(&wrapped.argv, &env).unwrap();
-    assert!(out.status.success(), "{out:?}");
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "${SYNAPS_VERSION_TEST_VAR}\n"
-    );
-}
-
-/// A manager of the test's own with Debian's D-Bus session bus (dbus.socket and dbus.service from
-/// the dbus-user-session package, running the real `dbus-daemon --session`) started in it, and
-/// the manager registered on that bus.
-fn manager_with_session_bus(rig: &Rig) -> Manager {
-    let manager = Manager::start(rig);
-    let env = manager.env();
-    let mut start = Command::new("systemctl");
-    start.args(["--user", "start", "dbus.socket", "dbus.service"]);
-    set_env(&mut start, &env);
-    let started = start.output().unwrap();
-    assert!(
-        started.status.success(),
-        "the session bus did not start (is Debian's dbus-user-session installed?): {}",
-        String::from_utf8_lossy(&started.stderr)
-    );
-    // The manager joins the bus once dbus.service is up; ask it over the bus until it answers.
-    let over_bus = session_bus_only(&manager);
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut ask = Command::new("systemctl");
-        ask.args(["--user", "show", "-p", "Version"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        set_env(&mut ask, &over_bus);
-        if ask.status().unwrap().success() {
-            return manager;
-        }
-        assert!(
-            Instant::now() < end,
-            "the manager did not answer on the session bus within 10 s"
+    // Through either wrapper, the argument arrives unexpanded: systemd-run gets the flag exactly
+    // from 254, the launcher program never expands anything.
+    for wrapper in ["systemd-run", "synaps-scope-exec"] {
+        let env = common::with_wrapper(&env, wrapper);
+        let launcher = launcher_for_effective_env(&env, ScopeKind::Tool)
+            .unwrap()
+            .expect("the rig's manager answers");
+        let wrapped = launcher.wrap(&os(&["echo", "${SYNAPS_VERSION_TEST_VAR}"]), &env, None);
+        assert_eq!(
+            wrapped.argv.iter().any(|a| a == "--expand-environment=no"),
+            wrapper == "systemd-run" && rig.version >= 254,
+            "{:?}",
+            wrapped.argv
         );
-        std::thread::sleep(Duration::from_millis(20));
+        let out = run_argv(&wrapped.argv, &env).unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "${SYNAPS_VERSION_TEST_VAR}\n",
+            "{wrapper}"
+        );
     }
-}
-
-fn session_bus_address(manager: &Manager) -> OsString {
-    format!("unix:path={}/bus", manager.runtime_dir.display()).into()
-}
-
-/// The environment of a client that knows only the session bus's address.
-fn session_bus_only(manager: &Manager) -> Vec<(OsString, OsString)> {
-    let mut env = env_without(&manager.env(), &["XDG_RUNTIME_DIR"]);
-    env.push((
-        "DBUS_SESSION_BUS_ADDRESS".into(),
-        session_bus_address(manager),
-    ));
-    env
 }
 
 /// Runs `argv` wrapped by a launcher for `env`; returns the unit and the child's cgroup.
@@ -192,8 +149,8 @@ fn scoped_cgroup(env: &[(OsString, OsString)]) -> (String, String) {
 #[test]
 fn with_only_a_session_bus_address_every_version_reaches_the_manager_through_dbus_daemon() {
     let Some(rig) = rig() else { return };
-    let manager = manager_with_session_bus(&rig);
-    let env = session_bus_only(&manager);
+    let manager = Manager::with_session_bus(&rig);
+    let env = manager.session_bus_only();
     let (unit, cgroup) = scoped_cgroup(&env);
     assert!(
         cgroup.ends_with(&format!("/app.slice/{unit}")) && cgroup.contains("/manager-"),
@@ -204,29 +161,40 @@ fn with_only_a_session_bus_address_every_version_reaches_the_manager_through_dbu
 #[test]
 fn a_runtime_dir_without_the_private_socket_falls_back_to_the_session_bus_only_before_257() {
     let Some(rig) = rig() else { return };
-    let manager = manager_with_session_bus(&rig);
+    let manager = Manager::with_session_bus(&rig);
     // XDG_RUNTIME_DIR names a directory with the bus socket but no systemd/private.
     let runtime = TempDir::new("no-private");
     std::os::unix::fs::symlink(manager.runtime_dir.join("bus"), runtime.path().join("bus"))
         .unwrap();
-    let mut env = session_bus_only(&manager);
+    let mut env = manager.session_bus_only();
     env.push(("XDG_RUNTIME_DIR".into(), runtime.path().into()));
+    let refused = |env: &[(OsString, OsString)]| match decide(
+        env,
+        ScopeKind::Tool,
+        &LauncherOptions::default(),
+    )
+    .unwrap()
+    {
+        Decision::Direct(DirectReason::ProbeFailed { detail, .. }) => assert!(
+            detail.contains("could not connect to the user manager")
+                && detail.contains("systemd/private: No such file or directory"),
+            "{detail}"
+        ),
+        other => panic!("systemd {} would not reach it, yet: {other:?}", rig.version),
+    };
 
+    let with_systemd_run = common::with_wrapper(&env, "systemd-run");
     if private_socket_failure_falls_back_to_session_bus(&rig) {
-        let (unit, cgroup) = scoped_cgroup(&env);
+        let (unit, cgroup) = scoped_cgroup(&with_systemd_run);
         assert!(cgroup.ends_with(&unit), "{cgroup}");
     } else {
-        match decide(&env, ScopeKind::Tool, &LauncherOptions::default()).unwrap() {
-            Decision::Direct(DirectReason::ProbeFailed { detail, .. }) => assert!(
-                detail.contains("Failed to connect to user scope bus"),
-                "{detail}"
-            ),
-            other => panic!("systemd {} would not reach it, yet: {other:?}", rig.version),
-        }
+        refused(&with_systemd_run);
         // systemd-run itself gives the same verdict: the launch would fail, not run unscoped.
         let bare = bare_systemd_run(&["--user", "--scope", "--quiet", "--", "true"], &env);
         assert_eq!(bare.status.code(), Some(1), "{bare:?}");
     }
+    // The launcher program reaches the manager as systemd-run 257 and later do, on every version.
+    refused(&common::with_wrapper(&env, "synaps-scope-exec"));
 }
 
 #[test]

@@ -8,6 +8,10 @@ export declare const ABI_VERSION: 1;
 export declare const KINDS: Readonly<Record<ScopeKind, number>>;
 /** The C ABI's log levels (`SCOPE_LOG_LEVEL_*`), indexed by number; index 0 is unused. */
 export declare const LOG_LEVELS: readonly ('' | LogLevel)[];
+/** The C ABI's wrappers (`SCOPE_WRAPPER_*`), by name. */
+export declare const WRAPPERS: Readonly<Record<WrapperName, number>>;
+/** The exit status of a scoped child whose scope could not be made in `required` mode: the command did not run. */
+export declare const EXEC_FAILED_STATUS: 125;
 /** The names of the C ABI's result codes (`SCOPE_RESULT_*`), indexed by number. */
 export declare const RESULT_NAMES: readonly string[];
 /** The path libsynaps_scope.so was loaded from. */
@@ -16,6 +20,8 @@ export declare const libraryPath: string;
 export declare const version: string;
 
 export type ScopeKind = 'tool' | 'daemon';
+/** The program that makes the scope: the project's launcher program, or systemd-run. */
+export type WrapperName = 'synaps-scope-exec' | 'systemd-run';
 export type LogLevel = 'error' | 'warn' | 'info' | 'debug' | 'trace';
 export type Environment = Record<string, string | undefined>;
 /** An argument or path; as for child_process.spawn, strings (passed as UTF-8). */
@@ -35,10 +41,12 @@ export interface WrapOptions {
   env?: Environment;
   /** The child's working directory (default: this process's). */
   cwd?: string | URL;
+  /** What the program sees as argv[0] (argv[0] is then only the program to run), as for child_process.spawn. */
+  argv0?: string;
 }
 
 export interface Wrapped {
-  /** The argv to spawn: systemd-run … -- /abs/program args…, or the argv unchanged. */
+  /** The argv to spawn: synaps-scope-exec … -- /abs/program argv0 args…, systemd-run … -- /abs/program args…, or the argv unchanged. */
   argv: string[];
   /** The same arguments as the bytes the library returned. */
   argvBuffers: Buffer[];
@@ -55,11 +63,14 @@ export declare class ScopeError extends Error {
 /** `process_scopes = required`, and scopes are unavailable for this launch. */
 export declare class ScopeRequiredError extends ScopeError {}
 
-/** Turns `program args…` into `systemd-run --user --scope … -- program args…`. */
+/** Turns `program args…` into an argv that runs it in a new scope. */
 export declare class ScopeLauncher {
   private constructor();
   readonly kind: ScopeKind;
   readonly slice: string | null;
+  /** Which program makes the scope. */
+  readonly wrapper: WrapperName;
+  /** The version of the systemd-run in use; null with the launcher program. */
   readonly systemdVersion: number | null;
   wrap(argv: readonly Arg[], options?: WrapOptions): Wrapped;
   /** Frees the launcher now rather than at garbage collection; further use throws. */

@@ -81,6 +81,9 @@ koffi.opaque('scope_argv');
 koffi.opaque('scope_handle');
 koffi.struct('scope_stats', { memory_current: 'uint64_t', memory_peak: 'uint64_t', pids_current: 'uint64_t' });
 const LogCallback = koffi.proto('void scope_log_callback(void *userdata, uint32_t level, const char *message, size_t len)');
+const LauncherReady = koffi.proto(
+  'void scope_launcher_ready(void *userdata, uint32_t result, scope_launcher *launcher, const char *error)',
+);
 
 // Every symbol is bound now, so a library missing one fails at load, not mid-launch.
 const c = {
@@ -88,11 +91,17 @@ const c = {
   version: lib.func('const char *scope_version(void)'),
   stringFree: lib.func('void scope_string_free(void *s)'),
   launcherForEnv: lib.func('uint32_t scope_launcher_for_env_r(const char **envp, uint32_t kind, uint32_t timeout_ms, _Out_ scope_launcher **out, void *error, size_t error_len)'),
+  launcherForEnvAsync: lib.func(
+    'uint32_t scope_launcher_for_env_async(const char **envp, uint32_t kind, uint32_t timeout_ms, scope_launcher_ready *ready, void *userdata)',
+  ),
   launcherFree: lib.func('void scope_launcher_free(scope_launcher *launcher)'),
+  launcherWrapper: lib.func('uint32_t scope_launcher_wrapper(const scope_launcher *launcher)'),
   launcherKind: lib.func('uint32_t scope_launcher_kind(const scope_launcher *launcher)'),
   launcherSlice: lib.func('const char *scope_launcher_slice(const scope_launcher *launcher)'),
   launcherVersion: lib.func('uint32_t scope_launcher_systemd_version(const scope_launcher *launcher)'),
-  wrapArgv: lib.func('uint32_t scope_wrap_argv(const scope_launcher *launcher, const char **argv, const char **envp, const char *cwd, _Out_ scope_argv **out)'),
+  wrapProgram: lib.func(
+    'uint32_t scope_wrap_program(const scope_launcher *launcher, const char *program, const char **argv, const char **envp, const char *cwd, _Out_ scope_argv **out)',
+  ),
   argvLen: lib.func('size_t scope_argv_len(const scope_argv *argv)'),
   argvGet: lib.func('const void *scope_argv_get(const scope_argv *argv, size_t index, _Out_ size_t *len)'),
   argvUnit: lib.func('const char *scope_argv_unit(const scope_argv *argv)'),
@@ -134,11 +143,15 @@ class ScopeRequiredError extends ScopeError {
   }
 }
 
-/** Throws for a failed `result`; the message is `detail`, or the calling thread's last error. */
-function check(result, detail) {
-  if (result === 0) return;
+/** The error for a failed `result`; the message is `detail`, or the calling thread's last error. */
+function failure(result, detail) {
   const message = `synaps-scope: ${detail ?? c.lastError()}`;
-  throw result === 5 ? new ScopeRequiredError(result, message) : new ScopeError(result, message);
+  return result === 5 ? new ScopeRequiredError(result, message) : new ScopeError(result, message);
+}
+
+/** Throws for a failed `result`. */
+function check(result, detail) {
+  if (result !== 0) throw failure(result, detail);
 }
 
 const ERROR_BUFFER = 1024;
@@ -246,7 +259,14 @@ function timeoutMs(value, what, fallback) {
 const launcherRegistry = new FinalizationRegistry((pointer) => c.launcherFree(pointer));
 const handleRegistry = new FinalizationRegistry((pointer) => c.handleFree(pointer));
 
-/** Turns `program args…` into `systemd-run --user --scope … -- program args…`. */
+/** The wrappers by their number in the C ABI (`SCOPE_WRAPPER_*`). */
+const WRAPPERS = Object.freeze({ 'synaps-scope-exec': 1, 'systemd-run': 2 });
+const WRAPPER_NAMES = Object.freeze({ 1: 'synaps-scope-exec', 2: 'systemd-run' });
+
+/**
+ * Turns `program args…` into an argv that runs it in a new scope: through the project's launcher
+ * program `synaps-scope-exec` (which keeps argv[0]), or systemd-run.
+ */
 class ScopeLauncher {
   #pointer;
 
@@ -255,6 +275,7 @@ class ScopeLauncher {
     launcherRegistry.register(this, pointer, this);
     this.kind = c.launcherKind(pointer) === KINDS.daemon ? 'daemon' : 'tool';
     this.slice = c.launcherSlice(pointer);
+    this.wrapper = WRAPPER_NAMES[c.launcherWrapper(pointer)];
     this.systemdVersion = c.launcherVersion(pointer) || null;
     Object.freeze(this);
   }
@@ -266,11 +287,21 @@ class ScopeLauncher {
 
   /**
    * Rewrites argv to run in a new scope. `env` and `cwd` are the child's: the program is resolved
-   * with them first. A program that cannot be resolved is left unwrapped (`unit` null).
+   * with them first. A program that cannot be resolved is left unwrapped (`unit` null). With
+   * `argv0` (as child_process.spawn takes it), argv[0] is the program to run and `argv0` what it
+   * sees, e.g. '-bash' for a login shell; systemd-run cannot pass an argv[0], so there the program
+   * sees its own path.
    */
-  wrap(argv, { env, cwd } = {}) {
+  wrap(argv, { env, cwd, argv0 } = {}) {
     const out = [null];
-    check(c.wrapArgv(this.#live(), argvArray(argv), envArray(env), cwdArg(cwd), out));
+    const args = argvArray(argv);
+    let program = null;
+    if (argv0 !== undefined) {
+      program = args[0];
+      if (program === null) throw new TypeError('argv0 needs a program in argv[0]');
+      args[0] = cString(argv0, 'argv0');
+    }
+    check(c.wrapProgram(this.#live(), program, args, envArray(env), cwdArg(cwd), out));
     const wrapped = out[0];
     try {
       const count = Number(c.argvLen(wrapped));
@@ -301,13 +332,29 @@ function launcherArgs({ env, kind = 'tool', probeTimeoutMs } = {}) {
 }
 
 /**
- * A fresh, bounded probe of the user's systemd manager on a worker thread. Resolves to a launcher,
+ * A fresh, bounded probe of the user's systemd manager on a thread of its own (not a pool, so
+ * every request settles within its own bound however many run at once). Resolves to a launcher,
  * or null to launch directly; rejects with ScopeRequiredError in `required` mode.
  */
 async function launcherForEnv(options) {
-  const out = [null];
-  await callBlocking(c.launcherForEnv, ...launcherArgs(options), out);
-  return out[0] ? new ScopeLauncher(out[0]) : null;
+  const args = launcherArgs(options);
+  return new Promise((resolve, reject) => {
+    // Holds the event loop open until the request's thread has answered (it always does, within
+    // the bound; the margin only covers a machine too loaded to schedule it).
+    const keepAlive = setTimeout(() => {}, args[2] + 60_000);
+    const ready = koffi.register((_userdata, result, pointer, error) => {
+      clearTimeout(keepAlive);
+      setImmediate(() => koffi.unregister(ready));
+      if (result === 0) resolve(pointer ? new ScopeLauncher(pointer) : null);
+      else reject(failure(result, error ?? 'the request failed'));
+    }, koffi.pointer(LauncherReady));
+    const started = c.launcherForEnvAsync(...args, ready, null);
+    if (started !== 0) {
+      clearTimeout(keepAlive);
+      koffi.unregister(ready);
+      reject(failure(started));
+    }
+  });
 }
 
 /** launcherForEnv on the calling thread: blocks up to the probe bound. */
@@ -421,24 +468,33 @@ async function spawn(command, args = [], options = {}) {
   let argv = [command, ...args];
   let unit = null;
   if (launcher) {
+    let argv0 = spawnOptions.argv0;
     if (spawnOptions.shell) {
       const shell = typeof spawnOptions.shell === 'string' ? spawnOptions.shell : '/bin/sh';
       argv = [shell, '-c', [command, ...args].join(' ')];
       spawnOptions.shell = false;
+      argv0 = undefined;
     }
     try {
-      ({ argv, unit } = launcher.wrap(argv, { env: spawnOptions.env, cwd: spawnOptions.cwd }));
+      ({ argv, unit } = launcher.wrap(argv, { env: spawnOptions.env, cwd: spawnOptions.cwd, argv0 }));
     } finally {
       launcher.close();
     }
+    // The spawned program is the wrapper; the command's argv[0] travels in the wrapped argv.
+    delete spawnOptions.argv0;
   }
   const child = childProcess.spawn(argv[0], argv.slice(1), spawnOptions);
   child.scopeUnit = unit;
   return child;
 }
 
+/** The exit status of a scoped child whose scope could not be made in `required` mode: the command did not run (launcher program only). */
+const EXEC_FAILED_STATUS = 125;
+
 module.exports = {
   ABI_VERSION,
+  EXEC_FAILED_STATUS,
+  WRAPPERS,
   KINDS,
   LOG_LEVELS: LEVELS,
   RESULT_NAMES,

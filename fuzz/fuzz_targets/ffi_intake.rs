@@ -5,6 +5,8 @@
 #![no_main]
 
 use std::ffi::{c_char, CString};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixListener;
 use std::ptr;
 
 use libfuzzer_sys::fuzz_target;
@@ -16,8 +18,9 @@ use synaps_scope_ffi::launcher::{
 };
 use synaps_scope_ffi::{scope_result, scope_string_free, SCOPE_KIND_TOOL};
 
-/// A launcher to wrap with, made once: its probe runs a stand-in systemd-run that answers
-/// `--version` and succeeds, so that no manager is needed (only the intake is under test).
+/// A launcher to wrap with, made once, with no manager needed (only the intake is under test): the
+/// probe meets a stand-in private socket that answers the auth, and a stand-in systemd-run that
+/// answers `--version`.
 struct Launcher(*mut scope_launcher);
 // SAFETY: launchers are thread-safe (R17); this one is never freed.
 unsafe impl Send for Launcher {}
@@ -30,6 +33,20 @@ fn launcher() -> *const scope_launcher {
         .get_or_init(|| {
             let dir = std::env::temp_dir().join(format!("synaps-fuzz-{}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
+            let socket_dir = dir.join("runtime/systemd");
+            std::fs::create_dir_all(&socket_dir).unwrap();
+            let listener = UnixListener::bind(socket_dir.join("private")).unwrap();
+            std::thread::spawn(move || {
+                for mut stream in listener.incoming().flatten() {
+                    let mut seen = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !seen.ends_with(b"BEGIN\r\n") && stream.read(&mut byte).unwrap_or(0) == 1
+                    {
+                        seen.push(byte[0]);
+                    }
+                    let _ = stream.write_all(b"OK 0123456789abcdef0123456789abcdef\r\n");
+                }
+            });
             let fake = dir.join("systemd-run");
             std::fs::write(
                 &fake,
@@ -40,8 +57,9 @@ fn launcher() -> *const scope_launcher {
                 .unwrap();
             let env = [
                 format!("PATH={}:/usr/bin:/bin", dir.display()),
-                "XDG_RUNTIME_DIR=/nonexistent".to_owned(),
+                format!("XDG_RUNTIME_DIR={}", dir.join("runtime").display()),
                 "SYNAPS_CONFIG=/nonexistent".to_owned(),
+                "SYNAPS_SCOPE_LAUNCHER=systemd-run".to_owned(),
             ]
             .map(|e| CString::new(e).unwrap());
             let env_ptrs = pointers(&env);
@@ -50,10 +68,7 @@ fn launcher() -> *const scope_launcher {
             let result =
                 unsafe { scope_launcher_for_env(env_ptrs.as_ptr(), SCOPE_KIND_TOOL, &mut out) };
             assert_eq!(result, scope_result::Ok);
-            assert!(
-                !out.is_null(),
-                "the stand-in systemd-run makes scopes available"
-            );
+            assert!(!out.is_null(), "the stand-ins make scopes available");
             Launcher(out)
         })
         .0

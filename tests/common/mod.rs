@@ -342,6 +342,50 @@ impl Manager {
         )])
     }
 
+    /// A manager with Debian's D-Bus session bus (dbus.socket and dbus.service from the
+    /// dbus-user-session package, running the real `dbus-daemon --session`) started in it, and
+    /// the manager registered on that bus.
+    pub fn with_session_bus(rig: &Rig) -> Manager {
+        let manager = Manager::start(rig);
+        let mut start = Command::new("systemctl");
+        start.args(["--user", "start", "dbus.socket", "dbus.service"]);
+        set_env(&mut start, &manager.env());
+        let started = start.output().unwrap();
+        assert!(
+            started.status.success(),
+            "the session bus did not start (is Debian's dbus-user-session installed?): {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+        // The manager joins the bus once dbus.service is up; ask it over the bus until it answers.
+        let over_bus = manager.session_bus_only();
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut ask = Command::new("systemctl");
+            ask.args(["--user", "show", "-p", "Version"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            set_env(&mut ask, &over_bus);
+            if ask.status().unwrap().success() {
+                return manager;
+            }
+            assert!(
+                Instant::now() < end,
+                "the manager did not answer on the session bus within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The environment of a client that knows only this manager's session bus address.
+    pub fn session_bus_only(&self) -> Vec<(OsString, OsString)> {
+        let mut env = env_without(&self.env(), &["XDG_RUNTIME_DIR"]);
+        env.push((
+            "DBUS_SESSION_BUS_ADDRESS".into(),
+            format!("unix:path={}/bus", self.runtime_dir.display()).into(),
+        ));
+        env
+    }
+
     /// Kills the manager now and reaps it (its scopes' processes live on until drop).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -368,5 +412,53 @@ impl Drop for Manager {
                 .status();
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+/// The launcher program built from this workspace (`SYNAPS_SCOPE_EXEC`, else
+/// `target/debug/synaps-scope-exec`, built on first use).
+pub fn exec_program() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if let Some(path) = std::env::var_os("SYNAPS_SCOPE_EXEC").filter(|p| !p.is_empty()) {
+                return PathBuf::from(path);
+            }
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let root = root
+                .ancestors()
+                .find(|d| d.join("Cargo.lock").exists())
+                .unwrap();
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "-q", "-p", "synaps-scope-exec"])
+                .current_dir(root)
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "cargo build -p synaps-scope-exec failed");
+            root.join("target/debug/synaps-scope-exec")
+        })
+        .clone()
+}
+
+/// `env` with the wrapper chosen: `synaps-scope-exec` (this workspace's) or `systemd-run`.
+pub fn with_wrapper(env: &[(OsString, OsString)], wrapper: &str) -> Vec<(OsString, OsString)> {
+    with_overrides(
+        env,
+        &[
+            ("SYNAPS_SCOPE_LAUNCHER".into(), wrapper.into()),
+            ("SYNAPS_SCOPE_EXEC".into(), exec_program().into_os_string()),
+        ],
+    )
+}
+
+/// The wrapper this test run was asked to use (`SYNAPS_SCOPE_LAUNCHER`; scripts/test.sh runs
+/// everything once with each), checked against the one a launcher actually uses.
+pub fn assert_wrapper_under_test(launcher: &synaps_scope::ScopeLauncher) {
+    if let Some(asked) = std::env::var("SYNAPS_SCOPE_LAUNCHER")
+        .ok()
+        .filter(|v| v != "auto")
+    {
+        assert_eq!(launcher.wrapper().name(), asked, "the wrapper under test");
     }
 }

@@ -43,7 +43,12 @@ test('the launcher says what it uses, and wrap passes ${HOME} and unicode verbat
   assert.ok(launcher);
   assert.equal(launcher.kind, 'daemon');
   assert.equal(launcher.slice, null);
-  assert.equal(launcher.systemdVersion, Number(process.env.SYNAPS_RIG_SYSTEMD_VERSION));
+  const asked = process.env.SYNAPS_SCOPE_LAUNCHER ?? 'auto';
+  if (asked !== 'auto') assert.equal(launcher.wrapper, asked);
+  assert.equal(
+    launcher.systemdVersion,
+    launcher.wrapper === 'systemd-run' ? Number(process.env.SYNAPS_RIG_SYSTEMD_VERSION) : null,
+  );
   const payload = ['${HOME}', '$HOME', 'ünïcødé ✓ 日本', '', '--', '-h', 'a "quoted" \\ arg'];
   const wrapped = launcher.wrap(['sh', '-c', PRINT_ARGS, 'sh', ...payload]);
   assert.match(String(wrapped.unit), /^synaps-daemon-/);
@@ -183,6 +188,9 @@ test('the result codes, log levels and kinds are the header\'s', () => {
   assert.deepEqual(levels, scope.LOG_LEVELS.slice(1).map((name, i) => [name.toUpperCase(), i + 1]));
   const kinds = table(/^#define SCOPE_KIND_(\w+) (\d+)$/gm);
   assert.deepEqual(kinds, Object.entries(scope.KINDS).map(([name, number]) => [name.toUpperCase(), number]));
+  const wrappers = table(/^#define SCOPE_WRAPPER_(\w+) (\d+)$/gm);
+  assert.deepEqual(wrappers, [['EXEC', scope.WRAPPERS['synaps-scope-exec']], ['SYSTEMD_RUN', scope.WRAPPERS['systemd-run']]]);
+  assert.deepEqual(table(/^#define SCOPE_(EXEC_FAILED_STATUS) (\d+)$/gm), [['EXEC_FAILED_STATUS', scope.EXEC_FAILED_STATUS]]);
 });
 
 test('bad input throws a clear error', async (t) => {
@@ -235,4 +243,37 @@ test('a library of another ABI version, or none, is refused with a clear message
   assert.match(missing.stderr, /cannot find libsynaps_scope\.so; tried, in order:/);
   assert.ok((missing.stderr.match(/\(not found\)/g) ?? []).length >= 4, missing.stderr);
   fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('a login shell gets its -sh argv0 through spawn({argv0})', async (t) => {
+  if (!requireRig(t)) return;
+  const child = await scope.spawn('sh', ['-c', 'printf %s "$0"'], { argv0: '-sh', stdio: ['ignore', 'pipe', 'inherit'] });
+  const { code, stdout } = await collect(child);
+  assert.equal(code, 0);
+  assert.ok(child.scopeUnit);
+  const launcher = scope.launcherForEnvSync();
+  assert.ok(launcher);
+  if (launcher.wrapper === 'synaps-scope-exec') assert.equal(stdout.toString(), '-sh');
+  else assert.ok(stdout.toString().startsWith('/'), 'systemd-run passes the program\'s path as argv[0]');
+  launcher.close();
+});
+
+test('64 requests against a stopped manager each settle within their own bound', async (t) => {
+  if (!requireRig(t)) return;
+  const manager = await new Manager().ready();
+  try {
+    assert.ok(await scope.launcherForEnv({ env: manager.env }));
+    manager.signal('SIGSTOP');
+    const bound = 500;
+    const one = async () => {
+      const started = performance.now();
+      const launcher = await scope.launcherForEnv({ env: manager.env, probeTimeoutMs: bound });
+      assert.equal(launcher, null);
+      return performance.now() - started;
+    };
+    const took = await Promise.all(Array.from({ length: 64 }, one));
+    assert.ok(Math.max(...took) < bound + 100, `slowest ${Math.max(...took).toFixed(0)} ms`);
+  } finally {
+    manager.close();
+  }
 });

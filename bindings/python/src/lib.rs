@@ -79,7 +79,7 @@ fn timeout_from(seconds: f64, what: &str) -> PyResult<Duration> {
     Duration::try_from_secs_f64(seconds).map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
 }
 
-/// Turns `program args…` into `systemd-run --user --scope … -- program args…`.
+/// Turns `program args…` into an argv that runs it in a new scope.
 #[pyclass(frozen, module = "synaps_scope._native")]
 struct ScopeLauncher {
     inner: synaps_scope::ScopeLauncher,
@@ -112,25 +112,45 @@ impl ScopeLauncher {
     }
 
     #[getter]
-    fn systemd_run<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, self.inner.systemd_run().as_os_str().as_bytes())
+    fn systemd_run<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.inner
+            .systemd_run()
+            .map(|path| PyBytes::new(py, path.as_os_str().as_bytes()))
     }
 
-    #[pyo3(signature = (argv, env, cwd=None))]
+    #[getter]
+    fn wrapper(&self) -> &'static str {
+        self.inner.wrapper().name()
+    }
+
+    #[getter]
+    fn wrapper_program<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.inner.wrapper().program().as_os_str().as_bytes())
+    }
+
+    #[pyo3(signature = (argv, env, cwd=None, program=None))]
     fn wrap(
         &self,
         py: Python<'_>,
         argv: Vec<Vec<u8>>,
         env: Vec<(Vec<u8>, Vec<u8>)>,
         cwd: Option<Vec<u8>>,
+        program: Option<Vec<u8>>,
     ) -> PyResult<Wrapped> {
-        if argv.iter().any(|a| a.contains(&0)) {
+        if argv.iter().chain(&program).any(|a| a.contains(&0)) {
             return Err(PyValueError::new_err("arguments cannot contain NUL bytes"));
         }
         let env = env_from(env)?;
         let argv: Vec<OsString> = argv.into_iter().map(OsString::from_vec).collect();
         let cwd = cwd_from(cwd)?;
-        let wrapped = self.inner.wrap(&argv, &env, cwd.as_deref());
+        let wrapped = match program {
+            Some(program) => {
+                let program = OsString::from_vec(program);
+                self.inner
+                    .wrap_program(&program, &argv, &env, cwd.as_deref())
+            }
+            None => self.inner.wrap(&argv, &env, cwd.as_deref()),
+        };
         Ok(Wrapped {
             argv: wrapped
                 .argv
@@ -143,10 +163,10 @@ impl ScopeLauncher {
 
     fn __repr__(&self) -> String {
         format!(
-            "ScopeLauncher(kind={:?}, slice={:?}, systemd_version={:?})",
+            "ScopeLauncher(kind={:?}, slice={:?}, wrapper={:?})",
             self.inner.kind().as_str(),
             self.inner.slice(),
-            self.inner.systemd_version()
+            self.inner.wrapper().name()
         )
     }
 }
@@ -317,6 +337,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(launcher_for_env, m)?)?;
     m.add_function(wrap_pyfunction!(resolve, m)?)?;
     m.add("DEFAULT_PROBE_TIMEOUT", DEFAULT_PROBE_TIMEOUT.as_secs_f64())?;
+    m.add("EXEC_FAILED_STATUS", synaps_scope::EXEC_FAILED_STATUS)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

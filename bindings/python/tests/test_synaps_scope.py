@@ -101,11 +101,31 @@ def test_launcher_reports_what_it_uses(rig: Dict[str, str]) -> None:
     launcher = synaps_scope.launcher_for_env(kind="daemon")
     assert launcher is not None
     assert (launcher.kind, launcher.slice) == ("daemon", None)
-    assert launcher.systemd_version == int(rig["SYNAPS_RIG_SYSTEMD_VERSION"])
-    assert os.path.isabs(launcher.systemd_run)
+    asked = os.environ.get("SYNAPS_SCOPE_LAUNCHER", "auto")
+    if asked != "auto":
+        assert launcher.wrapper == asked
     wrapped = launcher.wrap(["true"])
     assert wrapped.unit is not None and wrapped.unit.startswith("synaps-daemon-")
-    assert ("--expand-environment=no" in wrapped.argv) == (launcher.systemd_version >= 254)
+    assert wrapped.argv[0] == launcher.wrapper_program and os.path.isabs(launcher.wrapper_program)
+    if launcher.wrapper == "systemd-run":
+        assert launcher.systemd_run == launcher.wrapper_program
+        assert launcher.systemd_version == int(rig["SYNAPS_RIG_SYSTEMD_VERSION"])
+        assert ("--expand-environment=no" in wrapped.argv) == (launcher.systemd_version >= 254)
+    else:
+        assert launcher.wrapper == "synaps-scope-exec"
+        assert (launcher.systemd_run, launcher.systemd_version) == (None, None)
+        assert "--expand-environment=no" not in wrapped.argv
+
+
+def test_a_login_shell_keeps_its_dash_argv0(rig: Dict[str, str]) -> None:
+    out = synaps_scope.run(["-sh", "-c", 'printf %s "$0"'], executable="sh", capture_output=True, check=True)
+    assert out.scope_unit is not None
+    launcher = synaps_scope.launcher_for_env()
+    assert launcher is not None
+    if launcher.wrapper == "synaps-scope-exec":
+        assert out.stdout == b"-sh"
+    else:
+        assert out.stdout.startswith(b"/"), "systemd-run passes the program's path as argv[0]"
 
 
 def test_non_utf8_arguments_round_trip(rig: Dict[str, str]) -> None:
@@ -372,3 +392,39 @@ def test_probes_of_a_stopped_manager_never_stall_the_loop(manager: Manager) -> N
     finally:
         manager.signal("CONT")
     assert worst < 0.1, f"the event loop stalled for {worst * 1000:.0f} ms"
+
+
+def test_64_requests_against_a_stopped_manager_each_answer_within_their_own_bound(manager: Manager) -> None:
+    bound = 0.5
+    assert synaps_scope.launcher_for_env(manager.env) is not None
+    manager.signal("STOP")
+    try:
+        took: List[float] = []
+        lock = threading.Lock()
+
+        def request() -> None:
+            started = time.monotonic()
+            assert synaps_scope.launcher_for_env(manager.env, probe_timeout=bound) is None
+            with lock:
+                took.append(time.monotonic() - started)
+
+        threads = [threading.Thread(target=request) for _ in range(64)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(took) == 64 and max(took) < bound + 0.1, f"threads: slowest {max(took):.3f} s"
+
+        async def one() -> float:
+            started = time.monotonic()
+            launcher = await synaps_scope.launcher_for_env_async(manager.env, probe_timeout=bound)
+            assert launcher is None
+            return time.monotonic() - started
+
+        async def all_of_them() -> List[float]:
+            return list(await asyncio.gather(*(one() for _ in range(64))))
+
+        answered = asyncio.run(all_of_them())
+        assert max(answered) < bound + 0.1, f"asyncio: slowest {max(answered):.3f} s"
+    finally:
+        manager.signal("CONT")

@@ -6,13 +6,31 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use synaps_scope::config::Origin;
 use synaps_scope::doctor::{KindReport, Outcome, Report};
+use synaps_scope::Wrapper;
 
 /// The report for a person.
 pub fn to_text(report: &Report) -> String {
     let mut out = String::new();
     let kernel = report.kernel.as_deref().unwrap_or("unknown");
     let _ = writeln!(out, "platform:      {} (kernel {kernel})", report.os);
+    let wrapper = match &report.wrapper {
+        Ok(wrapper) => format!("{} {}", wrapper.name(), wrapper.program().display()),
+        Err(_) => "none".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "launcher:      {wrapper} ({})",
+        report.wrapper_reason()
+    );
+    let exec = match &report.exec_program {
+        Ok(path) => path.display().to_string(),
+        Err(why) => format!("not found: {why}"),
+    };
+    let _ = writeln!(out, "  synaps-scope-exec: {exec}");
     match &report.systemd_run {
+        Some(path) if !matches!(report.wrapper, Ok(Wrapper::SystemdRun { .. })) => {
+            let _ = writeln!(out, "systemd-run:   {} (not used)", path.display());
+        }
         Some(path) => {
             let version = report
                 .systemd_version
@@ -139,6 +157,21 @@ pub fn to_json(report: &Report) -> String {
     let json = Json {
         os: report.os,
         kernel: report.kernel.as_deref(),
+        launcher: LauncherJson {
+            wrapper: report.wrapper.as_ref().ok().map(Wrapper::name),
+            path: report
+                .wrapper
+                .as_ref()
+                .ok()
+                .map(|w| w.program().display().to_string()),
+            why: report.wrapper_reason(),
+            exec_program: report
+                .exec_program
+                .as_ref()
+                .ok()
+                .map(|p| p.display().to_string()),
+            exec_program_error: report.exec_program.as_ref().err().map(String::as_str),
+        },
         systemd_run: SystemdRun {
             path: report.systemd_run.as_ref().map(|p| p.display().to_string()),
             version: report.systemd_version,
@@ -164,6 +197,7 @@ pub fn to_json(report: &Report) -> String {
 struct Json<'a> {
     os: &'a str,
     kernel: Option<&'a str>,
+    launcher: LauncherJson<'a>,
     systemd_run: SystemdRun,
     manager: Option<Manager<'a>>,
     warnings: &'a [String],
@@ -173,6 +207,15 @@ struct Json<'a> {
     cgroup: Option<&'a str>,
     verdict: &'a str,
     exit_status: u8,
+}
+
+#[derive(Serialize)]
+struct LauncherJson<'a> {
+    wrapper: Option<&'static str>,
+    path: Option<String>,
+    why: String,
+    exec_program: Option<String>,
+    exec_program_error: Option<&'a str>,
 }
 
 #[derive(Serialize)]

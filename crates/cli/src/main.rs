@@ -30,6 +30,7 @@ const EXIT_USAGE: u8 = 2;
     version,
     about = "Run a command in its own systemd user scope, so that systemd-oomd kills only the runaway",
     after_help = "Environment: SYNAPS_PROCESS_SCOPES=on|off|required, SYNAPS_CONFIG=FILE,\n\
+                  SYNAPS_SCOPE_LAUNCHER=auto|synaps-scope-exec|systemd-run, SYNAPS_SCOPE_EXEC=PATH,\n\
                   SYNAPS_SCOPE_LOG=a tracing filter such as warn (the default) or debug."
 )]
 struct Cli {
@@ -43,10 +44,13 @@ enum Action {
     ///
     /// Else directly, with a warning saying why; with this process's environment and working
     /// directory either way. Exit status: the command's own; 127 not found, 126 not executable,
-    /// 3 when `required` mode refuses, 2 usage.
+    /// 3 when `required` mode refuses, 2 usage, 125 when the launcher program could not make the
+    /// scope in `required` mode.
     Run {
         #[command(flatten)]
         request: Request,
+        #[command(flatten)]
+        command: CommandName,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
         argv: Vec<OsString>,
@@ -57,6 +61,8 @@ enum Action {
     Wrap {
         #[command(flatten)]
         request: Request,
+        #[command(flatten)]
+        command: CommandName,
         /// End each argument with NUL instead of a newline.
         #[arg(short = '0')]
         nul_separated: bool,
@@ -75,6 +81,15 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// How the command names itself.
+#[derive(Args)]
+struct CommandName {
+    /// What PROGRAM sees as its argv[0] (as `exec -a` sets it), e.g. -bash for a login shell.
+    /// Through systemd-run, which cannot pass one, PROGRAM sees its own path instead.
+    #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
+    argv0: Option<OsString>,
 }
 
 /// What every subcommand asks of the library.
@@ -106,7 +121,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     log::init();
     let env = inherited_env();
-    let (request, argv, nul_separated) = match cli.command {
+    let (request, command, argv, nul_separated) = match cli.command {
         Action::Doctor { request, json } => {
             let kinds = match request.kind {
                 Some(kind) => vec![kind],
@@ -120,19 +135,43 @@ fn main() -> ExitCode {
             }
             return ExitCode::from(report.exit_code());
         }
-        Action::Run { request, argv } => (request, argv, None),
+        Action::Run {
+            request,
+            command,
+            argv,
+        } => (request, command, argv, None),
         Action::Wrap {
             request,
+            command,
             nul_separated,
             argv,
-        } => (request, argv, Some(nul_separated)),
+        } => (request, command, argv, Some(nul_separated)),
     };
 
     let kind = request.kind.unwrap_or(ScopeKind::Tool);
+    // With --argv0, the program is argv[0] and the command sees NAME in its place.
+    let program = argv[0].clone();
+    let mut command_argv = argv;
+    let mut direct_argv0 = None;
+    if let Some(argv0) = command.argv0 {
+        command_argv[0] = argv0.clone();
+        direct_argv0 = Some(argv0);
+    }
     let (argv, unit) = match decide(&env, kind, &request.options()) {
         Ok(Decision::Scoped(launcher)) => {
-            let wrapped = launcher.wrap(&argv, &env, None);
-            (wrapped.argv, wrapped.unit)
+            let wrapped = launcher.wrap_program(&program, &command_argv, &env, None);
+            match wrapped.unit {
+                Some(unit) => {
+                    direct_argv0 = None;
+                    (wrapped.argv, Some(unit))
+                }
+                // Left unwrapped (R4): the spawn fails as a direct one would, naming the program.
+                None => {
+                    let mut argv = command_argv;
+                    argv[0] = program;
+                    (argv, None)
+                }
+            }
         }
         Ok(Decision::Direct(reason)) => {
             // A failed probe has already been warned about by the library; off is silent (R8).
@@ -145,6 +184,8 @@ fn main() -> ExitCode {
                     "launching directly, not in a scope: {reason}"
                 );
             }
+            let mut argv = command_argv;
+            argv[0] = program;
             (argv, None)
         }
         Err(e) => {
@@ -161,6 +202,9 @@ fn main() -> ExitCode {
     }
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
+    if let Some(argv0) = direct_argv0 {
+        cmd.arg0(argv0);
+    }
     set_env(&mut cmd, &env);
     let error = cmd.exec();
     eprintln!(

@@ -51,27 +51,34 @@ fn run_execs_the_command_in_place_in_its_own_scope() {
 #[test]
 fn wrap_prints_the_argv_and_the_unit() {
     let Some(rig) = rig() else { return };
-    let out = cli(
-        &["wrap", "-0", "--", "echo", "${HOME}", ""],
-        &inherited_env(),
-    );
-    assert!(out.status.success());
-    let argv: Vec<&[u8]> = out.stdout.split(|&b| b == 0).collect();
-    assert!(argv[0].ends_with(b"/systemd-run"), "{argv:?}");
-    assert_eq!(
-        &argv[argv.len() - 3..],
-        &[b"${HOME}".as_slice(), b"", b""],
-        "NUL-terminated, empty kept"
-    );
-    assert_eq!(
-        argv.contains(&b"--expand-environment=no".as_slice()),
-        rig.version >= 254
-    );
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(
-        stderr.starts_with("synaps-scope: unit synaps-tool-"),
-        "{stderr}"
-    );
+    for wrapper in ["synaps-scope-exec", "systemd-run"] {
+        let env = common::with_wrapper(&inherited_env(), wrapper);
+        let out = cli(&["wrap", "-0", "--", "echo", "${HOME}", ""], &env);
+        assert!(out.status.success());
+        let argv: Vec<&[u8]> = out.stdout.split(|&b| b == 0).collect();
+        assert!(
+            argv[0].ends_with(format!("/{wrapper}").as_bytes()),
+            "{wrapper}: {argv:?}"
+        );
+        assert_eq!(
+            &argv[argv.len() - 3..],
+            &[b"${HOME}".as_slice(), b"", b""],
+            "NUL-terminated, empty kept"
+        );
+        let exec = wrapper == "synaps-scope-exec";
+        assert_eq!(
+            argv.contains(&b"--expand-environment=no".as_slice()),
+            !exec && rig.version >= 254
+        );
+        if exec {
+            assert_eq!(argv[argv.len() - 4], b"echo", "argv[0] as given");
+        }
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.starts_with("synaps-scope: unit synaps-tool-"),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]
@@ -121,4 +128,31 @@ fn errors_have_their_own_exit_statuses() {
             "{bad:?}"
         );
     }
+}
+
+#[test]
+fn run_with_argv0_starts_a_login_shell_scoped_and_direct() {
+    let Some(_rig) = rig() else { return };
+    let script = "printf '%s %s' \"$0\" \"$(grep '^0::' /proc/$$/cgroup | cut -c4-)\"";
+    for (wrapper, argv0_seen) in [("synaps-scope-exec", "-sh"), ("systemd-run", "/")] {
+        let env = common::with_wrapper(&inherited_env(), wrapper);
+        let out = cli(&["run", "--argv0", "-sh", "--", "sh", "-c", script], &env);
+        assert!(out.status.success(), "{wrapper}: {out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (argv0, cgroup) = text.split_once(' ').unwrap();
+        assert!(argv0.starts_with(argv0_seen), "{wrapper}: argv[0] {argv0}");
+        assert!(cgroup.contains("/synaps-tool-"), "{wrapper}: {cgroup}");
+    }
+    let direct = common::env_without(
+        &inherited_env(),
+        &["XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"],
+    );
+    let out = cli(
+        &["run", "--argv0", "-sh", "--", "sh", "-c", script],
+        &direct,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("-sh "), "direct: {text}");
+    assert!(!text.contains("synaps-tool-"), "direct: {text}");
 }

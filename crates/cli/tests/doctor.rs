@@ -43,7 +43,8 @@ fn json_query(json: &[u8], expr: &str) -> String {
 #[test]
 fn a_running_manager_gives_exit_0_with_version_timing_and_cgroup() {
     let Some(rig) = rig() else { return };
-    let out = doctor(&["--json"], &inherited_env());
+    let env = common::with_wrapper(&inherited_env(), "systemd-run");
+    let out = doctor(&["--json"], &env);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -85,7 +86,7 @@ fn a_running_manager_gives_exit_0_with_version_timing_and_cgroup() {
     );
     assert_eq!(json_query(&out.stdout, "d['warnings']"), "[]");
 
-    let text = doctor(&[], &inherited_env());
+    let text = doctor(&[], &env);
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(
         text.contains(&format!("(systemd {})", rig.version)),
@@ -116,7 +117,10 @@ fn a_systemd_run_of_another_version_than_the_manager_is_named_and_warned_about()
         .unwrap()
         .to_owned();
     assert_ne!(other_version, rig.version.to_string());
-    let env = env_with(&[("PATH", &path_with_first(bin.path()))]);
+    let env = common::with_wrapper(
+        &env_with(&[("PATH", &path_with_first(bin.path()))]),
+        "systemd-run",
+    );
 
     let out = doctor(&["--json"], &env);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -147,6 +151,62 @@ fn a_systemd_run_of_another_version_than_the_manager_is_named_and_warned_about()
             rig.version
         )),
         "{text}"
+    );
+}
+
+#[test]
+fn doctor_names_the_launcher_program_it_will_use_and_why() {
+    let Some(_rig) = rig() else { return };
+    let exec = common::exec_program();
+    let env = common::with_wrapper(&inherited_env(), "synaps-scope-exec");
+    let out = doctor(&["--json"], &env);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        json_query(
+            &out.stdout,
+            "(d['launcher']['wrapper'], d['launcher']['path'])"
+        ),
+        format!("('synaps-scope-exec', '{}')", exec.display())
+    );
+    assert_eq!(
+        json_query(&out.stdout, "d['launcher']['why']"),
+        "'scope_launcher = synaps-scope-exec (environment SYNAPS_SCOPE_LAUNCHER)'"
+    );
+    let text = String::from_utf8(doctor(&[], &env).stdout).unwrap();
+    assert!(
+        text.contains(&format!(
+            "launcher:      synaps-scope-exec {}",
+            exec.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("(not used)"),
+        "systemd-run is named as unused: {text}"
+    );
+
+    // Where the launcher program is missing, `auto` falls back to systemd-run and says why.
+    let missing = common::env_with(&[
+        ("SYNAPS_SCOPE_LAUNCHER", &"auto".into()),
+        (
+            "SYNAPS_SCOPE_EXEC",
+            &"/nonexistent/synaps-scope-exec".into(),
+        ),
+    ]);
+    let out = doctor(&["--json"], &missing);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        json_query(&out.stdout, "d['launcher']['wrapper']"),
+        "'systemd-run'"
+    );
+    assert_eq!(
+        json_query(
+            &out.stdout,
+            "'synaps-scope-exec is not installed' in d['launcher']['why'] and '/nonexistent' in d['launcher']['why']"
+        ),
+        "True",
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
     );
 }
 

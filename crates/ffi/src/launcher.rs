@@ -1,16 +1,18 @@
 //! `scope_launcher`, `scope_argv` and program resolution across the C ABI.
 
-use std::ffi::{c_char, CString};
+use std::ffi::{c_char, c_void, CString, OsString};
 use std::os::unix::ffi::OsStringExt;
 use std::ptr;
+use std::time::Duration;
 
 use super::{
     argv_arg, c_string, env_arg, guard, guard_value, kind_arg, out_arg, path_arg, scope_kind,
-    scope_result, timeout_arg, Failure, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL,
+    scope_result, scope_wrapper, timeout_arg, Failure, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL,
+    SCOPE_WRAPPER_EXEC, SCOPE_WRAPPER_SYSTEMD_RUN,
 };
 use synaps_scope::resolve_program;
-use synaps_scope::ScopeKind;
 use synaps_scope::{launcher_with_options, LauncherOptions, ScopeError, ScopeLauncher};
+use synaps_scope::{ScopeKind, Wrapper};
 
 /// A launcher: turns an argv into one that runs in a new scope. Immutable, so one launcher may be
 /// shared by any number of threads. Free with [`scope_launcher_free`].
@@ -64,27 +66,36 @@ pub unsafe extern "C" fn scope_launcher_for_env_timeout(
         let probe_timeout = timeout_arg(probe_timeout_ms, "probe_timeout_ms")?;
         // SAFETY: forwarded from the caller.
         let env = unsafe { env_arg(envp) }?;
-        let launcher = launcher_with_options(&env, kind, &LauncherOptions { probe_timeout })
-            .map_err(|e| {
-                let code = match e {
-                    ScopeError::Unavailable { .. } => scope_result::RequiredUnavailable,
-                    _ => scope_result::InvalidArgument,
-                };
-                Failure::new(code, e.to_string())
-            })?;
-        let handle = match launcher {
-            Some(inner) => {
-                let slice = inner
-                    .slice()
-                    .map(|s| c_string(s.as_bytes().to_vec()))
-                    .transpose()?;
-                Box::into_raw(Box::new(scope_launcher { inner, slice }))
-            }
-            None => ptr::null_mut(),
-        };
+        let handle = request(&env, kind, probe_timeout)?;
         // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
         unsafe { *out = handle };
         Ok(())
+    })
+}
+
+/// One launcher request: a launcher handle, or NULL for "launch directly".
+fn request(
+    env: &[(OsString, OsString)],
+    kind: ScopeKind,
+    probe_timeout: Duration,
+) -> Result<*mut scope_launcher, Failure> {
+    let launcher =
+        launcher_with_options(env, kind, &LauncherOptions { probe_timeout }).map_err(|e| {
+            let code = match e {
+                ScopeError::Unavailable { .. } => scope_result::RequiredUnavailable,
+                _ => scope_result::InvalidArgument,
+            };
+            Failure::new(code, e.to_string())
+        })?;
+    Ok(match launcher {
+        Some(inner) => {
+            let slice = inner
+                .slice()
+                .map(|s| c_string(s.as_bytes().to_vec()))
+                .transpose()?;
+            Box::into_raw(Box::new(scope_launcher { inner, slice }))
+        }
+        None => ptr::null_mut(),
     })
 }
 
@@ -132,7 +143,24 @@ pub unsafe extern "C" fn scope_launcher_slice(launcher: *const scope_launcher) -
     })
 }
 
-/// The major version of the systemd-run in use (0 when unknown, or for a NULL launcher).
+/// Which program makes the launcher's scopes (0 for a NULL launcher).
+///
+/// # Safety
+/// `launcher` is NULL or a live launcher.
+#[no_mangle]
+pub unsafe extern "C" fn scope_launcher_wrapper(launcher: *const scope_launcher) -> scope_wrapper {
+    guard_value(0, || {
+        // SAFETY: NULL or a live launcher per the caller.
+        match unsafe { launcher.as_ref() }.map(|l| l.inner.wrapper()) {
+            Some(Wrapper::Exec { .. }) => SCOPE_WRAPPER_EXEC,
+            Some(_) => SCOPE_WRAPPER_SYSTEMD_RUN,
+            None => 0,
+        }
+    })
+}
+
+/// The major version of the systemd-run in use (0 with the launcher program, when unknown, or for
+/// a NULL launcher).
 ///
 /// # Safety
 /// `launcher` is NULL or a live launcher.
@@ -165,6 +193,26 @@ pub unsafe extern "C" fn scope_wrap_argv(
     cwd: *const c_char,
     out: *mut *mut scope_argv,
 ) -> scope_result {
+    // SAFETY: forwarded from the caller; a NULL program means argv[0].
+    unsafe { scope_wrap_program(launcher, ptr::null(), argv, envp, cwd, out) }
+}
+
+/// [`scope_wrap_argv`] for a program other than `argv[0]` (a login shell's `-bash`, like
+/// `execv(program, argv)`): `program` (NULL: `argv[0]`) is resolved and run, and `argv`, its
+/// `argv[0]` included, is what it sees. With systemd-run as the wrapper, which cannot pass an
+/// `argv[0]`, the program sees its own path as `argv[0]`.
+///
+/// # Safety
+/// As [`scope_wrap_argv`]; `program` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn scope_wrap_program(
+    launcher: *const scope_launcher,
+    program: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    cwd: *const c_char,
+    out: *mut *mut scope_argv,
+) -> scope_result {
     guard(|| {
         out_arg(out, "out")?;
         // SAFETY: NULL or a live launcher per the caller.
@@ -176,7 +224,16 @@ pub unsafe extern "C" fn scope_wrap_argv(
         let env = unsafe { env_arg(envp) }?;
         // SAFETY: forwarded from the caller.
         let cwd = unsafe { path_arg(cwd) };
-        let wrapped = launcher.inner.wrap(&argv, &env, cwd.as_deref());
+        // SAFETY: NULL or a NUL-terminated string per the caller.
+        let program = unsafe { path_arg(program) };
+        let wrapped = match program {
+            Some(program) => {
+                launcher
+                    .inner
+                    .wrap_program(program.as_os_str(), &argv, &env, cwd.as_deref())
+            }
+            None => launcher.inner.wrap(&argv, &env, cwd.as_deref()),
+        };
         let args = wrapped
             .argv
             .into_iter()
@@ -339,4 +396,65 @@ pub unsafe extern "C" fn scope_launcher_for_env_r(
             error_len,
         )
     }
+}
+
+/// Receives the outcome of [`scope_launcher_for_env_async`], exactly once, on the request's own
+/// thread: `result` as [`scope_launcher_for_env`] returns it; on success `launcher` is the
+/// caller's to free (NULL: launch directly); on failure `error` is the message (valid during the
+/// call only).
+pub type scope_launcher_ready = Option<
+    unsafe extern "C" fn(
+        userdata: *mut c_void,
+        result: scope_result,
+        launcher: *mut scope_launcher,
+        error: *const c_char,
+    ),
+>;
+
+/// A `userdata` pointer that the request's thread hands back to the caller's callback.
+struct Userdata(*mut c_void);
+// SAFETY: the pointer is only handed back to the caller's callback, which the caller made for
+// exactly that (the header says `ready` runs on another thread).
+unsafe impl Send for Userdata {}
+
+/// [`scope_launcher_for_env_timeout`] on a thread of its own, which calls `ready` when the answer
+/// is in: within the bound, whatever other requests are doing (no pool, no queue). Returns
+/// `SCOPE_RESULT_OK` once the request has started (then `ready` runs exactly once), or the error
+/// for bad arguments (then `ready` never runs).
+///
+/// # Safety
+/// `envp` as for [`scope_launcher_for_env`]; `ready` is safe to call from another thread with
+/// `userdata`, which must stay valid until it has been called.
+#[no_mangle]
+pub unsafe extern "C" fn scope_launcher_for_env_async(
+    envp: *const *const c_char,
+    kind: scope_kind,
+    probe_timeout_ms: u32,
+    ready: scope_launcher_ready,
+    userdata: *mut c_void,
+) -> scope_result {
+    guard(|| {
+        let ready = ready.ok_or_else(|| Failure::null("ready"))?;
+        let kind = kind_arg(kind)?;
+        let probe_timeout = timeout_arg(probe_timeout_ms, "probe_timeout_ms")?;
+        // SAFETY: forwarded from the caller.
+        let env = unsafe { env_arg(envp) }?;
+        let userdata = Userdata(userdata);
+        std::thread::Builder::new()
+            .name("synaps-scope probe".into())
+            .spawn(move || {
+                let userdata = userdata;
+                let (result, launcher, error) = match request(&env, kind, probe_timeout) {
+                    Ok(launcher) => (scope_result::Ok, launcher, None),
+                    Err(Failure(code, message)) => (code, ptr::null_mut(), Some(message)),
+                };
+                let error = error.map(|m| CString::new(m.replace('\0', " ")).unwrap_or_default());
+                let error_ptr = error.as_ref().map_or(ptr::null(), |e| e.as_ptr());
+                // SAFETY: the caller promised `ready` may be called from this thread with its
+                // userdata; `error` outlives the call.
+                unsafe { ready(userdata.0, result, launcher, error_ptr) };
+            })
+            .map_err(|e| Failure::new(scope_result::Io, format!("cannot start a thread: {e}")))?;
+        Ok(())
+    })
 }

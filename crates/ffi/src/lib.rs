@@ -68,6 +68,18 @@ pub const SCOPE_KIND_TOOL: scope_kind = 0;
 /// The daemon's own scope (`daemon_scope_slice`).
 pub const SCOPE_KIND_DAEMON: scope_kind = 1;
 
+/// Which program makes a launcher's scopes: [`SCOPE_WRAPPER_EXEC`] or
+/// [`SCOPE_WRAPPER_SYSTEMD_RUN`] (0 for a NULL launcher).
+pub type scope_wrapper = u32;
+/// The project's launcher program, `synaps-scope-exec`.
+pub const SCOPE_WRAPPER_EXEC: scope_wrapper = 1;
+/// `systemd-run --user --scope`.
+pub const SCOPE_WRAPPER_SYSTEMD_RUN: scope_wrapper = 2;
+
+/// The exit status of a wrapped launch whose scope could not be made in `required` mode: the
+/// command did not run (launcher program only; systemd-run exits 1).
+pub const SCOPE_EXEC_FAILED_STATUS: i32 = 125;
+
 /// A failed call: its code and the message [`scope_last_error`] will return.
 pub(crate) struct Failure(scope_result, String);
 

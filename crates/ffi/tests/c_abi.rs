@@ -87,12 +87,19 @@ fn test_binary() -> &'static Path {
 /// Runs one scenario; it must exit 0 within a minute with no sanitizer report. Its output goes
 /// to files, not pipes, so a child it leaves behind cannot hold this test.
 fn scenario(name: &str) -> String {
+    scenario_with_env(name, &synaps_scope::inherited_env())
+}
+
+/// [`scenario`] with the environment `env`.
+fn scenario_with_env(name: &str, env: &[(std::ffi::OsString, std::ffi::OsString)]) -> String {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let (stdout, stderr) = (
         dir.join(format!("{name}.out")),
         dir.join(format!("{name}.err")),
     );
-    let mut child = Command::new(test_binary())
+    let mut child = Command::new(test_binary());
+    synaps_scope::set_env(&mut child, env);
+    let mut child = child
         .arg(name)
         .env(
             "ASAN_OPTIONS",
@@ -140,6 +147,26 @@ fn the_abi_version_in_the_header_is_the_library_s() {
 fn a_posix_spawned_child_lands_in_its_unit_with_its_pid() {
     let Some(_rig) = rig() else { return };
     scenario("scoped_spawn");
+}
+
+#[test]
+fn a_login_shell_gets_its_dash_argv0_through_scope_wrap_program() {
+    let Some(_rig) = rig() else { return };
+    scenario("login_shell");
+}
+
+#[test]
+fn sixty_four_requests_against_a_stopped_manager_each_answer_within_their_bound_threads_and_async()
+{
+    let Some(rig) = rig() else { return };
+    let manager = common::Manager::start(&rig);
+    common::signal(manager.pid(), common::Signal::STOP);
+    let outcome =
+        std::panic::catch_unwind(|| scenario_with_env("stopped_manager_requests", &manager.env()));
+    common::signal(manager.pid(), common::Signal::CONT);
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
 }
 
 #[test]

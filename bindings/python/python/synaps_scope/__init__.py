@@ -14,9 +14,10 @@ os.fsencode/os.fsdecode. Diagnostics go to ``logging.getLogger("synaps_scope")``
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import subprocess
+import threading
+import weakref
 from asyncio.subprocess import Process
 from dataclasses import dataclass
 from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
@@ -33,6 +34,7 @@ from ._errors import (
 
 __all__ = [
     "DEFAULT_PROBE_TIMEOUT",
+    "EXEC_FAILED_STATUS",
     "CompletedProcess",
     "NotInScopeError",
     "NotOurScopeError",
@@ -57,6 +59,10 @@ __version__: str = _native.__version__
 
 #: How long a launcher request may probe by default, in seconds.
 DEFAULT_PROBE_TIMEOUT: float = _native.DEFAULT_PROBE_TIMEOUT
+
+#: The exit status of a scoped child whose scope could not be made in ``process_scopes =
+#: required`` mode: the command did not run (launcher program ``synaps-scope-exec`` only).
+EXEC_FAILED_STATUS: int = _native.EXEC_FAILED_STATUS
 
 StrOrBytesPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 #: An environment: str or bytes keys and values (None means ``os.environ``).
@@ -92,7 +98,8 @@ def _cwd_bytes(cwd: Optional[StrOrBytesPath]) -> Optional[bytes]:
 class Wrapped:
     """A command line ready to spawn, and the scope it will run in."""
 
-    #: The argv to spawn (``systemd-run … -- /abs/program args…``, or the argv unchanged).
+    #: The argv to spawn (``synaps-scope-exec … -- /abs/program argv0 args…``, or
+    #: ``systemd-run … -- /abs/program args…``, or the argv unchanged).
     argv: List[str]
     #: The scope's unit name; None when the program could not be resolved and was left unwrapped,
     #: so that spawning it fails as it would without scopes.
@@ -105,7 +112,8 @@ class Wrapped:
 
 
 class ScopeLauncher:
-    """Turns ``program args…`` into ``systemd-run --user --scope … -- program args…``.
+    """Turns ``program args…`` into an argv that runs it in a new scope: through the project's
+    launcher program ``synaps-scope-exec`` (which keeps ``argv[0]``), or ``systemd-run``.
 
     Made by :func:`launcher_for_env` after a successful probe. After that, a failure of the
     wrapped launch is an error to report, never a reason to run the command again directly: it
@@ -128,24 +136,42 @@ class ScopeLauncher:
         return self._native.slice
 
     @property
+    def wrapper(self) -> str:
+        """``"synaps-scope-exec"`` (the project's launcher program) or ``"systemd-run"``."""
+        return self._native.wrapper
+
+    @property
+    def wrapper_program(self) -> str:
+        """The absolute path of the wrapper: the first element of every wrapped argv."""
+        return os.fsdecode(self._native.wrapper_program)
+
+    @property
     def systemd_version(self) -> Optional[int]:
-        """The major version of the systemd-run in use (None when unknown)."""
+        """The major version of the systemd-run in use (None with the launcher program, or when
+        unknown)."""
         return self._native.systemd_version
 
     @property
-    def systemd_run(self) -> str:
-        """The absolute path of the systemd-run in use."""
-        return os.fsdecode(self._native.systemd_run)
+    def systemd_run(self) -> Optional[str]:
+        """The absolute path of the systemd-run in use (None with the launcher program)."""
+        path = self._native.systemd_run
+        return None if path is None else os.fsdecode(path)
 
     def wrap(
         self,
         argv: Sequence[StrOrBytesPath],
         env: Optional[Env] = None,
         cwd: Optional[StrOrBytesPath] = None,
+        *,
+        executable: Optional[StrOrBytesPath] = None,
     ) -> Wrapped:
         """Rewrites ``argv`` to run in a new scope. ``env`` (None: ``os.environ``) and ``cwd``
-        (None: this process's) are the child's: the program is resolved with them first."""
-        wrapped = self._native.wrap(_argv_bytes(argv), _env_pairs(env), _cwd_bytes(cwd))
+        (None: this process's) are the child's: the program is resolved with them first. With
+        ``executable`` (as :class:`subprocess.Popen` takes it), that program runs and ``argv[0]``
+        is only what it sees, e.g. ``-bash`` for a login shell; systemd-run cannot pass an
+        ``argv[0]``, so there the program sees its own path."""
+        program = None if executable is None else _fsencode(executable, "executable")
+        wrapped = self._native.wrap(_argv_bytes(argv), _env_pairs(env), _cwd_bytes(cwd), program)
         return Wrapped([os.fsdecode(arg) for arg in wrapped.argv], wrapped.unit)
 
     def __repr__(self) -> str:
@@ -177,10 +203,29 @@ async def launcher_for_env_async(
     *,
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
 ) -> Optional[ScopeLauncher]:
-    """:func:`launcher_for_env` on the event loop's default executor: never blocks the loop."""
+    """:func:`launcher_for_env` on a thread of its own: never blocks the loop, and never waits
+    for a pool's free worker, so every request answers within its own ``probe_timeout``."""
     loop = asyncio.get_running_loop()
-    request = functools.partial(launcher_for_env, env, kind, probe_timeout=probe_timeout)
-    return await loop.run_in_executor(None, request)
+    answer: asyncio.Future[Optional[ScopeLauncher]] = loop.create_future()
+
+    def settle(result: Optional[ScopeLauncher], error: Optional[BaseException]) -> None:
+        if answer.cancelled():
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(result)
+
+    def request() -> None:
+        try:
+            result = launcher_for_env(env, kind, probe_timeout=probe_timeout)
+        except BaseException as error:  # handed to the awaiting task, raised there
+            loop.call_soon_threadsafe(settle, None, error)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=request, name="synaps_scope probe", daemon=True).start()
+    return await answer
 
 
 def resolve_program(
@@ -259,8 +304,8 @@ class ScopeHandle:
 
 def _scoped_args(args: Any, kwargs: Dict[str, Any], launcher: Optional[ScopeLauncher]) -> Tuple[Any, Optional[str]]:
     """The args to spawn with ``launcher`` (unchanged when None), and the unit. A shell command
-    becomes ``/bin/sh -c …`` and ``executable=`` the program, which is then resolved and wrapped;
-    both keyword arguments are consumed."""
+    becomes ``/bin/sh -c …`` (``executable=`` is then the shell); otherwise ``executable=`` is the
+    program that runs with ``args[0]`` as its ``argv[0]``. Both keyword arguments are consumed."""
     if launcher is None:
         return args, None
     if kwargs.get("shell"):
@@ -270,10 +315,8 @@ def _scoped_args(args: Any, kwargs: Dict[str, Any], launcher: Optional[ScopeLaun
         kwargs["shell"] = False
     else:
         argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
-        executable = kwargs.pop("executable", None)
-        if executable is not None:
-            argv = [executable, *argv[1:]]
-    wrapped = launcher.wrap(argv, kwargs.get("env"), kwargs.get("cwd"))
+    executable = kwargs.pop("executable", None)
+    wrapped = launcher.wrap(argv, kwargs.get("env"), kwargs.get("cwd"), executable=executable)
     return wrapped.argv, wrapped.unit
 
 
@@ -355,6 +398,10 @@ def run(
     return CompletedProcess(process.args, returncode, stdout, stderr, process.scope_unit)
 
 
+#: One spawn per turn of each event loop (see :func:`create_subprocess_exec`).
+_spawn_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
 class ScopedProcess(Process):
     """An :class:`asyncio.subprocess.Process` with the scope it runs in (None: direct)."""
 
@@ -372,13 +419,19 @@ async def create_subprocess_exec(
     limit: int = 2**16,
     **kwargs: Any,
 ) -> ScopedProcess:
-    """Like :func:`asyncio.create_subprocess_exec`, in a scope. The probe runs on the loop's
-    default executor, so the event loop never blocks on it."""
+    """Like :func:`asyncio.create_subprocess_exec`, in a scope. The probe runs on a thread of its
+    own, so the event loop never blocks on it."""
     launcher = await launcher_for_env_async(kwargs.get("env"), kind, probe_timeout=probe_timeout)
     argv, unit = _scoped_args([program, *args], kwargs, launcher)
-    process = await asyncio.create_subprocess_exec(
-        *argv, stdin=stdin, stdout=stdout, stderr=stderr, limit=limit, **kwargs
-    )
+    # asyncio forks and execs on the loop's own thread. Probes that answer together would wake
+    # many launches in one turn of the loop, spawning back to back and stalling it; taking turns
+    # spreads them out, one spawn per turn.
+    turn = _spawn_turns.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+    async with turn:
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdin=stdin, stdout=stdout, stderr=stderr, limit=limit, **kwargs
+        )
+        await asyncio.sleep(0)
     # asyncio makes the Process itself and takes no class to make; ScopedProcess adds no state
     # but the unit, so the instance becomes one in place.
     process.__class__ = ScopedProcess

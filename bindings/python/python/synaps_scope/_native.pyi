@@ -3,6 +3,7 @@ from typing import List, Optional, Sequence, Tuple, final
 
 __all__ = [
     "DEFAULT_PROBE_TIMEOUT",
+    "EXEC_FAILED_STATUS",
     "ScopeHandle",
     "ScopeLauncher",
     "Wrapped",
@@ -12,6 +13,7 @@ __all__ = [
 ]
 
 DEFAULT_PROBE_TIMEOUT: float
+EXEC_FAILED_STATUS: int
 __version__: str
 
 _Env = Sequence[Tuple[bytes, bytes]]
@@ -25,8 +27,14 @@ class ScopeLauncher:
     @property
     def systemd_version(self) -> Optional[int]: ...
     @property
-    def systemd_run(self) -> bytes: ...
-    def wrap(self, argv: Sequence[bytes], env: _Env, cwd: Optional[bytes] = None) -> Wrapped: ...
+    def systemd_run(self) -> Optional[bytes]: ...
+    @property
+    def wrapper(self) -> str: ...
+    @property
+    def wrapper_program(self) -> bytes: ...
+    def wrap(
+        self, argv: Sequence[bytes], env: _Env, cwd: Optional[bytes] = None, program: Optional[bytes] = None
+    ) -> Wrapped: ...
 
 @final
 class Wrapped:

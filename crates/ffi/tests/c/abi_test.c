@@ -171,8 +171,14 @@ static int scenario_abi_version(void) {
 static int scenario_scoped_spawn(void) {
     scope_launcher *launcher = must_launcher(NULL);
     const char *expected = getenv("SYNAPS_RIG_SYSTEMD_VERSION");
-    CHECK(expected && scope_launcher_systemd_version(launcher) == (uint32_t)atoi(expected), "version %u",
-          scope_launcher_systemd_version(launcher));
+    const char *asked = getenv("SYNAPS_SCOPE_LAUNCHER");
+    scope_wrapper wrapper = scope_launcher_wrapper(launcher);
+    CHECK(wrapper == SCOPE_WRAPPER_EXEC || wrapper == SCOPE_WRAPPER_SYSTEMD_RUN, "wrapper %u", wrapper);
+    if (asked && strcmp(asked, "synaps-scope-exec") == 0) CHECK(wrapper == SCOPE_WRAPPER_EXEC, "the launcher program");
+    if (asked && strcmp(asked, "systemd-run") == 0) CHECK(wrapper == SCOPE_WRAPPER_SYSTEMD_RUN, "systemd-run");
+    uint32_t version = scope_launcher_systemd_version(launcher);
+    CHECK(wrapper == SCOPE_WRAPPER_EXEC ? version == 0 : expected && version == (uint32_t)atoi(expected), "version %u",
+          version);
     CHECK(scope_launcher_kind(launcher) == SCOPE_KIND_TOOL, "kind");
     CHECK(scope_launcher_slice(launcher) == NULL, "no slice configured");
 
@@ -189,6 +195,31 @@ static int scenario_scoped_spawn(void) {
     char pid_line[32];
     snprintf(pid_line, sizeof pid_line, "\n%d\n", (int)pid);
     CHECK(strstr(text, pid_line) != NULL, "the spawned pid %d is the command's pid: %s", (int)pid, text);
+    free(text);
+    free(report);
+    scope_argv_free(wrapped);
+    scope_launcher_free(launcher);
+    return 0;
+}
+
+/* A login shell: the program is /bin/sh, its argv[0] is "-sh" (scope_wrap_program, like execv). */
+static int scenario_login_shell(void) {
+    scope_launcher *launcher = must_launcher(NULL);
+    char *report = scratch_path("argv0");
+    char script[512];
+    /* Without arguments after the script, sh -c sets $0 to its own argv[0]. */
+    snprintf(script, sizeof script, "printf '%%s' \"$0\" > '%s'", report);
+    const char *argv[] = {"-sh", "-c", script, NULL};
+    scope_argv *wrapped = NULL;
+    CHECK(scope_wrap_program(launcher, "sh", argv, NULL, NULL, &wrapped) == SCOPE_RESULT_OK, "wrap: %s",
+          scope_last_error());
+    CHECK(scope_argv_unit(wrapped) != NULL, "wrapped");
+    pid_t pid = spawn(scope_argv_ptr(wrapped), 0);
+    CHECK(wait_exit(pid) == 0, "the scoped login shell failed");
+    char *text = read_file(report, NULL);
+    const char *want = scope_launcher_wrapper(launcher) == SCOPE_WRAPPER_EXEC ? "-sh" : NULL;
+    if (want) CHECK(strcmp(text, want) == 0, "argv[0] is %s", text);
+    else CHECK(text[0] == '/', "systemd-run passes the program's path as argv[0]: %s", text);
     free(text);
     free(report);
     scope_argv_free(wrapped);
@@ -488,6 +519,85 @@ static int scenario_threads(void) {
     return 0;
 }
 
+/* 64 requests at once against a stopped manager (the test stops it): each answers within its own
+ * bound + 100 ms, from 64 threads and from 64 async requests. */
+#define STOPPED_REQUESTS 64
+#define STOPPED_BOUND_MS 500
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+struct stopped_job {
+    double took_ms;
+    scope_result result;
+    int direct;
+};
+
+static void *stopped_request(void *arg) {
+    struct stopped_job *job = arg;
+    double started = now_ms();
+    scope_launcher *launcher = NULL;
+    job->result = scope_launcher_for_env_timeout(NULL, SCOPE_KIND_TOOL, STOPPED_BOUND_MS, &launcher);
+    job->took_ms = now_ms() - started;
+    job->direct = launcher == NULL;
+    scope_launcher_free(launcher);
+    return NULL;
+}
+
+struct async_requests {
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    int answered;
+    double started;
+    double took_ms[STOPPED_REQUESTS];
+    int direct[STOPPED_REQUESTS];
+};
+
+static void async_ready(void *userdata, scope_result result, scope_launcher *launcher, const char *error) {
+    struct async_requests *all = userdata;
+    (void)error;
+    pthread_mutex_lock(&all->lock);
+    int i = all->answered++;
+    all->took_ms[i] = now_ms() - all->started;
+    all->direct[i] = result == SCOPE_RESULT_OK && launcher == NULL;
+    pthread_cond_signal(&all->done);
+    pthread_mutex_unlock(&all->lock);
+    scope_launcher_free(launcher);
+}
+
+static int scenario_stopped_manager_requests(void) {
+    static struct stopped_job jobs[STOPPED_REQUESTS];
+    pthread_t threads[STOPPED_REQUESTS];
+    for (int i = 0; i < STOPPED_REQUESTS; i++)
+        CHECK(pthread_create(&threads[i], NULL, stopped_request, &jobs[i]) == 0, "pthread_create");
+    for (int i = 0; i < STOPPED_REQUESTS; i++) CHECK(pthread_join(threads[i], NULL) == 0, "pthread_join");
+    for (int i = 0; i < STOPPED_REQUESTS; i++) {
+        CHECK(jobs[i].result == SCOPE_RESULT_OK && jobs[i].direct, "thread %d: result %d", i, (int)jobs[i].result);
+        CHECK(jobs[i].took_ms < STOPPED_BOUND_MS + 100, "thread %d answered after %.0f ms", i, jobs[i].took_ms);
+    }
+
+    static struct async_requests all = {.lock = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+    all.started = now_ms();
+    for (int i = 0; i < STOPPED_REQUESTS; i++)
+        CHECK(scope_launcher_for_env_async(NULL, SCOPE_KIND_TOOL, STOPPED_BOUND_MS, async_ready, &all) == SCOPE_RESULT_OK,
+              "async request %d: %s", i, scope_last_error());
+    pthread_mutex_lock(&all.lock);
+    while (all.answered < STOPPED_REQUESTS) pthread_cond_wait(&all.done, &all.lock);
+    pthread_mutex_unlock(&all.lock);
+    for (int i = 0; i < STOPPED_REQUESTS; i++) {
+        CHECK(all.direct[i], "async answer %d is not a direct launch", i);
+        CHECK(all.took_ms[i] < STOPPED_BOUND_MS + 100, "async answer %d came after %.0f ms", i, all.took_ms[i]);
+    }
+    CHECK(scope_launcher_for_env_async(NULL, SCOPE_KIND_TOOL, STOPPED_BOUND_MS, NULL, NULL) == SCOPE_RESULT_NULL_PARAMETER,
+          "a NULL callback is refused");
+    /* The detached request threads may still be unwinding: let them finish before exit. */
+    nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000}, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static const struct {
         const char *name;
@@ -498,6 +608,7 @@ int main(int argc, char **argv) {
         {"refused_slice", scenario_refused_slice},   {"default_log_stderr", scenario_default_log_stderr},
         {"required", scenario_required},             {"scope_kill", scenario_scope_kill},
         {"bad_input", scenario_bad_input},           {"threads", scenario_threads},
+        {"login_shell", scenario_login_shell},       {"stopped_manager_requests", scenario_stopped_manager_requests},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);

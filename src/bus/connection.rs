@@ -1,0 +1,542 @@
+//! One connection to the user manager, every step (connect, auth, each call, each wait) under a
+//! single deadline with `poll`, so a stopped or dead manager costs a request its bound and no more.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fmt;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+use rustix::net::{
+    self, AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+};
+
+use super::address::{self, Address};
+use super::wire::{self, Call, Kind, Message};
+use crate::env::lookup_non_empty;
+
+/// The manager's well-known name, object and interface.
+pub(crate) const SYSTEMD: &str = "org.freedesktop.systemd1";
+pub(crate) const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
+pub(crate) const MANAGER: &str = "org.freedesktop.systemd1.Manager";
+const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
+/// `JobRemoved` signals kept while waiting for a reply (every job's, on the private socket).
+const MAX_KEPT_SIGNALS: usize = 4096;
+
+/// What became of a bus conversation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum BusError {
+    /// No connection could be made (no socket, refused, not ours).
+    Connect(String),
+    /// The deadline passed during `phase`.
+    TimedOut {
+        phase: &'static str,
+        after: Duration,
+    },
+    /// The connection broke, or the peer spoke something other than D-Bus.
+    Broken(String),
+    /// The manager answered with an error.
+    Refused { name: String, message: String },
+}
+
+impl fmt::Display for BusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BusError::Connect(why) => write!(f, "could not connect to the user manager: {why}"),
+            BusError::TimedOut { phase, after } => write!(
+                f,
+                "the user manager did not answer ({phase}): timed out after {} ms",
+                after.as_millis()
+            ),
+            BusError::Broken(why) => write!(f, "the connection to the user manager broke: {why}"),
+            BusError::Refused { name, message } => write!(f, "{message} ({name})"),
+        }
+    }
+}
+
+/// How the manager is reached, as systemd-run reaches it: the private socket
+/// `$XDG_RUNTIME_DIR/systemd/private` when `XDG_RUNTIME_DIR` is set, else the session bus. Up to
+/// systemd 256, systemd-run also falls back to the session bus when the private socket cannot be
+/// connected; from 257 it does not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Route {
+    private: Option<OsString>,
+    session: Option<Vec<u8>>,
+    fallback: bool,
+}
+
+/// Whether a route may fall back from the private socket to the session bus.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fallback {
+    /// systemd-run up to 256: any failure to connect the private socket tries the session bus.
+    UpTo256,
+    /// systemd-run 257 and later, and the launcher program: the session bus only without
+    /// `XDG_RUNTIME_DIR`.
+    Since257,
+}
+
+impl Fallback {
+    /// The policy of a systemd-run of this major version (unknown counts as the newest).
+    pub(crate) fn of_systemd_run(version: Option<u32>) -> Self {
+        match version {
+            Some(v) if v < 257 => Fallback::UpTo256,
+            _ => Fallback::Since257,
+        }
+    }
+}
+
+impl Route {
+    /// The route for the effective environment `env`.
+    pub(crate) fn from_env(env: &[(OsString, OsString)], fallback: Fallback) -> Self {
+        let runtime = lookup_non_empty(env, "XDG_RUNTIME_DIR");
+        let private = runtime.map(|dir| {
+            let mut path = dir.to_owned();
+            path.push("/systemd/private");
+            path
+        });
+        let session = match lookup_non_empty(env, "DBUS_SESSION_BUS_ADDRESS") {
+            Some(address) => Some(address.as_bytes().to_vec()),
+            None if fallback == Fallback::UpTo256 => runtime.map(|dir| {
+                let mut address = b"unix:path=".to_vec();
+                address.extend(escape_address_value(dir.as_bytes()));
+                address.extend_from_slice(b"/bus");
+                address
+            }),
+            None => None,
+        };
+        Route {
+            private,
+            session,
+            fallback: fallback == Fallback::UpTo256,
+        }
+    }
+
+    /// Whether any way to the manager is configured at all (R7's cheap negative).
+    pub(crate) fn is_configured(&self) -> bool {
+        self.private.is_some() || self.session.is_some()
+    }
+}
+
+/// `%xx`-escapes the bytes an address value may not hold as they are.
+fn escape_address_value(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len());
+    for &b in value {
+        if b.is_ascii_alphanumeric() || b"-_/.\\*".contains(&b) {
+            out.push(b);
+        } else {
+            out.extend_from_slice(format!("%{b:02x}").as_bytes());
+        }
+    }
+    out
+}
+
+/// An authenticated connection to the manager.
+pub(crate) struct Connection {
+    fd: OwnedFd,
+    buf: Vec<u8>,
+    serial: u32,
+    started: Instant,
+    deadline: Instant,
+    /// Through a bus broker (the session bus) rather than the manager's private socket.
+    pub(crate) via_broker: bool,
+    /// Signals that arrived while waiting for a reply, kept for a later wait.
+    signals: VecDeque<Message>,
+    /// Whether `JobRemoved` signals are kept; when not, every signal is skipped unparsed (the
+    /// private socket carries every unit change of the session to every connection).
+    keeps_signals: bool,
+}
+
+impl Connection {
+    /// Connects along `route` and authenticates, by `deadline`.
+    pub(crate) fn open(route: &Route, deadline: Instant) -> Result<Self, BusError> {
+        let started = Instant::now();
+        let via_private = match &route.private {
+            Some(path) => match connect_one(&Address::Path(path.clone())) {
+                Ok(fd) => Some(fd),
+                Err(why) if route.fallback && route.session.is_some() => {
+                    tracing::debug!(target: crate::diag::TARGET, "private socket: {why}; trying the session bus");
+                    None
+                }
+                Err(why) => {
+                    return Err(BusError::Connect(format!(
+                        "{}: {why}",
+                        String::from_utf8_lossy(path.as_bytes())
+                    )))
+                }
+            },
+            None => None,
+        };
+        let (fd, via_broker) = match via_private {
+            Some(fd) => (fd, false),
+            None => {
+                let list = route
+                    .session
+                    .as_deref()
+                    .ok_or_else(|| BusError::Connect("no bus address".to_owned()))?;
+                let addresses = address::parse(list).map_err(BusError::Connect)?;
+                let mut last = String::new();
+                let mut found = None;
+                for address in &addresses {
+                    match connect_one(address) {
+                        Ok(fd) => {
+                            found = Some(fd);
+                            break;
+                        }
+                        Err(why) => last = why,
+                    }
+                }
+                let fd = found.ok_or_else(|| {
+                    BusError::Connect(format!(
+                        "session bus {}: {last}",
+                        String::from_utf8_lossy(list)
+                    ))
+                })?;
+                (fd, true)
+            }
+        };
+        let mut connection = Connection {
+            fd,
+            buf: Vec::with_capacity(4096),
+            serial: 0,
+            started,
+            deadline,
+            via_broker,
+            signals: VecDeque::new(),
+            keeps_signals: true,
+        };
+        connection.authenticate()?;
+        if via_broker {
+            connection.call_raw(
+                Call::new(),
+                Some("org.freedesktop.DBus"),
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "Hello",
+            )?;
+        }
+        Ok(connection)
+    }
+
+    /// Starts a new conversation on this connection, bounded by `deadline`.
+    pub(crate) fn renew(&mut self, deadline: Instant) {
+        self.started = Instant::now();
+        self.deadline = deadline;
+        self.signals.clear();
+    }
+
+    /// Skips signals unparsed from now on: for conversations that wait for no job.
+    pub(crate) fn ignore_signals(&mut self) {
+        self.keeps_signals = false;
+        self.signals.clear();
+    }
+
+    fn timed_out(&self, phase: &'static str) -> BusError {
+        BusError::TimedOut {
+            phase,
+            after: self.started.elapsed(),
+        }
+    }
+
+    /// Waits until the socket is ready for `flags`, or the deadline.
+    fn wait(&self, flags: PollFlags, phase: &'static str) -> Result<(), BusError> {
+        loop {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(self.timed_out(phase));
+            }
+            let timeout = Timespec::try_from(left).unwrap_or(Timespec {
+                tv_sec: i64::MAX,
+                tv_nsec: 0,
+            });
+            let mut fds = [PollFd::new(&self.fd, flags)];
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(0) | Err(Errno::INTR) => continue,
+                Ok(_) => return Ok(()),
+                Err(e) => return Err(BusError::Broken(e.to_string())),
+            }
+        }
+    }
+
+    fn send_all(&self, mut bytes: &[u8], phase: &'static str) -> Result<(), BusError> {
+        while !bytes.is_empty() {
+            match net::send(&self.fd, bytes, SendFlags::NOSIGNAL) {
+                Ok(n) => bytes = &bytes[n..],
+                Err(Errno::AGAIN) => self.wait(PollFlags::OUT, phase)?,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(BusError::Broken(e.to_string())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads more bytes into the buffer.
+    fn fill(&mut self, phase: &'static str) -> Result<(), BusError> {
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            match net::recv(&self.fd, &mut chunk[..], RecvFlags::DONTWAIT) {
+                Ok((0, _)) => {
+                    return Err(BusError::Broken("the manager closed the connection".into()))
+                }
+                Ok((n, _)) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return Ok(());
+                }
+                Err(Errno::AGAIN) => self.wait(PollFlags::IN, phase)?,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(BusError::Broken(e.to_string())),
+            }
+        }
+    }
+
+    /// SASL EXTERNAL with our uid, as sd-bus does it: the auth lines and BEGIN in one write, and
+    /// the first message only once the server said OK.
+    fn authenticate(&mut self) -> Result<(), BusError> {
+        let uid = rustix::process::geteuid().as_raw().to_string();
+        let hex: String = uid.bytes().map(|b| format!("{b:02x}")).collect();
+        self.send_all(
+            format!("\0AUTH EXTERNAL {hex}\r\nBEGIN\r\n").as_bytes(),
+            "authentication",
+        )?;
+        loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = self.buf.drain(..end + 2).collect::<Vec<u8>>();
+                return if line.starts_with(b"OK ") {
+                    Ok(())
+                } else {
+                    Err(BusError::Broken(format!(
+                        "authentication refused: {}",
+                        String::from_utf8_lossy(&line).trim_end()
+                    )))
+                };
+            }
+            if self.buf.len() > 4096 {
+                return Err(BusError::Broken("no authentication reply".into()));
+            }
+            self.fill("authentication")?;
+        }
+    }
+
+    /// The next whole message.
+    fn read_message(&mut self, phase: &'static str) -> Result<Message, BusError> {
+        loop {
+            let len = wire::message_len(&self.buf).map_err(|e| BusError::Broken(e.to_string()))?;
+            if let Some(len) = len.filter(|&len| self.buf.len() >= len) {
+                if !self.keeps_signals && wire::is_signal(&self.buf) {
+                    self.buf.drain(..len);
+                    continue;
+                }
+                let message = wire::parse(&self.buf[..len]);
+                self.buf.drain(..len);
+                return message.map_err(|e| BusError::Broken(e.to_string()));
+            }
+            self.fill(phase)?;
+        }
+    }
+
+    /// Sends a call and returns its serial, without waiting for the reply.
+    pub(crate) fn send(
+        &mut self,
+        call: Call,
+        destination: Option<&str>,
+        path: &str,
+        interface: &str,
+        member: &str,
+    ) -> Result<u32, BusError> {
+        self.serial += 1;
+        let bytes = call.finish(self.serial, destination, path, interface, member);
+        self.send_all(&bytes, "sending a call")?;
+        Ok(self.serial)
+    }
+
+    /// The reply to the call with `serial`; signals that come first are kept for
+    /// [`Connection::wait_for_signal`].
+    pub(crate) fn reply(&mut self, serial: u32) -> Result<Message, BusError> {
+        loop {
+            let message = self.read_message("waiting for a reply")?;
+            match message.kind {
+                Kind::Return | Kind::Error if message.reply_serial == Some(serial) => {
+                    return if message.kind == Kind::Return {
+                        Ok(message)
+                    } else {
+                        Err(BusError::Refused {
+                            name: message.error_name.clone().unwrap_or_default(),
+                            message: message.first_str().unwrap_or_default().to_owned(),
+                        })
+                    };
+                }
+                Kind::Signal
+                    if message.member.as_deref() == Some("JobRemoved")
+                        && self.signals.len() < MAX_KEPT_SIGNALS =>
+                {
+                    self.signals.push_back(message);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn call_raw(
+        &mut self,
+        call: Call,
+        destination: Option<&str>,
+        path: &str,
+        interface: &str,
+        member: &str,
+    ) -> Result<Message, BusError> {
+        let serial = self.send(call, destination, path, interface, member)?;
+        self.reply(serial)
+    }
+
+    /// A call to the manager object.
+    pub(crate) fn call_manager(&mut self, member: &str, call: Call) -> Result<Message, BusError> {
+        let serial = self.send_manager(member, call)?;
+        self.reply(serial)
+    }
+
+    /// Sends a call to the manager object; the answer comes with [`Connection::reply`], in the
+    /// order the calls were sent.
+    pub(crate) fn send_manager(&mut self, member: &str, call: Call) -> Result<u32, BusError> {
+        self.send(call, Some(SYSTEMD), MANAGER_PATH, MANAGER, member)
+    }
+
+    /// `org.freedesktop.DBus.Peer.Ping` to the manager: answered by its own event loop, so a reply
+    /// means a running manager.
+    pub(crate) fn ping(&mut self) -> Result<(), BusError> {
+        let serial = self.send(
+            Call::new(),
+            Some(SYSTEMD),
+            MANAGER_PATH,
+            "org.freedesktop.DBus.Peer",
+            "Ping",
+        )?;
+        self.reply(serial).map(drop)
+    }
+
+    /// Sends `Properties.Get(interface, property)` on `path`; the answer comes with
+    /// [`Connection::reply`].
+    pub(crate) fn send_get(
+        &mut self,
+        path: &str,
+        interface: &str,
+        property: &str,
+    ) -> Result<u32, BusError> {
+        let call = Call::new().string(interface).string(property);
+        self.send(call, Some(SYSTEMD), path, PROPERTIES, "Get")
+    }
+
+    /// Asks the broker to route the manager's `JobRemoved` signals to us (needed on the session
+    /// bus only; the private socket gets every signal).
+    pub(crate) fn subscribe_job_removed(&mut self) -> Result<(), BusError> {
+        if self.via_broker {
+            let rule = format!(
+                "type='signal',sender='{SYSTEMD}',path='{MANAGER_PATH}',interface='{MANAGER}',member='JobRemoved'"
+            );
+            self.call_raw(
+                Call::new().string(&rule),
+                Some("org.freedesktop.DBus"),
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "AddMatch",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the manager's `JobRemoved` for `job` and returns its result (`done`, `failed`…).
+    pub(crate) fn wait_for_job(&mut self, job: &str) -> Result<String, BusError> {
+        let is_ours = |m: &Message| {
+            m.kind == Kind::Signal
+                && m.member.as_deref() == Some("JobRemoved")
+                && m.body.get(1).and_then(|v| v.as_str()) == Some(job)
+        };
+        let result = |m: &Message| {
+            m.body
+                .get(3)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_owned()
+        };
+        if let Some(found) = self.signals.iter().find(|m| is_ours(m)) {
+            return Ok(result(found));
+        }
+        loop {
+            let message = self.read_message("waiting for the scope's job")?;
+            if is_ours(&message) {
+                return Ok(result(&message));
+            }
+        }
+    }
+}
+
+/// A non-blocking, close-on-exec stream socket connected to `address`, checked to belong to us
+/// or root (as systemd-run checks).
+fn connect_one(address: &Address) -> Result<OwnedFd, String> {
+    let addr = match address {
+        Address::Path(path) => SocketAddrUnix::new(path.as_os_str()),
+        Address::Abstract(name) => SocketAddrUnix::new_abstract_name(name),
+    }
+    .map_err(|e| format!("unusable address: {e}"))?;
+    let fd = net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )
+    .map_err(|e| e.to_string())?;
+    net::connect(&fd, &addr).map_err(|e| std::io::Error::from(e).to_string())?;
+    let peer = net::sockopt::socket_peercred(&fd).map_err(|e| e.to_string())?;
+    let me = rustix::process::geteuid();
+    if !peer.uid.is_root() && peer.uid != me {
+        return Err(format!(
+            "the socket belongs to uid {}, not to us",
+            peer.uid.as_raw()
+        ));
+    }
+    Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
+    }
+
+    #[test]
+    fn routes_follow_systemd_run_of_each_era() {
+        let both = env(&[
+            ("XDG_RUNTIME_DIR", "/run/user/7"),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/x"),
+        ]);
+        let old = Route::from_env(&both, Fallback::UpTo256);
+        assert_eq!(
+            old.private.as_deref(),
+            Some("/run/user/7/systemd/private".as_ref())
+        );
+        assert_eq!(old.session.as_deref(), Some(&b"unix:path=/x"[..]));
+        assert!(old.fallback);
+        assert!(!Route::from_env(&both, Fallback::Since257).fallback);
+
+        let runtime_only = env(&[("XDG_RUNTIME_DIR", "/run/user/7 x")]);
+        assert_eq!(
+            Route::from_env(&runtime_only, Fallback::UpTo256)
+                .session
+                .as_deref(),
+            Some(&b"unix:path=/run/user/7%20x/bus"[..])
+        );
+        assert_eq!(
+            Route::from_env(&runtime_only, Fallback::Since257).session,
+            None
+        );
+
+        let none = env(&[("XDG_RUNTIME_DIR", "")]);
+        assert!(!Route::from_env(&none, Fallback::UpTo256).is_configured());
+    }
+}
