@@ -95,6 +95,46 @@ impl LauncherChoice {
 }
 
 const LAUNCHER_VALUES: &str = "auto, synaps-scope-exec, systemd-run";
+const MODE_VALUES: &str = "on, off, required";
+
+/// The setting an environment variable gives, if it is set; a value `parse` refuses is warned
+/// about once (naming the values allowed) and ignored.
+fn env_setting<T>(
+    env: &[(OsString, OsString)],
+    var: &'static str,
+    parse: fn(&str) -> Option<T>,
+    allowed: &str,
+) -> Option<Setting<T>> {
+    let raw = lookup(env, var)?.to_string_lossy();
+    let value = parse(raw.trim());
+    if value.is_none() {
+        warn_once(format!(
+            "{var}={raw:?} is not one of {allowed}; ignoring it"
+        ));
+    }
+    value.map(|value| Setting {
+        value,
+        origin: Origin::Environment(var),
+    })
+}
+
+/// The setting a config file line gives; a value `parse` refuses is warned about once, naming
+/// file and line, and ignored.
+fn file_setting<T>(
+    entry: &Entry,
+    origin: Origin,
+    parse: fn(&str) -> Option<T>,
+    allowed: &str,
+) -> Option<Setting<T>> {
+    let value = parse(&entry.value);
+    if value.is_none() {
+        warn_once(format!(
+            "{origin}: {} = {:?} is not one of {allowed}; ignoring it",
+            entry.key, entry.value
+        ));
+    }
+    value.map(|value| Setting { value, origin })
+}
 
 /// Where a setting's value came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,33 +230,12 @@ impl Config {
                 config.apply_file(path, &text);
             }
         }
-        if let Some(raw) = lookup(env, SWITCH_VAR) {
-            let raw = raw.to_string_lossy();
-            match Mode::parse(raw.trim()) {
-                Some(mode) => {
-                    config.mode = Setting {
-                        value: mode,
-                        origin: Origin::Environment(SWITCH_VAR),
-                    }
-                }
-                None => warn_once(format!(
-                    "{SWITCH_VAR}={raw:?} is not one of on, off, required; ignoring it"
-                )),
-            }
+        if let Some(mode) = env_setting(env, SWITCH_VAR, Mode::parse, MODE_VALUES) {
+            config.mode = mode;
         }
-        if let Some(raw) = lookup(env, LAUNCHER_VAR) {
-            let raw = raw.to_string_lossy();
-            match LauncherChoice::parse(raw.trim()) {
-                Some(choice) => {
-                    config.launcher = Setting {
-                        value: choice,
-                        origin: Origin::Environment(LAUNCHER_VAR),
-                    }
-                }
-                None => warn_once(format!(
-                    "{LAUNCHER_VAR}={raw:?} is not one of {LAUNCHER_VALUES}; ignoring it"
-                )),
-            }
+        if let Some(choice) = env_setting(env, LAUNCHER_VAR, LauncherChoice::parse, LAUNCHER_VALUES)
+        {
+            config.launcher = choice;
         }
         config
     }
@@ -265,20 +284,17 @@ impl Config {
             };
             let slice = || Some(entry.value.clone()).filter(|v| !v.is_empty());
             match entry.key.as_str() {
-                SWITCH_KEY => match Mode::parse(&entry.value) {
-                    Some(value) => self.mode = Setting { value, origin },
-                    None => warn_once(format!(
-                        "{origin}: {SWITCH_KEY} = {:?} is not one of on, off, required; ignoring it",
-                        entry.value
-                    )),
-                },
-                LAUNCHER_KEY => match LauncherChoice::parse(&entry.value) {
-                    Some(value) => self.launcher = Setting { value, origin },
-                    None => warn_once(format!(
-                        "{origin}: {LAUNCHER_KEY} = {:?} is not one of {LAUNCHER_VALUES}; ignoring it",
-                        entry.value
-                    )),
-                },
+                SWITCH_KEY => {
+                    if let Some(mode) = file_setting(&entry, origin, Mode::parse, MODE_VALUES) {
+                        self.mode = mode;
+                    }
+                }
+                LAUNCHER_KEY => {
+                    let parse = LauncherChoice::parse;
+                    if let Some(choice) = file_setting(&entry, origin, parse, LAUNCHER_VALUES) {
+                        self.launcher = choice;
+                    }
+                }
                 key => {
                     if let Some(kind) = ScopeKind::ALL.into_iter().find(|k| k.slice_key() == key) {
                         *self.slice_setting_mut(kind) = Setting {

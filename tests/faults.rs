@@ -141,6 +141,8 @@ fn a_manager_killed_mid_probe_means_direct_at_once() {
         (decision, capture.warnings())
     });
     std::thread::sleep(Duration::from_millis(300));
+    // Killed while still stopped: resumed first, it could answer the probe in the moment between.
+    signal(manager.pid(), Signal::KILL);
     manager.kill();
     let (decision, warnings) = probing.join().unwrap();
     let elapsed = started.elapsed();

@@ -22,19 +22,7 @@ const THREADS: usize = 32;
 static ONE_LOAD_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn synaps_units(env: &[(OsString, OsString)]) -> usize {
-    let mut cmd = std::process::Command::new("systemctl");
-    cmd.args([
-        "--user",
-        "list-units",
-        "--all",
-        "--plain",
-        "--no-legend",
-        "synaps-*",
-    ]);
-    synaps_scope::set_env(&mut cmd, env);
-    let out = cmd.output().unwrap();
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout)
+    common::list_units(env, &["synaps-*"])
         .lines()
         .filter(|l| !l.trim().is_empty())
         .count()

@@ -101,17 +101,7 @@ fn probe_verdict(env: &[(OsString, OsString)], slice: Option<&str>, wrapper: &st
 }
 
 fn scopes(env: &[(OsString, OsString)]) -> String {
-    let mut cmd = Command::new("systemctl");
-    cmd.args([
-        "--user",
-        "list-units",
-        "--all",
-        "--plain",
-        "--no-legend",
-        "--type=scope",
-    ]);
-    synaps_scope::set_env(&mut cmd, env);
-    String::from_utf8(cmd.output().unwrap().stdout).unwrap()
+    common::list_units(env, &["--type=scope"])
 }
 
 /// Every verdict for one case; `expected` is what systemd-run says.

@@ -209,13 +209,7 @@ impl Connection {
         };
         connection.authenticate()?;
         if via_broker {
-            connection.call_raw(
-                Call::new(),
-                Some("org.freedesktop.DBus"),
-                "/org/freedesktop/DBus",
-                "org.freedesktop.DBus",
-                "Hello",
-            )?;
+            connection.call_broker("Hello", Call::new())?;
         }
         Ok(connection)
     }
@@ -378,15 +372,10 @@ impl Connection {
         }
     }
 
-    fn call_raw(
-        &mut self,
-        call: Call,
-        destination: Option<&str>,
-        path: &str,
-        interface: &str,
-        member: &str,
-    ) -> Result<Message, BusError> {
-        let serial = self.send(call, destination, path, interface, member)?;
+    /// A call to the bus broker itself.
+    fn call_broker(&mut self, member: &str, call: Call) -> Result<Message, BusError> {
+        const BROKER: &str = "org.freedesktop.DBus";
+        let serial = self.send(call, Some(BROKER), "/org/freedesktop/DBus", BROKER, member)?;
         self.reply(serial)
     }
 
@@ -434,13 +423,7 @@ impl Connection {
             let rule = format!(
                 "type='signal',sender='{SYSTEMD}',path='{MANAGER_PATH}',interface='{MANAGER}',member='JobRemoved'"
             );
-            self.call_raw(
-                Call::new().string(&rule),
-                Some("org.freedesktop.DBus"),
-                "/org/freedesktop/DBus",
-                "org.freedesktop.DBus",
-                "AddMatch",
-            )?;
+            self.call_broker("AddMatch", Call::new().string(&rule))?;
         }
         Ok(())
     }

@@ -462,3 +462,14 @@ pub fn assert_wrapper_under_test(launcher: &synaps_scope::ScopeLauncher) {
         assert_eq!(launcher.wrapper().name(), asked, "the wrapper under test");
     }
 }
+
+/// `systemctl --user list-units --all --plain --no-legend ARGS` with `env`: one unit per line.
+pub fn list_units(env: &[(OsString, OsString)], args: &[&str]) -> String {
+    let mut cmd = Command::new("systemctl");
+    cmd.args(["--user", "list-units", "--all", "--plain", "--no-legend"])
+        .args(args);
+    set_env(&mut cmd, env);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "systemctl list-units: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
