@@ -91,5 +91,5 @@ pub mod __fuzz {
 /// What the launcher program (`synaps-scope-exec`) uses; not part of the supported API.
 #[doc(hidden)]
 pub mod __exec {
-    pub use crate::own_scope::{make_own_scope, ScopeRequest};
+    pub use crate::own_scope::{make_own_scope, NotMade, ScopeRequest};
 }

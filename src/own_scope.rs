@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::time::Instant;
 
 use crate::bus::wire::{Call, Property};
-use crate::bus::{Connection, Fallback, Route};
+use crate::bus::{BusError, Connection, Fallback, Route};
 
 /// One scope to make for the calling process.
 #[derive(Clone, Debug)]
@@ -19,23 +19,48 @@ pub struct ScopeRequest<'a> {
     pub description: &'a str,
 }
 
+/// Why the scope was not made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotMade {
+    /// In words for the person reading the command's stderr.
+    pub why: String,
+    /// The request reached the manager and got no answer by the deadline: the manager may still
+    /// make the scope, with this process in it, when it gets to it.
+    pub may_yet_be_made: bool,
+}
+
+impl NotMade {
+    fn before_sending(why: impl Into<String>) -> Self {
+        NotMade {
+            why: why.into(),
+            may_yet_be_made: false,
+        }
+    }
+
+    fn after_sending(error: BusError) -> Self {
+        NotMade {
+            may_yet_be_made: !matches!(error, BusError::Refused { .. }),
+            why: error.to_string(),
+        }
+    }
+}
+
 /// Makes the scope for the calling process by `deadline`, reaching the manager as
-/// `env` says (the launcher program's own environment, which is the command's). Err says why, in
-/// words for the person reading the command's stderr.
+/// `env` says (the launcher program's own environment, which is the command's).
 pub fn make_own_scope(
     env: &[(OsString, OsString)],
     request: &ScopeRequest<'_>,
     deadline: Instant,
-) -> Result<(), String> {
+) -> Result<(), NotMade> {
     let route = Route::from_env(env, Fallback::Since257);
     if !route.is_configured() {
-        return Err(
-            "no user manager to reach: neither XDG_RUNTIME_DIR nor DBUS_SESSION_BUS_ADDRESS is set"
-                .to_owned(),
-        );
+        return Err(NotMade::before_sending(
+            "no user manager to reach: neither XDG_RUNTIME_DIR nor DBUS_SESSION_BUS_ADDRESS is set",
+        ));
     }
-    let mut bus = Connection::open(&route, deadline).map_err(|e| e.to_string())?;
-    bus.subscribe_job_removed().map_err(|e| e.to_string())?;
+    let before = |e: BusError| NotMade::before_sending(e.to_string());
+    let mut bus = Connection::open(&route, deadline).map_err(before)?;
+    bus.subscribe_job_removed().map_err(before)?;
     let pid = [std::process::id()];
     let mut properties = vec![
         ("Description", Property::Str(request.description)),
@@ -55,16 +80,20 @@ pub fn make_own_scope(
         .no_aux_units();
     let reply = bus
         .call_manager("StartTransientUnit", call)
-        .map_err(|e| format!("Failed to start transient scope unit: {e}"))?;
+        .map_err(NotMade::after_sending)?;
     let job = reply
         .first_str()
-        .ok_or("StartTransientUnit gave no job path")?
+        .ok_or_else(|| NotMade::before_sending("StartTransientUnit gave no job path"))?
         .to_owned();
-    match bus.wait_for_job(&job).map_err(|e| e.to_string())?.as_str() {
+    match bus
+        .wait_for_job(&job)
+        .map_err(NotMade::after_sending)?
+        .as_str()
+    {
         "done" => Ok(()),
-        result => Err(format!(
+        result => Err(NotMade::before_sending(format!(
             "the start job of {} finished with result '{result}'",
             request.unit
-        )),
+        ))),
     }
 }

@@ -10,7 +10,8 @@
 //! for byte: same pid, process group, session, environment, fds, stdio, signal mask and
 //! dispositions. If the scope cannot be made by the deadline, the command has not run: with
 //! `--required` it exits 125 with the reason on stderr; otherwise it says why on stderr and runs
-//! the command without a scope.
+//! the command without a scope (or, when the request reached a manager that had not answered by
+//! the deadline, before the scope was confirmed: the manager may still move it there).
 #![no_main]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -77,7 +78,8 @@ fn run() -> i32 {
         slice: args.slice.as_deref(),
         description: &args.description,
     };
-    if let Err(why) = make_own_scope(&env, &request, deadline) {
+    if let Err(not_made) = make_own_scope(&env, &request, deadline) {
+        let why = &not_made.why;
         if args.required {
             say(format_args!(
                 "not running {shown}: no scope {} ({why}), and process scopes are required",
@@ -85,10 +87,18 @@ fn run() -> i32 {
             ));
             return EXEC_FAILED_STATUS;
         }
-        say(format_args!(
-            "warning: running {shown} without a scope: {} could not be made ({why})",
-            args.unit
-        ));
+        if not_made.may_yet_be_made {
+            say(format_args!(
+                "warning: running {shown} before its scope {} was confirmed ({why}); the manager \
+                 may still move it there",
+                args.unit
+            ));
+        } else {
+            say(format_args!(
+                "warning: running {shown} without a scope: {} could not be made ({why})",
+                args.unit
+            ));
+        }
     }
     let to_c = |s: &OsString| CString::new(s.as_bytes()).expect("argv holds no NUL");
     let program_c = to_c(program);
