@@ -141,6 +141,15 @@ fn reap_by(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
     }
 }
 
+/// `now + bound`, saturating: a bound too large for the clock (a caller's `Duration::MAX`, Python's
+/// `1e19` seconds) means as late as a century from now, never a panic.
+pub(crate) fn deadline_after(bound: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(bound)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
+}
+
 /// A helper's complaint on stderr, on one line, bounded in length.
 pub(crate) fn stderr_summary(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
@@ -214,6 +223,14 @@ mod tests {
             run(cmd, false, Instant::now() + Duration::from_secs(1)),
             Err(RunFailure::Spawn(_))
         ));
+    }
+
+    #[test]
+    fn a_bound_too_large_for_the_clock_saturates() {
+        let far = deadline_after(Duration::MAX);
+        assert!(far > Instant::now() + Duration::from_secs(365 * 86_400));
+        let near = deadline_after(Duration::from_millis(10));
+        assert!(near <= Instant::now() + Duration::from_millis(10));
     }
 
     #[test]

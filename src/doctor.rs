@@ -6,6 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::bounded::deadline_after;
 use crate::config::{Config, LauncherChoice, Mode, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
 use crate::env::lookup_non_empty;
 use crate::handle::process_cgroup;
@@ -98,7 +99,7 @@ pub fn diagnose(
         (Some(path), Mode::On | Mode::Required)
             if matches!(wrapper, Ok(Wrapper::SystemdRun { .. })) =>
         {
-            version::systemd_version(path, env, Instant::now() + options.probe_timeout)
+            version::systemd_version(path, env, deadline_after(options.probe_timeout))
                 .unwrap_or(None)
         }
         _ => None,

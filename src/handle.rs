@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{kill_process, Pid, Signal};
 
+use crate::bounded::deadline_after;
 use crate::systemctl;
 use crate::unit_name::parse_unit_name;
 
@@ -244,7 +245,7 @@ impl ScopeHandle {
         method: KillMethod,
         timeout: Duration,
     ) -> Result<Vec<u32>, HandleError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(timeout);
         ensure_ours(&self.unit)?;
         let before = self.pids()?;
         match method {
@@ -283,7 +284,7 @@ impl ScopeHandle {
 
     /// Waits up to `timeout` until no process is left in the scope.
     pub fn wait_empty(&self, timeout: Duration) -> Result<(), HandleError> {
-        self.wait_empty_until(Instant::now() + timeout, timeout)
+        self.wait_empty_until(deadline_after(timeout), timeout)
     }
 
     fn wait_empty_until(&self, deadline: Instant, waited: Duration) -> Result<(), HandleError> {

@@ -6,7 +6,7 @@ use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::bus::{Fallback, Route};
 use crate::config::{Config, LauncherChoice, Mode, Origin};
@@ -16,7 +16,7 @@ use crate::kind::ScopeKind;
 use crate::probe;
 use crate::resolve::resolve_program;
 use crate::unit_name::{description, mangle_slice, unit_name};
-use crate::{slice_check, version, warn};
+use crate::{bounded, slice_check, version, warn};
 
 /// The name of the project's launcher program.
 pub const EXEC_PROGRAM: &str = "synaps-scope-exec";
@@ -317,7 +317,8 @@ impl ScopeLauncher {
                     wrapped.push(format!("--slice={slice}").into());
                 }
                 wrapped.push(format!("--description={description}").into());
-                wrapped.push(format!("--timeout-ms={}", self.bound.as_millis()).into());
+                let bound_ms = u64::try_from(self.bound.as_millis()).unwrap_or(u64::MAX);
+                wrapped.push(format!("--timeout-ms={bound_ms}").into());
                 if self.required {
                     wrapped.push("--required".into());
                 }
@@ -486,7 +487,7 @@ fn find_launcher(
     {
         return Err(DirectReason::NoUserBus);
     }
-    let deadline = Instant::now() + options.probe_timeout;
+    let deadline = bounded::deadline_after(options.probe_timeout);
     let failed = |detail: String| DirectReason::ProbeFailed {
         slice: slice.clone(),
         detail,

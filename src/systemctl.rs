@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::bounded;
 use crate::bounded::stderr_summary;
@@ -28,8 +28,8 @@ pub(crate) fn systemctl_show(
         .args(unit.map(|u| ["--", u]).into_iter().flatten())
         .current_dir("/");
     set_env(&mut cmd, env);
-    let done =
-        bounded::run(cmd, true, Instant::now() + bound).map_err(|f| format!("systemctl {f}"))?;
+    let done = bounded::run(cmd, true, bounded::deadline_after(bound))
+        .map_err(|f| format!("systemctl {f}"))?;
     if !done.status.success() {
         return Err(format!(
             "systemctl {}: {}",

@@ -288,3 +288,34 @@ fn a_login_shell_gets_its_dash_argv0_through_wrap_program() {
         _ => assert!(seen.starts_with('/') && seen.ends_with("/sh"), "{seen}"),
     }
 }
+
+#[test]
+fn bounds_too_large_for_the_clock_saturate_instead_of_panicking() {
+    let Some(_rig) = rig() else { return };
+    let env = inherited_env();
+    let options = synaps_scope::LauncherOptions {
+        probe_timeout: std::time::Duration::MAX,
+    };
+    let launcher = synaps_scope::launcher_with_options(&env, ScopeKind::Tool, &options)
+        .unwrap()
+        .expect("scoped");
+    let wrapped = launcher.wrap(&os(&["sleep", "30"]), &env, None);
+    let unit = wrapped.unit.clone().unwrap();
+    let mut cmd = Command::new(&wrapped.argv[0]);
+    cmd.args(&wrapped.argv[1..]);
+    set_env(&mut cmd, &env);
+    let mut child = cmd.spawn().unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let handle = loop {
+        match synaps_scope::ScopeHandle::from_pid(&unit, child.id()) {
+            Ok(handle) => break handle,
+            Err(e) if std::time::Instant::now() > end => panic!("never in {unit}: {e}"),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    };
+    assert_eq!(
+        handle.kill(std::time::Duration::MAX).unwrap(),
+        vec![child.id()]
+    );
+    assert!(!child.wait().unwrap().success());
+}

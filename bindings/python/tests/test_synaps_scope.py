@@ -289,6 +289,24 @@ def test_the_probe_releases_the_gil(manager: Manager) -> None:
     assert max(b - a for a, b in zip(during, during[1:])) < 0.1
 
 
+def test_bounds_too_large_for_the_clock_saturate_instead_of_panicking(rig: Dict[str, str]) -> None:
+    launcher = synaps_scope.launcher_for_env(probe_timeout=1e19)
+    assert launcher is not None
+    proc = synaps_scope.Popen(["sleep", "30"], probe_timeout=1e19)
+    assert proc.scope_unit is not None
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            handle = synaps_scope.ScopeHandle.from_pid(proc.scope_unit, proc.pid)
+            break
+        except synaps_scope.ScopeError:
+            assert time.monotonic() < deadline, "the child never reached its scope"
+            time.sleep(0.005)
+    assert handle.kill(timeout=1e19) == [proc.pid]
+    handle.wait_empty(1e19)
+    assert proc.wait() != 0
+
+
 def test_the_scope_kill_reaches_an_escaped_descendant(rig: Dict[str, str], tmp_path: Path) -> None:
     pidfile = tmp_path / "escaped"
     script = f"( setsid sh -c 'echo $$ > {pidfile}; exec sleep 1000' & ); exec sleep 1000"
