@@ -48,8 +48,11 @@ fn systemd_run_verdict(env: &[(OsString, OsString)], slice: Option<&str>) -> boo
 
 /// Whether the launcher program makes a scope and runs `true` (`--required`: 125 otherwise).
 fn exec_verdict(env: &[(OsString, OsString)], slice: Option<&str>) -> bool {
+    // A unit name of its own each time: the last case's scope may not be collected yet.
+    static CASE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let case = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut cmd = Command::new(common::exec_program());
-    cmd.arg("--unit=synaps-tool-00000000000000000000000000000000.scope");
+    cmd.arg(format!("--unit=synaps-tool-{case:032x}.scope"));
     if let Some(slice) = slice {
         match synaps_scope::__fuzz::mangle_slice(slice) {
             Ok(mangled) => cmd.arg(format!("--slice={mangled}")),
