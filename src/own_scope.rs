@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use crate::bus::wire::{Call, Property};
 use crate::bus::{BusError, Connection, Fallback, Route};
+use crate::DirectReason;
 
 /// One scope to make for the calling process.
 #[derive(Clone, Debug)]
@@ -54,9 +55,7 @@ pub fn make_own_scope(
 ) -> Result<(), NotMade> {
     let route = Route::from_env(env, Fallback::Since257);
     if !route.is_configured() {
-        return Err(NotMade::before_sending(
-            "no user manager to reach: neither XDG_RUNTIME_DIR nor DBUS_SESSION_BUS_ADDRESS is set",
-        ));
+        return Err(NotMade::before_sending(DirectReason::NoUserBus.to_string()));
     }
     let before = |e: BusError| NotMade::before_sending(e.to_string());
     let mut bus = Connection::open(&route, deadline).map_err(before)?;

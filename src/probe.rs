@@ -6,48 +6,30 @@ use std::time::Instant;
 
 use crate::bus::wire::Call;
 use crate::bus::{pool, BusError, Connection, Route};
-use crate::unit_name::mangle_slice;
 
-/// Asks the manager on `route`, by `deadline`, whether a scope in `slice` (None: systemd's
-/// default) can be made. Ok means a scope launch would be accepted.
-pub(crate) fn probe(route: &Route, slice: Option<&str>, deadline: Instant) -> Result<(), String> {
-    let slice = slice.map(mangle_slice).transpose()?;
-    let mut refusal = None;
-    pool::with_connection(route, deadline, |bus, fresh| {
-        match &slice {
-            Some(slice) => match slice_verdict(bus, slice) {
-                Err(Verdict::Refused(why)) => {
-                    refusal = Some(why);
-                    Ok(())
-                }
-                Err(Verdict::Bus(e)) => Err(e),
-                Ok(()) => Ok(()),
-            },
-            // The manager's own event loop answers the auth of its private socket, so a new
-            // connection there has already heard from a running manager; a kept one, or one
-            // through the session bus (whose Hello reaches the broker only), asks it.
-            None if fresh && !bus.via_broker => Ok(()),
-            None => bus.ping(),
-        }
+/// Asks the manager on `route`, by `deadline`, whether a scope in `unit_slice` (the slice as
+/// systemd names it, already mangled; None: systemd's default) can be made. Ok means a scope
+/// launch would be accepted.
+pub(crate) fn probe(
+    route: &Route,
+    unit_slice: Option<&str>,
+    deadline: Instant,
+) -> Result<(), String> {
+    pool::with_connection(route, deadline, |bus, fresh| match unit_slice {
+        Some(slice) => slice_verdict(bus, slice),
+        // The manager's own event loop answers the auth of its private socket, so a new
+        // connection there has already heard from a running manager; a kept one, or one through
+        // the session bus (whose Hello reaches the broker only), asks it.
+        None if fresh && !bus.via_broker => Ok(Ok(())),
+        None => bus.ping().map(Ok),
     })
-    .map_err(|e| e.to_string())?;
-    refusal.map_or(Ok(()), Err)
-}
-
-enum Verdict {
-    Bus(BusError),
-    Refused(String),
-}
-
-impl From<BusError> for Verdict {
-    fn from(e: BusError) -> Self {
-        Verdict::Bus(e)
-    }
+    .map_err(|e| e.to_string())?
 }
 
 /// What starting a scope in `slice` would meet: the slice and each slice above it must load,
-/// and none may be masked (the manager then refuses the scope's start job).
-fn slice_verdict(bus: &mut Connection, slice: &str) -> Result<(), Verdict> {
+/// and none may be masked (the manager then refuses the scope's start job). The outer Err is the
+/// conversation failing; the inner one, the manager's refusal of the slice.
+fn slice_verdict(bus: &mut Connection, slice: &str) -> Result<Result<(), String>, BusError> {
     let mut chain = vec![slice.to_owned()];
     let stem = slice.trim_end_matches(".slice");
     for (at, _) in stem.match_indices('-').filter(|&(at, _)| at > 0) {
@@ -61,9 +43,9 @@ fn slice_verdict(bus: &mut Connection, slice: &str) -> Result<(), Verdict> {
     let mut paths = Vec::with_capacity(chain.len());
     for serial in loads {
         let loaded = bus.reply(serial)?;
-        let path = loaded
-            .first_str()
-            .ok_or_else(|| Verdict::Refused("LoadUnit gave no object path".into()))?;
+        let Some(path) = loaded.first_str() else {
+            return Ok(Err("LoadUnit gave no object path".into()));
+        };
         paths.push(path.to_owned());
     }
     let gets = paths
@@ -72,16 +54,13 @@ fn slice_verdict(bus: &mut Connection, slice: &str) -> Result<(), Verdict> {
         .collect::<Result<Vec<_>, _>>()?;
     for (unit, serial) in chain.iter().zip(gets) {
         let state = bus.reply(serial)?;
-        match state.first_str() {
-            Some("loaded") => {}
-            Some("masked") => return Err(Verdict::Refused(format!("Unit {unit} is masked."))),
-            Some(other) => {
-                return Err(Verdict::Refused(format!(
-                    "Unit {unit} failed to load properly ({other})."
-                )))
-            }
-            None => return Err(Verdict::Refused("no LoadState in the reply".into())),
-        }
+        let refused = match state.first_str() {
+            Some("loaded") => continue,
+            Some("masked") => format!("Unit {unit} is masked."),
+            Some(other) => format!("Unit {unit} failed to load properly ({other})."),
+            None => "no LoadState in the reply".to_owned(),
+        };
+        return Ok(Err(refused));
     }
-    Ok(())
+    Ok(Ok(()))
 }

@@ -346,7 +346,7 @@ impl Connection {
     }
 
     /// The reply to the call with `serial`; signals that come first are kept for
-    /// [`Connection::wait_for_signal`].
+    /// [`Connection::wait_for_job`].
     pub(crate) fn reply(&mut self, serial: u32) -> Result<Message, BusError> {
         loop {
             let message = self.read_message("waiting for a reply")?;
