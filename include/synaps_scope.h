@@ -47,7 +47,8 @@ enum scope_result
   SCOPE_RESULT_NOT_OURS = 7,
   // The process is not in the scope named.
   SCOPE_RESULT_NOT_IN_SCOPE = 8,
-  // Processes were still in the scope at the deadline.
+  // The deadline passed first: processes were still in the scope, or slice checks were still
+  // running (`scope_flush_warnings`).
   SCOPE_RESULT_TIMED_OUT = 9,
   // The user manager could not answer.
   SCOPE_RESULT_MANAGER = 10,
@@ -465,6 +466,12 @@ void scope_set_log_callback(scope_log_callback callback, void *userdata);
 // Sets the most detailed level delivered (default `SCOPE_LOG_LEVEL_WARN`); a number outside
 // 1 to 5 is `SCOPE_RESULT_INVALID_ARGUMENT`.
 scope_result scope_set_log_level(uint32_t level);
+
+// For a program about to exit: waits at most `timeout_ms` for the library's background slice
+// checks (R12) still running, so that their warnings reach the log callback, then reports at WARN
+// each check that got no answer and was not reported yet. `SCOPE_RESULT_OK` when every check had
+// finished, `SCOPE_RESULT_TIMED_OUT` when some had not by the deadline.
+scope_result scope_flush_warnings(uint32_t timeout_ms);
 
 #ifdef __cplusplus
 }  // extern "C"

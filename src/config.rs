@@ -4,7 +4,10 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::OFlags;
 
 use crate::diag::TARGET;
 use crate::env::{lookup, lookup_non_empty};
@@ -328,24 +331,30 @@ fn read_config(path: &Path, explicit: bool) -> Option<Vec<u8>> {
         ));
         None
     };
-    // Checked before opening: opening a FIFO would block until a writer appears.
-    match std::fs::metadata(path) {
+    // Opened without blocking and then checked through the open file, never by path first: a
+    // FIFO opened for reading blocks until a writer appears, and a path checked and then opened
+    // again may have become one in between.
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32)
+        .open(path);
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !explicit => return None,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return refuse(format!("named by {CONFIG_VAR} but does not exist"))
+        }
+        Err(e) => return refuse(format!("cannot be opened: {e}")),
+    };
+    match file.metadata() {
         Ok(meta) if meta.is_dir() => return refuse("is a directory".into()),
         Ok(meta) if !meta.is_file() => return refuse("is not a regular file".into()),
         Ok(meta) if meta.len() > MAX_CONFIG_BYTES => {
             return refuse(format!("is larger than {MAX_CONFIG_BYTES} bytes"))
         }
         Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound && !explicit => return None,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return refuse(format!("named by {CONFIG_VAR} but does not exist"))
-        }
         Err(e) => return refuse(format!("cannot be read: {e}")),
     }
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) => return refuse(format!("cannot be opened: {e}")),
-    };
     let mut text = Vec::new();
     match file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut text) {
         Ok(_) if text.len() as u64 > MAX_CONFIG_BYTES => {

@@ -45,7 +45,7 @@ pub use launcher::{
     DEFAULT_PROBE_TIMEOUT, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
 };
 pub use resolve::resolve_program;
-pub use slice_check::SliceLimits;
+pub use slice_check::{flush_warnings, SliceLimits};
 pub use systemctl::ManagerVersion;
 
 /// Entry points for the fuzz targets in `fuzz/`; not part of the supported API.

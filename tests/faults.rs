@@ -37,6 +37,17 @@ fn real_systemd_run_except_version(version_body: &str) -> String {
     )
 }
 
+/// A FIFO named `name` in `dir`.
+fn mkfifo(dir: &TempDir, name: &str) -> std::path::PathBuf {
+    let fifo = dir.path().join(name);
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    fifo
+}
+
 /// Decides with the short bound, asserting it returned direct within bound + 0.5 s.
 fn direct_within_bound(env: &[(OsString, OsString)], capture: &Capture) -> String {
     let started = Instant::now();
@@ -204,12 +215,7 @@ fn a_config_that_is_a_directory_a_fifo_or_10_mb_of_garbage_warns_and_defaults_ap
         "{warnings:?}"
     );
 
-    let fifo = dir.path().join("fifo");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    let fifo = mkfifo(&dir, "fifo");
     let warnings = config_warnings(&fifo);
     assert!(
         warnings.len() == 1 && warnings[0].contains("is not a regular file"),
@@ -316,4 +322,56 @@ fn a_request_never_waits_on_another_request_s_version_query_past_its_own_bound()
     );
     assert!(matches!(again, Ok(Decision::Scoped(_))), "{again:?}");
     assert!(started.elapsed() < bound, "{:?}", started.elapsed());
+}
+
+/// Issue 13, item 7: a config path that turns from a file into a FIFO between any two looks at it
+/// never blocks a request (a symlink retargeted atomically, as fast as a thread can, while
+/// requests read it).
+#[test]
+fn a_config_path_swapped_between_a_file_and_a_fifo_never_blocks_a_request() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+
+    let dir = TempDir::new("fault-config-swap");
+    let file = dir.path().join("file");
+    std::fs::write(&file, "process_scopes = on\n").unwrap();
+    let fifo = mkfifo(&dir, "fifo");
+    let config = dir.path().join("config");
+    std::os::unix::fs::symlink(&file, &config).unwrap();
+
+    let swapping = Arc::new(AtomicBool::new(true));
+    let swapper = {
+        let (swapping, file, fifo, config) = (
+            Arc::clone(&swapping),
+            file.clone(),
+            fifo.clone(),
+            config.clone(),
+        );
+        let next = dir.path().join("next");
+        std::thread::spawn(move || {
+            while swapping.load(Ordering::Relaxed) {
+                for target in [&fifo, &file] {
+                    let _ = std::fs::remove_file(&next);
+                    std::os::unix::fs::symlink(target, &next).unwrap();
+                    std::fs::rename(&next, &config).unwrap();
+                }
+            }
+        })
+    };
+    let (done, finished) = mpsc::channel();
+    let env = env_with(&[("SYNAPS_CONFIG", &config.clone().into_os_string())]);
+    std::thread::spawn(move || {
+        for _ in 0..3000 {
+            synaps_scope::config::Config::load(&env);
+        }
+        done.send(()).unwrap();
+    });
+    let outcome = finished.recv_timeout(Duration::from_secs(30));
+    swapping.store(false, Ordering::Relaxed);
+    swapper.join().unwrap();
+    if outcome.is_err() {
+        // Frees the request blocked in open(2) so that the test can end and say so.
+        let _writer = std::fs::OpenOptions::new().write(true).open(&fifo);
+        panic!("a request blocked opening the config path while it was a FIFO");
+    }
 }

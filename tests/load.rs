@@ -190,11 +190,17 @@ fn load(stop_midway: bool) {
             "a running manager scopes every request"
         );
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while synaps_units(&env) != baseline && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(synaps_units(&env), baseline, "scopes leaked");
+    assert_eq!(
+        synaps_units(&env),
+        baseline,
+        "scopes leaked:\n{}\n{}",
+        common::list_units(&env, &["synaps-*"]),
+        common::unit_status(&env, "synaps-*")
+    );
     eprintln!(
         "load (stopped midway: {stop_midway}): {scoped} scoped, {direct} direct, {fell_back} \
          unscoped by the launcher program, all ran once"

@@ -1,12 +1,14 @@
 //! A slice that does not exist is created on the fly without limits; the library warns once, from
-//! a background thread that never delays the launch (R12).
+//! a background thread that never delays the launch (R12). A check the manager did not answer
+//! (stopped, busy) is asked again by a later request and the warning still comes, once; a check
+//! that keeps failing is reported once (issue 15).
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{env_with, path_with_first, rig, Capture, TempDir};
-use synaps_scope::launcher_for_env;
+use common::{env_with, path_with_slow_systemctl, rig, signal, Capture, Manager, Signal, TempDir};
+use synaps_scope::{decide, launcher_for_env, Decision, LauncherOptions, ScopeKind};
 
 fn config_for(dir: &TempDir, slice: &str) -> std::ffi::OsString {
     dir.write(
@@ -22,17 +24,8 @@ fn an_undefined_slice_warns_once_after_the_request_has_returned() {
     let Some(_rig) = rig() else { return };
     let dir = TempDir::new("r12undefined");
     // A systemctl that answers a second late, first on PATH: the request must not wait for it.
-    let real =
-        synaps_scope::resolve_program("systemctl".as_ref(), &synaps_scope::inherited_env(), None)
-            .unwrap();
-    std::fs::create_dir(dir.path().join("bin")).unwrap();
-    dir.write(
-        "bin/systemctl",
-        &format!("#!/bin/sh\nsleep 1\nexec '{}' \"$@\"\n", real.display()),
-        true,
-    );
     let env = env_with(&[
-        ("PATH", &path_with_first(&dir.path().join("bin"))),
+        ("PATH", &path_with_slow_systemctl(&dir, "1", false)),
         ("SYNAPS_CONFIG", &config_for(&dir, "r12undefined.slice")),
     ]);
 
@@ -108,4 +101,138 @@ fn a_slice_with_a_limit_set_gives_no_warning() {
         capture.at(tracing::Level::DEBUG)
     );
     assert_eq!(capture.warnings(), Vec::<String>::new());
+}
+
+/// A manager of the test's own whose answers to `systemctl` come `seconds` late, with a config
+/// that names `slice`.
+fn slow_checks(rig: &common::Rig, slice: &str, seconds: &str) -> (Manager, TempDir, Env) {
+    let manager = Manager::start(rig);
+    let dir = TempDir::new(slice.trim_end_matches(".slice"));
+    let env = synaps_scope::with_overrides(
+        &manager.env(),
+        &[
+            (
+                "PATH".into(),
+                path_with_slow_systemctl(&dir, seconds, false),
+            ),
+            ("SYNAPS_CONFIG".into(), config_for(&dir, slice)),
+        ],
+    );
+    (manager, dir, env)
+}
+
+type Env = Vec<(std::ffi::OsString, std::ffi::OsString)>;
+
+/// How many slice checks have failed so far.
+fn failed_checks(capture: &Capture) -> usize {
+    capture
+        .at(tracing::Level::DEBUG)
+        .iter()
+        .filter(|l| l.contains("could not read the limits"))
+        .count()
+}
+
+/// What the slice checks logged, for a failing assertion's message.
+fn slice_lines(capture: &Capture) -> Vec<String> {
+    let mut lines = capture.at(tracing::Level::DEBUG);
+    lines.extend(capture.warnings());
+    lines.retain(|l| l.contains("slice i15") || l.contains("slice=i15"));
+    lines
+}
+
+fn scoped(env: &[(std::ffi::OsString, std::ffi::OsString)], bound: Duration) -> bool {
+    let options = LauncherOptions {
+        probe_timeout: bound,
+    };
+    matches!(
+        decide(env, ScopeKind::Tool, &options),
+        Ok(Decision::Scoped(_))
+    )
+}
+
+#[test]
+fn a_check_the_stopped_manager_did_not_answer_is_asked_again_and_warns_once() {
+    let Some(rig) = rig() else { return };
+    let slice = "i15stopped.slice";
+    // The check's systemctl starts 0.2 s late, so it is still on its way when the manager stops.
+    let (manager, _dir, env) = slow_checks(&rig, slice, "0.2");
+    let bound = Duration::from_millis(400);
+    let capture = Capture::default();
+
+    assert!(
+        capture.run(|| scoped(&env, bound)),
+        "the first request is scoped"
+    );
+    // The manager stops for longer than the check's bound.
+    signal(manager.pid(), Signal::STOP);
+    assert!(
+        capture.wait_for("could not read the limits", Duration::from_secs(5)),
+        "the check did not fail against the stopped manager: {:?}",
+        slice_lines(&capture)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    signal(manager.pid(), Signal::CONT);
+    assert!(capture.warnings().is_empty(), "{:?}", capture.warnings());
+
+    // Later requests ask again, no more often than the pause allows, until the answer comes.
+    let started = Instant::now();
+    while !capture.wait_for("sets no limits", Duration::ZERO) {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the warning never came: {:?}",
+            slice_lines(&capture)
+        );
+        assert!(capture.run(|| scoped(&env, Duration::from_secs(3))));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for _ in 0..5 {
+        assert!(capture.run(|| scoped(&env, Duration::from_secs(3))));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let warnings = capture.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(&format!("slice {slice} sets no limits")),
+        "{warnings:?}"
+    );
+    let attempts = failed_checks(&capture);
+    assert!(
+        attempts < 5,
+        "asked again on every request, not after a pause: {attempts} failed checks"
+    );
+}
+
+#[test]
+fn a_check_that_keeps_failing_is_reported_once_with_the_slice_and_why() {
+    let Some(rig) = rig() else { return };
+    let slice = "i15failing.slice";
+    // The manager answers every slice check later than the check's bound.
+    let (_manager, _dir, env) = slow_checks(&rig, slice, "5");
+    let bound = Duration::from_millis(300);
+    let capture = Capture::default();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(8) {
+        let request = Instant::now();
+        assert!(capture.run(|| scoped(&env, bound)));
+        assert!(
+            request.elapsed() < bound + Duration::from_millis(100),
+            "a request waited for the check: {:?}",
+            request.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let warnings = capture.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(&format!(
+            "could not check whether slice {slice} sets any limits"
+        )) && warnings[0].contains("3 attempts")
+            && warnings[0].contains("timed out"),
+        "{warnings:?}"
+    );
+    let attempts = failed_checks(&capture);
+    assert!(
+        (3..=5).contains(&attempts),
+        "the pause doubles (1 s, 2 s, 4 s): {attempts} failed checks in 8 s"
+    );
 }

@@ -124,3 +124,9 @@ export declare function spawn(command: string, options?: ScopedSpawnOptions): Pr
 /** Where the library's log lines go (default: console.warn); null silences them. */
 export declare function setLogger(logger: ((level: LogLevel, message: string) => void) | null): void;
 export declare function setLogLevel(level: LogLevel): void;
+/**
+ * For a program about to exit: waits at most `timeoutMs` (default 3000) for the background slice
+ * checks still running, so that their warnings reach the logger, then logs a warning for each
+ * check that got no answer. Resolves true when every check had finished.
+ */
+export declare function flushWarnings(timeoutMs?: number): Promise<boolean>;

@@ -122,6 +122,7 @@ const c = {
   handleFree: lib.func('void scope_handle_free(scope_handle *handle)'),
   setLogCallback: lib.func('void scope_set_log_callback(scope_log_callback *callback, void *userdata)'),
   setLogLevel: lib.func('uint32_t scope_set_log_level(uint32_t level)'),
+  flushWarnings: lib.func('uint32_t scope_flush_warnings(uint32_t timeout_ms)'),
   abiVersion: lib.func('uint32_t scope_abi_version(void)'),
 };
 
@@ -199,6 +200,19 @@ function setLogger(fn) {
 }
 
 /** The most detailed level delivered: 'error', 'warn' (the default), 'info', 'debug' or 'trace'. */
+/**
+ * For a program about to exit: waits at most `timeoutMs` (default 3000) for the background slice
+ * checks still running, so that their warnings reach the logger, then logs a warning for each check
+ * that got no answer. Resolves true when every check had finished.
+ */
+async function flushWarnings(timeoutMs_ = 3000) {
+  const ms = timeoutMs(timeoutMs_, 'timeoutMs', 3000);
+  const result = await promisify(c.flushWarnings.async)(ms);
+  if (result === 9) return false;
+  check(result, `flushing warnings failed (${RESULT_NAMES[result] ?? result})`);
+  return true;
+}
+
 function setLogLevel(level) {
   const number = LEVELS.indexOf(level);
   if (number < 1) throw new TypeError(`unknown log level ${JSON.stringify(level)}`);
@@ -502,6 +516,7 @@ module.exports = {
   ScopeHandle,
   ScopeLauncher,
   ScopeRequiredError,
+  flushWarnings,
   launcherForEnv,
   launcherForEnvSync,
   libraryPath,

@@ -142,10 +142,10 @@ impl Capture {
             .collect()
     }
 
-    /// Waits up to `limit` for a line containing `needle`; true when one came.
+    /// Waits up to `limit` (zero: looks once) for a line containing `needle`; true when one came.
     pub fn wait_for(&self, needle: &str, limit: Duration) -> bool {
         let end = Instant::now() + limit;
-        while Instant::now() < end {
+        loop {
             if self
                 .0
                 .lock()
@@ -155,9 +155,11 @@ impl Capture {
             {
                 return true;
             }
+            if Instant::now() >= end {
+                return false;
+            }
             std::thread::sleep(Duration::from_millis(10));
         }
-        false
     }
 }
 
@@ -472,4 +474,35 @@ pub fn list_units(env: &[(OsString, OsString)], args: &[&str]) -> String {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "systemctl list-units: {out:?}");
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// `systemctl --user status --no-pager PATTERN` with `env`, for a failing assertion's message:
+/// each unit's state, its processes and its last log lines.
+pub fn unit_status(env: &[(OsString, OsString)], pattern: &str) -> String {
+    let mut cmd = Command::new("systemctl");
+    cmd.args(["--user", "status", "--no-pager", "--full", "--all", pattern]);
+    set_env(&mut cmd, env);
+    let out = cmd.output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A PATH whose first directory (made in `dir`) has a `systemctl` that waits `seconds` (only the
+/// first time it is asked, with `first_only`), then runs the real one: a manager that answers
+/// `systemctl` that late, and everything else at once.
+pub fn path_with_slow_systemctl(dir: &TempDir, seconds: &str, first_only: bool) -> OsString {
+    let real = synaps_scope::resolve_program("systemctl".as_ref(), &inherited_env(), None).unwrap();
+    fs::create_dir_all(dir.path().join("bin")).unwrap();
+    let wait = if first_only {
+        let marker = dir.path().join("asked");
+        let marker = marker.display();
+        format!("[ -e '{marker}' ] || {{ : > '{marker}'; sleep {seconds}; }}")
+    } else {
+        format!("sleep {seconds}")
+    };
+    dir.write(
+        "bin/systemctl",
+        &format!("#!/bin/sh\n{wait}\nexec '{}' \"$@\"\n", real.display()),
+        true,
+    );
+    path_with_first(&dir.path().join("bin"))
 }

@@ -95,6 +95,74 @@ test('a refused slice warns once through the logger', async (t) => {
   assert.match(refused[0][1], /is not a slice/);
 });
 
+/**
+ * An environment whose slice is `slice` and whose first `systemctl` on PATH answers 5 s late (only
+ * the first time it is asked, with `firstOnly`), then runs the real one: a manager too busy to
+ * answer a slice check within its bound.
+ * @param {string} slice
+ * @param {boolean} firstOnly
+ */
+function slowSliceCheckEnv(slice, firstOnly) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+  const config = path.join(dir, 'config');
+  fs.writeFileSync(config, `tool_scope_slice = ${slice}\n`);
+  const real = scope.resolveProgram('systemctl');
+  const marker = path.join(dir, 'asked');
+  const wait = firstOnly ? `[ -e '${marker}' ] || { : > '${marker}'; sleep 5; }` : 'sleep 5';
+  fs.mkdirSync(path.join(dir, 'bin'));
+  fs.writeFileSync(path.join(dir, 'bin', 'systemctl'), `#!/bin/sh\n${wait}\nexec '${real}' "$@"\n`, { mode: 0o755 });
+  return { ...process.env, SYNAPS_CONFIG: config, PATH: `${path.join(dir, 'bin')}:${process.env.PATH}` };
+}
+
+/** Runs `body` with the logger collecting [level, message] lines, then puts the default back. */
+async function withLines(/** @type {(lines: Array<[string, string]>) => Promise<void>} */ body) {
+  /** @type {Array<[string, string]>} */
+  const lines = [];
+  scope.setLogger((level, message) => lines.push([level, message]));
+  try {
+    await body(lines);
+  } finally {
+    scope.setLogger((level, message) => console.warn(`synaps-scope: ${level}: ${message}`));
+  }
+}
+
+test('a slice check the busy manager did not answer is asked again and warns once', async (t) => {
+  if (!requireRig(t)) return;
+  const env = slowSliceCheckEnv('nodebusy.slice', true);
+  await withLines(async (lines) => {
+    const warned = () => lines.filter(([level, message]) => level === 'warn' && message.includes('nodebusy.slice'));
+    const deadline = Date.now() + 15_000;
+    while (warned().length === 0) {
+      assert.ok(Date.now() < deadline, `the warning never came: ${JSON.stringify(lines)}`);
+      const started = Date.now();
+      assert.ok(await scope.launcherForEnv({ env, probeTimeoutMs: 300 }));
+      assert.ok(Date.now() - started < 400, 'a request waited for the check');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    for (let i = 0; i < 5; i++) assert.ok(await scope.launcherForEnv({ env, probeTimeoutMs: 300 }));
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(warned().length, 1, JSON.stringify(lines));
+    assert.match(warned()[0][1], /slice nodebusy\.slice sets no limits/);
+  });
+});
+
+test('flushWarnings reports a slice check without an answer', async (t) => {
+  if (!requireRig(t)) return;
+  const env = slowSliceCheckEnv('nodeflush.slice', false);
+  await withLines(async (lines) => {
+    assert.ok(await scope.launcherForEnv({ env, probeTimeoutMs: 500 }));
+    const started = Date.now();
+    assert.equal(await scope.flushWarnings(300), false);
+    assert.ok(Date.now() - started < 500, `${Date.now() - started} ms`);
+    // Log lines from the library's threads reach the logger on a later turn of the loop.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const warned = lines.filter(([level, message]) => level === 'warn' && message.includes('nodeflush.slice'));
+    assert.equal(warned.length, 1, JSON.stringify(lines));
+    assert.match(warned[0][1], /could not check whether slice nodeflush\.slice sets any limits/);
+  });
+  await assert.rejects(scope.flushWarnings(-1), RangeError);
+});
+
 test('required mode rejects with a typed error', async (t) => {
   if (!requireRig(t)) return;
   const env = { ...noBusEnv(), SYNAPS_PROCESS_SCOPES: 'required' };

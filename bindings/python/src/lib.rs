@@ -195,6 +195,15 @@ fn launcher_for_env(
     }
 }
 
+/// For a program about to exit: waits at most `timeout` seconds (the GIL released) for the
+/// background slice checks still running, so that their warnings reach `logging`, then reports
+/// each check that got no answer. True when every check had finished.
+#[pyfunction]
+fn flush_warnings(py: Python<'_>, timeout: f64) -> PyResult<bool> {
+    let bound = timeout_from(timeout, "timeout")?;
+    Ok(py.detach(|| synaps_scope::flush_warnings(bound)))
+}
+
 #[pyfunction]
 #[pyo3(signature = (program, env, cwd=None))]
 fn resolve<'py>(
@@ -336,6 +345,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyScopeHandle>()?;
     m.add_function(wrap_pyfunction!(launcher_for_env, m)?)?;
     m.add_function(wrap_pyfunction!(resolve, m)?)?;
+    m.add_function(wrap_pyfunction!(flush_warnings, m)?)?;
     m.add("DEFAULT_PROBE_TIMEOUT", DEFAULT_PROBE_TIMEOUT.as_secs_f64())?;
     m.add("EXEC_FAILED_STATUS", synaps_scope::EXEC_FAILED_STATUS)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -224,6 +224,62 @@ def test_a_refused_slice_warns_once_through_logging(
     assert "is not a slice" in warnings[0]
 
 
+def slow_systemctl_path(tmp_path: Path, first_only: bool) -> str:
+    """A PATH whose first directory has a systemctl that answers 5 s late (only the first time it is
+    asked, with ``first_only``), then runs the real one: a manager too busy to answer a slice
+    check within its bound."""
+    real = synaps_scope.resolve_program("systemctl")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "asked"
+    wait = f"[ -e '{marker}' ] || {{ : > '{marker}'; sleep 5; }}" if first_only else "sleep 5"
+    script = bin_dir / "systemctl"
+    script.write_text(f"#!/bin/sh\n{wait}\nexec '{real}' \"$@\"\n")
+    script.chmod(0o755)
+    return f"{bin_dir}:{os.environ['PATH']}"
+
+
+def test_a_slice_check_the_busy_manager_did_not_answer_is_asked_again_and_warns_once(
+    rig: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="synaps_scope")
+    env = {
+        **config_env(tmp_path, "tool_scope_slice = pybusy.slice\n"),
+        "PATH": slow_systemctl_path(tmp_path, first_only=True),
+    }
+    deadline = time.monotonic() + 15
+    while not scope_warnings(caplog, "pybusy.slice"):
+        assert time.monotonic() < deadline, "the warning never came"
+        started = time.monotonic()
+        assert synaps_scope.launcher_for_env(env, probe_timeout=0.3) is not None
+        assert time.monotonic() - started < 0.4, "a request waited for the check"
+        time.sleep(0.1)
+    for _ in range(5):
+        assert synaps_scope.launcher_for_env(env, probe_timeout=0.3) is not None
+    time.sleep(1.5)
+    warnings = scope_warnings(caplog, "pybusy.slice")
+    assert len(warnings) == 1 and "slice pybusy.slice sets no limits" in warnings[0], warnings
+
+
+def test_flush_warnings_reports_a_slice_check_without_an_answer(
+    rig: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="synaps_scope")
+    env = {
+        **config_env(tmp_path, "tool_scope_slice = pyflush.slice\n"),
+        "PATH": slow_systemctl_path(tmp_path, first_only=False),
+    }
+    assert synaps_scope.launcher_for_env(env, probe_timeout=0.5) is not None
+    started = time.monotonic()
+    assert synaps_scope.flush_warnings(0.3) is False
+    assert time.monotonic() - started < 0.5
+    warnings = scope_warnings(caplog, "pyflush.slice")
+    assert len(warnings) == 1, warnings
+    assert "could not check whether slice pyflush.slice sets any limits" in warnings[0], warnings
+    with pytest.raises(ValueError):
+        synaps_scope.flush_warnings(-1)
+
+
 def test_a_slice_without_limits_warns_from_the_background_thread(
     rig: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

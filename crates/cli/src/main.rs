@@ -11,12 +11,13 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use synaps_scope::doctor::diagnose;
 use synaps_scope::{
-    decide, inherited_env, set_env, Decision, DirectReason, LauncherOptions, ScopeError, ScopeKind,
+    decide, flush_warnings, inherited_env, set_env, Decision, DirectReason, LauncherOptions,
+    ScopeError, ScopeKind,
 };
 
 /// Exit status when `required` mode refuses a launch.
@@ -157,7 +158,9 @@ fn main() -> ExitCode {
         command_argv[0] = argv0.clone();
         direct_argv0 = Some(argv0);
     }
-    let (argv, unit) = match decide(&env, kind, &request.options()) {
+    let options = request.options();
+    let started = Instant::now();
+    let (argv, unit) = match decide(&env, kind, &options) {
         Ok(Decision::Scoped(launcher)) => {
             let wrapped = launcher.wrap_program(&program, &command_argv, &env, None);
             match wrapped.unit {
@@ -197,9 +200,16 @@ fn main() -> ExitCode {
         }
     };
 
+    // This process ends with the exec (or the print) below, and a slice check still running on
+    // its background thread would end with it, its warning unsaid: it gets what is left of the
+    // request's bound, so the whole request still waits no longer than the bound.
+    let flush = || flush_warnings(options.probe_timeout.saturating_sub(started.elapsed()));
     if let Some(nul_separated) = nul_separated {
-        return print_argv(&argv, unit.as_deref(), nul_separated);
+        let status = print_argv(&argv, unit.as_deref(), nul_separated);
+        flush();
+        return status;
     }
+    flush();
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
     if let Some(argv0) = direct_argv0 {

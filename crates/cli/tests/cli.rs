@@ -1,12 +1,15 @@
 //! The `synaps-scope` command: `run` execs in place in a scope (or directly, saying why), `wrap`
-//! prints the argv.
+//! prints the argv. Both say what a library request would log about the slice (R12; issue 13, item
+//! 10; issue 15): a slice with no limits is warned about before the process ends, and a check the
+//! manager did not answer within the request's bound is reported as such.
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
 
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
-use common::{env_without, rig};
+use common::{env_with, env_without, path_with_slow_systemctl, rig, TempDir};
 use synaps_scope::inherited_env;
 
 fn cli(args: &[&str], env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Output {
@@ -155,4 +158,67 @@ fn run_with_argv0_starts_a_login_shell_scoped_and_direct() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("-sh "), "direct: {text}");
     assert!(!text.contains("synaps-tool-"), "direct: {text}");
+}
+
+/// A config naming `slice` for tool launches.
+fn slice_config(dir: &TempDir, slice: &str) -> std::ffi::OsString {
+    dir.write("config", &format!("tool_scope_slice = {slice}\n"), false)
+        .into_os_string()
+}
+
+#[test]
+fn run_and_wrap_warn_of_a_slice_without_limits() {
+    let Some(_rig) = rig() else { return };
+    let dir = TempDir::new("cli-r12");
+    let slice = "clir12undefined.slice";
+    let env = env_with(&[("SYNAPS_CONFIG", &slice_config(&dir, slice))]);
+    let run = cli(
+        &["run", "--", "sh", "-c", "grep '^0::' /proc/$$/cgroup"],
+        &env,
+    );
+    assert!(run.status.success(), "{run:?}");
+    let cgroup = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        cgroup.contains(&format!("/{slice}/synaps-tool-")),
+        "{cgroup}"
+    );
+    let wrap = cli(&["wrap", "--", "true"], &env);
+    assert!(wrap.status.success(), "{wrap:?}");
+    for (what, out) in [("run", &run), ("wrap", &wrap)] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr.matches("sets no limits").count(),
+            1,
+            "{what}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("slice {slice} sets no limits")),
+            "{what}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_slice_check_without_an_answer_is_reported_within_the_bound() {
+    let Some(_rig) = rig() else { return };
+    let dir = TempDir::new("cli-r12-slow");
+    let slice = "clir12slow.slice";
+    // The manager answers the slice check later than the request's bound.
+    let env = env_with(&[
+        ("SYNAPS_CONFIG", &slice_config(&dir, slice)),
+        ("PATH", &path_with_slow_systemctl(&dir, "5", false)),
+    ]);
+    let started = Instant::now();
+    let out = cli(&["wrap", "--probe-timeout-ms", "500", "--", "true"], &env);
+    let took = started.elapsed();
+    assert!(out.status.success(), "{out:?}");
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "could not check whether slice {slice} sets any limits"
+        )) && stderr.contains("no answer within"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sets no limits"), "{stderr}");
 }

@@ -48,7 +48,8 @@ pub enum scope_result {
     NotOurs = 7,
     /// The process is not in the scope named.
     NotInScope = 8,
-    /// Processes were still in the scope at the deadline.
+    /// The deadline passed first: processes were still in the scope, or slice checks were still
+    /// running (`scope_flush_warnings`).
     TimedOut = 9,
     /// The user manager could not answer.
     Manager = 10,

@@ -4,6 +4,7 @@
 use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{OnceLock, RwLock};
+use std::time::Duration;
 
 use tracing::Level;
 
@@ -145,6 +146,24 @@ pub extern "C" fn scope_set_log_level(level: u32) -> scope_result {
             scope_result::InvalidArgument,
             format!("log level {other} is not 1 to 5"),
         )),
+    })
+}
+
+/// For a program about to exit: waits at most `timeout_ms` for the library's background slice
+/// checks (R12) still running, so that their warnings reach the log callback, then reports at WARN
+/// each check that got no answer and was not reported yet. `SCOPE_RESULT_OK` when every check had
+/// finished, `SCOPE_RESULT_TIMED_OUT` when some had not by the deadline.
+#[no_mangle]
+pub extern "C" fn scope_flush_warnings(timeout_ms: u32) -> scope_result {
+    guard(|| {
+        if synaps_scope::flush_warnings(Duration::from_millis(timeout_ms.into())) {
+            Ok(())
+        } else {
+            Err(Failure::new(
+                scope_result::TimedOut,
+                format!("slice checks were still running after {timeout_ms} ms"),
+            ))
+        }
     })
 }
 

@@ -187,6 +187,43 @@ fn a_refused_slice_warns_once_through_the_callback() {
     scenario("refused_slice");
 }
 
+/// The environment of a slice-check scenario: `slice` for tool launches, and a `systemctl` that
+/// answers 5 s late (the first time only, with `first_only`).
+fn slow_slice_check_env(
+    dir: &common::TempDir,
+    slice: &str,
+    first_only: bool,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let config = dir.write("config", &format!("tool_scope_slice = {slice}\n"), false);
+    common::env_with(&[
+        ("SYNAPS_CONFIG", &config.into_os_string()),
+        (
+            "PATH",
+            &common::path_with_slow_systemctl(dir, "5", first_only),
+        ),
+    ])
+}
+
+#[test]
+fn a_slice_check_the_busy_manager_did_not_answer_warns_once_through_the_callback() {
+    let Some(_rig) = rig() else { return };
+    let dir = common::TempDir::new("cabibusy");
+    scenario_with_env(
+        "busy_slice_check",
+        &slow_slice_check_env(&dir, "cabibusy.slice", true),
+    );
+}
+
+#[test]
+fn scope_flush_warnings_reports_a_slice_check_without_an_answer() {
+    let Some(_rig) = rig() else { return };
+    let dir = common::TempDir::new("cabiflush");
+    scenario_with_env(
+        "flush_warnings",
+        &slow_slice_check_env(&dir, "cabiflush.slice", false),
+    );
+}
+
 #[test]
 fn without_a_callback_warnings_go_to_stderr() {
     let Some(_rig) = rig() else { return };

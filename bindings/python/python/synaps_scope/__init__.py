@@ -49,6 +49,7 @@ __all__ = [
     "ScopedProcess",
     "Wrapped",
     "create_subprocess_exec",
+    "flush_warnings",
     "launcher_for_env",
     "launcher_for_env_async",
     "resolve_program",
@@ -226,6 +227,14 @@ async def launcher_for_env_async(
 
     threading.Thread(target=request, name="synaps_scope probe", daemon=True).start()
     return await answer
+
+
+def flush_warnings(timeout: float = DEFAULT_PROBE_TIMEOUT) -> bool:
+    """For a program about to exit: waits at most ``timeout`` seconds for the background slice
+    checks still running, so that their warnings reach ``logging``, then logs a WARNING for each
+    check that got no answer. True when every check had finished. A short script that launches a
+    command and exits calls it last; a long-running host need not."""
+    return _native.flush_warnings(float(timeout))
 
 
 def resolve_program(

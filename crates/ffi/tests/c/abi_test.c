@@ -598,6 +598,76 @@ static int scenario_stopped_manager_requests(void) {
     return 0;
 }
 
+/* The slice checks' WARN lines, counted by the callback from whichever thread logs. */
+static int slice_warned, unanswered_warned;
+
+static void count_slice_lines(void *userdata, scope_log_level level, const char *message, size_t len) {
+    (void)userdata;
+    (void)len;
+    if (level != SCOPE_LOG_LEVEL_WARN) return;
+    pthread_mutex_lock(&log_lock);
+    if (strstr(message, "slice cabibusy.slice sets no limits") != NULL) slice_warned++;
+    if (strstr(message, "could not check whether slice cabiflush.slice sets any limits") != NULL) unanswered_warned++;
+    pthread_mutex_unlock(&log_lock);
+}
+
+static int counted(int *count) {
+    pthread_mutex_lock(&log_lock);
+    int value = *count;
+    pthread_mutex_unlock(&log_lock);
+    return value;
+}
+
+/* A launch that must be scoped, answered within 300 ms + 100 ms whatever the slice check does. */
+static void request_scoped_quickly(void) {
+    scope_launcher *launcher = NULL;
+    double started = now_ms();
+    scope_result r = scope_launcher_for_env_timeout(NULL, SCOPE_KIND_TOOL, 300, &launcher);
+    if (r != SCOPE_RESULT_OK || launcher == NULL) {
+        fprintf(stderr, "FAIL: a scoped launcher: result %u: %s\n", (unsigned)r, scope_last_error());
+        exit(1);
+    }
+    if (now_ms() - started >= 400) {
+        fprintf(stderr, "FAIL: a request waited %.0f ms for the slice check\n", now_ms() - started);
+        exit(1);
+    }
+    scope_launcher_free(launcher);
+}
+
+/* The environment names cabibusy.slice, and its systemctl answers the first check 5 s late. */
+static int scenario_busy_slice_check(void) {
+    scope_set_log_callback(count_slice_lines, NULL);
+    double deadline = now_ms() + 15000;
+    while (counted(&slice_warned) == 0) {
+        CHECK(now_ms() < deadline, "the warning never came");
+        request_scoped_quickly();
+        sleep_ms(100);
+    }
+    for (int i = 0; i < 5; i++) request_scoped_quickly();
+    sleep_ms(1500);
+    CHECK(counted(&slice_warned) == 1, "%d warnings, expected exactly one", counted(&slice_warned));
+    scope_set_log_callback(NULL, NULL);
+    return 0;
+}
+
+/* The environment names cabiflush.slice, and its systemctl always answers 5 s late. */
+static int scenario_flush_warnings(void) {
+    scope_set_log_callback(count_slice_lines, NULL);
+    scope_launcher *launcher = NULL;
+    CHECK(scope_launcher_for_env_timeout(NULL, SCOPE_KIND_TOOL, 500, &launcher) == SCOPE_RESULT_OK && launcher != NULL,
+          "scoped: %s", scope_last_error());
+    scope_launcher_free(launcher);
+    double started = now_ms();
+    scope_result r = scope_flush_warnings(300);
+    CHECK(r == SCOPE_RESULT_TIMED_OUT, "result %u", (unsigned)r);
+    CHECK(now_ms() - started < 500, "flushed after %.0f ms", now_ms() - started);
+    CHECK(counted(&unanswered_warned) == 1, "%d warnings, expected one", counted(&unanswered_warned));
+    scope_set_log_callback(NULL, NULL);
+    /* The check's own bound (500 ms) ends its thread: let it, before the leak check at exit. */
+    CHECK(scope_flush_warnings(2000) == SCOPE_RESULT_OK, "the check ended by its bound");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static const struct {
         const char *name;
@@ -609,6 +679,7 @@ int main(int argc, char **argv) {
         {"required", scenario_required},             {"scope_kill", scenario_scope_kill},
         {"bad_input", scenario_bad_input},           {"threads", scenario_threads},
         {"login_shell", scenario_login_shell},       {"stopped_manager_requests", scenario_stopped_manager_requests},
+        {"busy_slice_check", scenario_busy_slice_check}, {"flush_warnings", scenario_flush_warnings},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
