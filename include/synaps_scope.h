@@ -43,7 +43,8 @@ enum scope_result
   SCOPE_RESULT_REQUIRED_UNAVAILABLE = 5,
   // No such program (resolve), or no such running scope (handles).
   SCOPE_RESULT_NOT_FOUND = 6,
-  // The unit or cgroup is not a `synaps-*.scope` made by this library; refused.
+  // The unit or cgroup is not a `synaps-*.scope` made by this library, or it holds the calling
+  // process; refused.
   SCOPE_RESULT_NOT_OURS = 7,
   // The process is not in the scope named.
   SCOPE_RESULT_NOT_IN_SCOPE = 8,
@@ -339,6 +340,13 @@ scope_kind scope_launcher_kind(const struct scope_launcher *launcher);
 // `launcher` is NULL or a live launcher.
 const char *scope_launcher_slice(const struct scope_launcher *launcher);
 
+// Whether `process_scopes = required` was in force for the launcher (false for NULL): a launch
+// it cannot scope must then fail rather than run directly.
+//
+// # Safety
+// `launcher` is NULL or a live launcher.
+bool scope_launcher_required(const struct scope_launcher *launcher);
+
 // Which program makes the launcher's scopes (0 for a NULL launcher).
 //
 // # Safety
@@ -456,7 +464,10 @@ scope_result scope_launcher_for_env_async(const char *const *envp,
                                           void *userdata);
 
 // Sends the library's log lines to `callback` (with `userdata`), or, when `callback` is NULL,
-// back to the default: lines on stderr. May be called at any time, from any thread.
+// back to the default: lines on stderr. May be called at any time, from any thread. When it
+// returns, the callback it replaced is not running on any other thread and will never be called
+// again, so its `userdata` may be freed. Called from inside the callback, it waits for every
+// other thread's call but its own.
 //
 // # Safety
 // `callback`, when not NULL, is safe to call from any thread with `userdata` until it is

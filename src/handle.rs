@@ -1,15 +1,19 @@
 //! Scope handles (R15): from a unit name that `wrap` returned, find the scope's cgroup, list and
 //! kill every process in it (descendants that left the process group included), read its usage,
 //! and wait for it to empty. Anything that is not a `synaps-*.scope` made by this library is
-//! refused, so a caller that launched directly can never kill its own cgroup by mistake.
+//! refused, and so is any scope that holds the calling process (when the handle is made and again
+//! when it kills), so a caller can never kill its own cgroup by mistake: not a daemon in a scope of
+//! its own whose child was launched directly, nor one whose scoped child has not yet left it.
 
 use std::ffi::OsString;
 use std::fmt;
 use std::fs;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use rustix::fs::{Mode, OFlags};
 use rustix::process::{kill_process, Pid, Signal};
 
 use crate::bounded::deadline_after;
@@ -24,6 +28,13 @@ pub enum HandleError {
     NotOurs {
         /// The name or cgroup path that was refused.
         what: String,
+    },
+    /// The scope holds the calling process (the caller runs in it, or below it): never killed.
+    HoldsCaller {
+        /// The scope's cgroup, relative to the cgroup2 mount.
+        cgroup: String,
+        /// The calling process's own cgroup.
+        own: String,
     },
     /// The process is not in that scope (it exited, or was launched directly).
     NotInScope {
@@ -63,6 +74,11 @@ impl fmt::Display for HandleError {
                     "{what} is not a synaps-<kind>-<id>.scope made by synaps-scope; refusing it"
                 )
             }
+            HandleError::HoldsCaller { cgroup, own } => write!(
+                f,
+                "the scope {cgroup} holds this process (in {own}); refusing it, so that the caller \
+                 is never killed with it"
+            ),
             HandleError::NotInScope { pid, unit, cgroup } => {
                 write!(f, "process {pid} is not in {unit} (its cgroup is {cgroup})")
             }
@@ -115,11 +131,14 @@ pub enum KillMethod {
     Signals,
 }
 
-/// A running scope of this library, found by unit name.
+/// A running scope of this library, found by unit name. It stays bound to that one scope: a
+/// scope started later under the same name (a new cgroup at the same path) is not this one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScopeHandle {
     unit: String,
     cgroup: PathBuf,
+    /// The cgroup's inode number, which the kernel never gives two cgroups in one boot.
+    cgroup_id: u64,
 }
 
 impl ScopeHandle {
@@ -182,15 +201,20 @@ impl ScopeHandle {
                 what: format!("the cgroup {relative}"),
             });
         }
+        ensure_not_the_callers(relative)?;
         let cgroup = cgroup2_mount()?.join(relative.trim_start_matches('/'));
-        if !cgroup.is_dir() {
-            return Err(HandleError::NotFound {
-                unit: unit.to_owned(),
-            });
-        }
+        let cgroup_id = match fs::metadata(&cgroup) {
+            Ok(meta) if meta.is_dir() => meta.ino(),
+            _ => {
+                return Err(HandleError::NotFound {
+                    unit: unit.to_owned(),
+                })
+            }
+        };
         Ok(ScopeHandle {
             unit: unit.to_owned(),
             cgroup,
+            cgroup_id,
         })
     }
 
@@ -204,8 +228,18 @@ impl ScopeHandle {
         &self.cgroup
     }
 
-    /// Every process in the scope (and any cgroup below it); empty once the scope is gone.
+    /// False once the scope has gone and another cgroup took its path (a scope started later
+    /// under the same name): nothing in it is this handle's to list or kill.
+    fn is_still_the_same_scope(&self) -> bool {
+        fs::metadata(&self.cgroup).is_ok_and(|meta| meta.ino() == self.cgroup_id)
+    }
+
+    /// Every process in the scope (and any cgroup below it); empty once the scope is gone,
+    /// even if a scope of the same name has started since.
     pub fn pids(&self) -> Result<Vec<u32>, HandleError> {
+        if !self.is_still_the_same_scope() {
+            return Ok(Vec::new());
+        }
         let mut pids = Vec::new();
         collect_pids(&self.cgroup, &mut pids)?;
         pids.sort_unstable();
@@ -213,11 +247,14 @@ impl ScopeHandle {
         Ok(pids)
     }
 
-    /// The scope's usage; a controller that is not enabled gives None, not an error.
+    /// The scope's usage; a controller that is not enabled gives None, not an error, and so does
+    /// a scope that is gone (even if another has started under its name).
     pub fn stats(&self) -> ScopeStats {
+        let same = self.is_still_the_same_scope();
         let read = |name: &str| {
             fs::read_to_string(self.cgroup.join(name))
                 .ok()
+                .filter(|_| same)
                 .and_then(|text| text.trim().parse().ok())
         };
         ScopeStats {
@@ -247,9 +284,20 @@ impl ScopeHandle {
     ) -> Result<Vec<u32>, HandleError> {
         let deadline = deadline_after(timeout);
         ensure_ours(&self.unit)?;
+        if !self.is_still_the_same_scope() {
+            return Ok(Vec::new());
+        }
         let before = self.pids()?;
+        // Checked again now: the caller may have moved into the scope since the handle was made.
+        if before.contains(&std::process::id()) {
+            let own = process_cgroup(std::process::id())?;
+            return Err(HandleError::HoldsCaller {
+                cgroup: own.clone(),
+                own,
+            });
+        }
         match method {
-            KillMethod::CgroupKill => match fs::write(self.cgroup.join("cgroup.kill"), "1") {
+            KillMethod::CgroupKill => match self.write_cgroup_kill() {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound && !self.cgroup.exists() => {}
                 Err(e) => return Err(e.into()),
@@ -258,6 +306,27 @@ impl ScopeHandle {
         }
         self.wait_empty_until(deadline, timeout)?;
         Ok(before)
+    }
+
+    /// Writes `cgroup.kill` of this very cgroup: opened through the directory whose identity was
+    /// checked, so a scope that took the path in between is never the one killed.
+    fn write_cgroup_kill(&self) -> io::Result<()> {
+        let dir = rustix::fs::open(
+            &self.cgroup,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        if rustix::fs::fstat(&dir)?.st_ino != self.cgroup_id {
+            return Ok(());
+        }
+        let kill = rustix::fs::openat(
+            &dir,
+            "cgroup.kill",
+            OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        rustix::io::write(&kill, b"1")?;
+        Ok(())
     }
 
     /// Freezes the cgroup (so nothing forks away mid-kill), SIGKILLs each process, thaws, and
@@ -302,6 +371,23 @@ impl ScopeHandle {
             pause = (pause * 2).min(Duration::from_millis(20));
         }
     }
+}
+
+/// Refuses the cgroup `relative` when the calling process runs in it or below it.
+fn ensure_not_the_callers(relative: &str) -> Result<(), HandleError> {
+    let own = process_cgroup(std::process::id())?;
+    let scope = relative.trim_end_matches('/');
+    let holds = own == scope
+        || own
+            .strip_prefix(scope)
+            .is_some_and(|rest| rest.starts_with('/'));
+    if holds {
+        return Err(HandleError::HoldsCaller {
+            cgroup: relative.to_owned(),
+            own,
+        });
+    }
+    Ok(())
 }
 
 fn ensure_ours(unit: &str) -> Result<(), HandleError> {

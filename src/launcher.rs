@@ -216,6 +216,12 @@ impl ScopeLauncher {
         self.slice.as_deref()
     }
 
+    /// Whether `process_scopes = required` was in force for this launcher: a launch it cannot
+    /// scope must then fail rather than run directly (a bindings' spawn that switches user, say).
+    pub fn required(&self) -> bool {
+        self.required
+    }
+
     /// The program that makes the scope.
     pub fn wrapper(&self) -> &Wrapper {
         &self.wrapper

@@ -175,3 +175,57 @@ fn usage_of_an_absent_controller_reads_as_unknown() {
         )
     });
 }
+
+/// Issue 13, item 12: a handle stays bound to the scope it was made for. Once that scope is gone
+/// and another starts under the same unit name (a new cgroup at the same path), the old handle
+/// lists nothing and kills nothing; the new scope is found and killed through a new handle.
+#[test]
+fn a_stale_handle_never_touches_a_new_scope_of_the_same_name() {
+    let Some(_rig) = rig() else { return };
+    let (mut first, unit) = spawn_scoped(&["sleep", "1000"]);
+    let stale = ScopeHandle::from_pid(&unit, first.id()).unwrap();
+    assert_eq!(
+        stale.kill(Duration::from_secs(5)).unwrap(),
+        vec![first.id()]
+    );
+    first.wait().unwrap();
+
+    // The same name again, as soon as the manager has let go of the first scope.
+    let started = Instant::now();
+    let mut second = loop {
+        let mut cmd = Command::new("systemd-run");
+        cmd.args(["--user", "--scope", "--quiet", "--collect", "--unit", &unit])
+            .args(["--", "sleep", "1000"]);
+        set_env(&mut cmd, &inherited_env());
+        let mut child = cmd.spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        if child.try_wait().unwrap().is_none() && cgroup_of(child.id()).ends_with(&unit) {
+            break child;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{unit} never started again"
+        );
+    };
+    assert_eq!(
+        stale.pids().unwrap(),
+        Vec::<u32>::new(),
+        "the old handle sees nothing"
+    );
+    assert_eq!(stale.stats().pids_current, None);
+    assert_eq!(
+        stale.kill(Duration::from_secs(1)).unwrap(),
+        Vec::<u32>::new()
+    );
+    assert!(alive(second.id()), "the old handle killed the new scope");
+
+    let fresh = ScopeHandle::from_pid(&unit, second.id()).unwrap();
+    assert_ne!(fresh, stale);
+    assert_eq!(
+        fresh.kill(Duration::from_secs(5)).unwrap(),
+        vec![second.id()]
+    );
+    second.wait().unwrap();
+}

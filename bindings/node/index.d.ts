@@ -70,6 +70,8 @@ export declare class ScopeLauncher {
   readonly slice: string | null;
   /** Which program makes the scope. */
   readonly wrapper: WrapperName;
+  /** Whether `process_scopes = required` was in force: a launch it cannot scope fails rather than running directly. */
+  readonly required: boolean;
   /** The version of the systemd-run in use; null with the launcher program. */
   readonly systemdVersion: number | null;
   wrap(argv: readonly Arg[], options?: WrapOptions): Wrapped;
@@ -117,11 +119,18 @@ export interface ScopedSpawnOptions extends SpawnOptions {
   probeTimeoutMs?: number;
 }
 
-/** child_process.spawn in a scope; resolves once the child is spawned. */
+/**
+ * child_process.spawn in a scope; resolves once the child is spawned. A child that switches user
+ * (`uid`, `gid`) runs directly with one warning per process (a scope of this user's manager cannot
+ * hold another user's process), and is refused with ScopeRequiredError in `required` mode.
+ */
 export declare function spawn(command: string, args?: readonly string[], options?: ScopedSpawnOptions): Promise<ScopedChildProcess>;
 export declare function spawn(command: string, options?: ScopedSpawnOptions): Promise<ScopedChildProcess>;
 
-/** Where the library's log lines go (default: console.warn); null silences them. */
+/**
+ * Where the library's log lines go (default: console.warn); null silences them. The main thread's
+ * logger receives every line, also those of requests made in workers; in a worker it throws.
+ */
 export declare function setLogger(logger: ((level: LogLevel, message: string) => void) | null): void;
 export declare function setLogLevel(level: LogLevel): void;
 /**

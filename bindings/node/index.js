@@ -8,6 +8,7 @@ const childProcess = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { promisify } = require('node:util');
+const { isMainThread } = require('node:worker_threads');
 const koffi = require('koffi');
 
 /** The C ABI version this package was written for (SCOPE_ABI_VERSION of synaps_scope.h). */
@@ -96,6 +97,7 @@ const c = {
   ),
   launcherFree: lib.func('void scope_launcher_free(scope_launcher *launcher)'),
   launcherWrapper: lib.func('uint32_t scope_launcher_wrapper(const scope_launcher *launcher)'),
+  launcherRequired: lib.func('bool scope_launcher_required(const scope_launcher *launcher)'),
   launcherKind: lib.func('uint32_t scope_launcher_kind(const scope_launcher *launcher)'),
   launcherSlice: lib.func('const char *scope_launcher_slice(const scope_launcher *launcher)'),
   launcherVersion: lib.func('uint32_t scope_launcher_systemd_version(const scope_launcher *launcher)'),
@@ -183,23 +185,36 @@ function callHere(fn, ...args) {
   check(fn(...args, null, 0));
 }
 
+// The library logs process-wide, through one callback, and a callback belongs to the JS thread
+// that registered it: one registered by a worker would be called after the worker is gone, which
+// aborts the process. So only the main thread registers one, and every line, whichever thread's
+// request logged it, goes to the main thread's logger. In a process where only workers load the
+// package, lines go to stderr (the library's default).
 let logger = (level, message) => console.warn(`synaps-scope: ${level}: ${message}`);
-const logTrampoline = koffi.register((_userdata, level, message) => {
-  try {
-    if (logger) logger(LEVELS[level] ?? 'trace', message);
-  } catch {
-    // A throwing logger must not unwind into the library.
-  }
-}, koffi.pointer(LogCallback));
-c.setLogCallback(logTrampoline, null);
+if (isMainThread) {
+  const logTrampoline = koffi.register((_userdata, level, message) => {
+    try {
+      if (logger) logger(LEVELS[level] ?? 'trace', message);
+    } catch {
+      // A throwing logger must not unwind into the library.
+    }
+  }, koffi.pointer(LogCallback));
+  c.setLogCallback(logTrampoline, null);
+}
 
-/** Sends the library's log lines to `fn(level, message)`; null silences them. Default: console.warn. */
+/**
+ * Sends the library's log lines to `fn(level, message)`; null silences them. Default: console.warn.
+ * The main thread's logger receives every line, also those of requests made in workers; in a
+ * worker, setLogger throws, since no line would ever reach it.
+ */
 function setLogger(fn) {
   if (fn !== null && typeof fn !== 'function') throw new TypeError('setLogger takes a function or null');
+  if (!isMainThread) {
+    throw new Error('synaps-scope: setLogger works on the main thread only: the library logs process-wide, and every line goes to the main thread\'s logger');
+  }
   logger = fn;
 }
 
-/** The most detailed level delivered: 'error', 'warn' (the default), 'info', 'debug' or 'trace'. */
 /**
  * For a program about to exit: waits at most `timeoutMs` (default 3000) for the background slice
  * checks still running, so that their warnings reach the logger, then logs a warning for each check
@@ -213,6 +228,7 @@ async function flushWarnings(timeoutMs_ = 3000) {
   return true;
 }
 
+/** The most detailed level delivered: 'error', 'warn' (the default), 'info', 'debug' or 'trace'. */
 function setLogLevel(level) {
   const number = LEVELS.indexOf(level);
   if (number < 1) throw new TypeError(`unknown log level ${JSON.stringify(level)}`);
@@ -262,6 +278,18 @@ function kindNumber(kind) {
   return KINDS[kind];
 }
 
+/**
+ * A process id: a whole number from 1 to 2^31 - 1 (the kernel's pid_t). Anything else throws
+ * rather than reaching the C ABI's uint32_t, where 1.5 would become pid 1 and 2^32 + N pid N.
+ */
+function pidArg(value) {
+  if (typeof value !== 'number') throw new TypeError(`pid must be a number, not ${typeof value}`);
+  if (!Number.isInteger(value) || value < 1 || value > 0x7fffffff) {
+    throw new RangeError(`pid must be a whole number from 1 to 2147483647, not ${value}`);
+  }
+  return value;
+}
+
 function timeoutMs(value, what, fallback) {
   if (value === undefined) return fallback;
   if (!Number.isInteger(value) || value < 1 || value > 0xffffffff) {
@@ -290,6 +318,7 @@ class ScopeLauncher {
     this.kind = c.launcherKind(pointer) === KINDS.daemon ? 'daemon' : 'tool';
     this.slice = c.launcherSlice(pointer);
     this.wrapper = WRAPPER_NAMES[c.launcherWrapper(pointer)];
+    this.required = c.launcherRequired(pointer);
     this.systemdVersion = c.launcherVersion(pointer) || null;
     Object.freeze(this);
   }
@@ -409,13 +438,13 @@ class ScopeHandle {
 
   static fromPid(unit, pid) {
     const out = [null];
-    check(c.handleFromPid(cString(unit, 'unit'), pid, out));
+    check(c.handleFromPid(cString(unit, 'unit'), pidArg(pid), out));
     return new ScopeHandle(out[0]);
   }
 
   static ofProcess(pid) {
     const out = [null];
-    check(c.handleOfProcess(pid, out));
+    check(c.handleOfProcess(pidArg(pid), out));
     return new ScopeHandle(out[0]);
   }
 
@@ -472,13 +501,36 @@ class ScopeHandle {
  * child_process.spawn in a scope: resolves to the ChildProcess, with `scopeUnit` naming its scope
  * (null for a direct launch). `shell: true` runs `/bin/sh -c` inside the scope.
  */
+let userSwitchWarned = false;
+
+/**
+ * `launcher`, or null for a child that switches user (`uid`, `gid`): a scope of this user's
+ * manager cannot hold another user's process (the launcher would run as that user and could not
+ * reach the manager, so the command would never run). Such a child runs directly, with one
+ * warning per process saying why; in `required` mode it is refused with ScopeRequiredError before
+ * anything is spawned.
+ */
+function unlessUserSwitch(launcher, { uid, gid }) {
+  const switches = [['uid', uid], ['gid', gid]].filter(([, value]) => value !== undefined).map(([name, value]) => `${name}=${value}`);
+  if (!launcher || switches.length === 0) return launcher;
+  const why = `the child switches user (${switches.join(', ')}), and a scope of this user's systemd manager cannot hold another user's process`;
+  const required = launcher.required;
+  launcher.close();
+  if (required) throw new ScopeRequiredError(5, `synaps-scope: process scopes are required, but ${why}`);
+  if (!userSwitchWarned) {
+    userSwitchWarned = true;
+    if (logger) logger('warn', `launching directly, not in a scope: ${why}`);
+  }
+  return null;
+}
+
 async function spawn(command, args = [], options = {}) {
   if (!Array.isArray(args)) {
     options = args ?? {};
     args = [];
   }
   const { kind, probeTimeoutMs, ...spawnOptions } = options;
-  const launcher = await launcherForEnv({ env: spawnOptions.env, kind, probeTimeoutMs });
+  const launcher = unlessUserSwitch(await launcherForEnv({ env: spawnOptions.env, kind, probeTimeoutMs }), spawnOptions);
   let argv = [command, ...args];
   let unit = null;
   if (launcher) {

@@ -286,6 +286,122 @@ test('bad input throws a clear error', async (t) => {
   launcher.close();
 });
 
+test('a child that switches user runs directly with one warning', async (t) => {
+  // Issue 13, item 3: a scope of this user's manager cannot hold another user's process.
+  if (!requireRig(t)) return;
+  await withLines(async (lines) => {
+    for (const ids of [{ uid: 65534 }, { gid: 65534 }, { uid: 65534, gid: 65534 }]) {
+      const child = await scope.spawn('sh', ['-c', `id -u; id -g; ${CGROUP_OF_SELF}`], { ...ids, cwd: '/', stdio: ['ignore', 'pipe', 'inherit'] });
+      assert.equal(child.scopeUnit, null);
+      const { code, stdout } = await collect(child);
+      assert.equal(code, 0);
+      const [uid, gid, cgroup] = stdout.toString().split('\n');
+      assert.equal(uid, ids.uid === undefined ? '0' : '65534');
+      assert.equal(gid, ids.gid === undefined ? '0' : '65534');
+      assert.doesNotMatch(cgroup, /synaps-tool-/);
+    }
+    const warned = lines.filter(([level, message]) => level === 'warn' && message.includes('switches user'));
+    assert.equal(warned.length, 1, JSON.stringify(lines));
+    assert.match(warned[0][1], /cannot hold another user's process/);
+  });
+  const env = { ...process.env, SYNAPS_PROCESS_SCOPES: 'required' };
+  await assert.rejects(scope.spawn('true', [], { env, uid: 65534 }), (error) => {
+    assert.ok(error instanceof scope.ScopeRequiredError);
+    assert.match(error.message, /switches user/);
+    return true;
+  });
+  const launcher = await scope.launcherForEnv({ env });
+  assert.equal(launcher?.required, true);
+  launcher?.close();
+});
+
+test('a scope that holds the caller is never killed', async (t) => {
+  // Issue 13, item 1: a daemon in a scope of its own asks for its direct child's scope.
+  if (!requireRig(t)) return;
+  const script = `
+    const scope = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const child = require('node:child_process').spawn('sleep', ['100']);
+    try {
+      scope.ScopeHandle.ofProcess(child.pid).kill(5000)
+        .then(() => console.log('killed'), (error) => console.log('failed:', error.message))
+        .finally(() => child.kill('SIGKILL'));
+    } catch (error) {
+      console.log('refused:', error.code, error.message);
+      child.kill('SIGKILL');
+    }
+  `;
+  const daemon = await scope.spawn(process.execPath, ['-e', script], { kind: 'daemon', stdio: ['ignore', 'pipe', 'inherit'] });
+  const { code, stdout } = await collect(daemon);
+  const out = stdout.toString();
+  assert.equal(code, 0, out);
+  assert.match(out, /^refused: SCOPE_NOT_OURS .*holds this process/, out);
+});
+
+test('the package loaded in workers that then exit never breaks logging', (t) => {
+  // Issue 13, item 4: a worker's log callback replaced the process-wide one, and the next line
+  // after the worker exited aborted the process. Run in a process of its own, so an abort is seen.
+  if (!requireRig(t)) return;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-workers-'));
+  const script = `
+    const fs = require('node:fs');
+    const path = require('node:path');
+    const { Worker } = require('node:worker_threads');
+    const pkg = ${JSON.stringify(path.resolve(__dirname, '..'))};
+    const scope = require(pkg);
+    const lines = [];
+    scope.setLogger((level, message) => lines.push(message));
+    const config = (slice) => {
+      const file = path.join(${JSON.stringify(dir)}, slice);
+      fs.writeFileSync(file, 'tool_scope_slice = ' + slice + '\\n');
+      return file;
+    };
+    const inWorker = \`
+      const scope = require(\${JSON.stringify(pkg)});
+      const { parentPort, workerData } = require('node:worker_threads');
+      let setLoggerThrew = false;
+      try { scope.setLogger(() => {}); } catch { setLoggerThrew = true; }
+      scope.launcherForEnv({ env: { ...process.env, SYNAPS_CONFIG: workerData } })
+        .then((launcher) => parentPort.postMessage({ direct: launcher === null, setLoggerThrew }));
+    \`;
+    (async () => {
+      const workers = [0, 1, 2].map((i) => new Worker(inWorker, { eval: true, workerData: config('nodeworker' + i + '.service') }));
+      const exited = workers.map((worker) => new Promise((resolve) => worker.on('exit', resolve)));
+      const results = await Promise.all(workers.map((worker) => new Promise((resolve, reject) => {
+        worker.on('message', resolve);
+        worker.on('error', reject);
+      })));
+      await Promise.all(exited);
+      // The workers are gone; the library logs again, from this thread and from its own threads.
+      const launcher = await scope.launcherForEnv({ env: { ...process.env, SYNAPS_CONFIG: config('nodeworkermain.service') } });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      console.log(JSON.stringify({ results, direct: launcher === null, lines }));
+    })();
+  `;
+  const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(run.signal, null, `the process died of ${run.signal}: ${run.stderr}`);
+  assert.equal(run.status, 0, run.stderr);
+  const { results, direct, lines } = JSON.parse(run.stdout);
+  assert.deepEqual(results, [0, 1, 2].map(() => ({ direct: true, setLoggerThrew: true })));
+  assert.ok(direct);
+  for (const slice of ['nodeworker0', 'nodeworker1', 'nodeworker2', 'nodeworkermain']) {
+    assert.equal(lines.filter((/** @type {string} */ line) => line.includes(`${slice}.service`)).length, 1, `${slice}: ${JSON.stringify(lines)}`);
+  }
+});
+
+test('pids are whole numbers from 1 to 2^31 - 1 on every entry point', () => {
+  // Issue 13, item 6: koffi would turn 1.5 into pid 1 and 2^32 + N into pid N.
+  const unit = 'synaps-tool-0123456789abcdef0123456789abcdef.scope';
+  const entryPoints = [(/** @type {any} */ pid) => scope.ScopeHandle.ofProcess(pid), (/** @type {any} */ pid) => scope.ScopeHandle.fromPid(unit, pid)];
+  for (const call of entryPoints) {
+    for (const pid of [1.5, 2 ** 32 + 1, 2 ** 31, -1, 0, NaN, Infinity]) {
+      assert.throws(() => call(pid), { name: 'RangeError', message: /pid must be a whole number from 1 to 2147483647/ }, String(pid));
+    }
+    for (const pid of ['5', null, undefined, 5n, { valueOf: () => 5 }]) {
+      assert.throws(() => call(pid), { name: 'TypeError', message: /pid must be a number/ }, String(pid));
+    }
+  }
+});
+
 test('a library of another ABI version, or none, is refused with a clear message', (t) => {
   if (!requireRig(t)) return;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-abi-'));

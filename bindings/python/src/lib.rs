@@ -119,6 +119,11 @@ impl ScopeLauncher {
     }
 
     #[getter]
+    fn required(&self) -> bool {
+        self.inner.required()
+    }
+
+    #[getter]
     fn wrapper(&self) -> &'static str {
         self.inner.wrapper().name()
     }
@@ -227,7 +232,9 @@ fn resolve<'py>(
 fn handle_error(e: HandleError) -> PyErr {
     let message = e.to_string();
     match e {
-        HandleError::NotOurs { .. } => NotOurScopeError::new_err(message),
+        HandleError::NotOurs { .. } | HandleError::HoldsCaller { .. } => {
+            NotOurScopeError::new_err(message)
+        }
         HandleError::NotInScope { .. } => NotInScopeError::new_err(message),
         HandleError::NotFound { .. } => ScopeNotFoundError::new_err(message),
         HandleError::TimedOut { .. } => ScopeTimeoutError::new_err(message),

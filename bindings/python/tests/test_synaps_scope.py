@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -408,6 +409,58 @@ def test_run_kills_the_whole_scope_on_timeout(rig: Dict[str, str], tmp_path: Pat
     assert not status_path.exists() or "State:\tZ" in status_path.read_text(), "the grandchild outlived the timeout"
 
 
+def test_a_child_that_switches_user_runs_directly_with_one_warning(
+    rig: Dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 13, item 3: a scope of this user's manager cannot hold another user's process."""
+    caplog.set_level(logging.WARNING, logger="synaps_scope")
+    script = f"id -u; id -g; {CGROUP_OF_SELF}"
+    for switch in ({"user": 65534}, {"group": 65534}, {"user": 65534, "extra_groups": [65534]}):
+        child = synaps_scope.Popen(["sh", "-c", script], stdout=subprocess.PIPE, cwd="/", **switch)
+        out, _ = child.communicate(timeout=10)
+        assert child.returncode == 0 and child.scope_unit is None, (child.returncode, out)
+        uid, gid, cgroup = out.decode().split()
+        assert uid == ("65534" if "user" in switch else "0") and gid == ("65534" if "group" in switch else "0")
+        assert "synaps-tool-" not in cgroup, cgroup
+    warnings = scope_warnings(caplog, "switches user")
+    assert len(warnings) == 1 and "cannot hold another user's process" in warnings[0], warnings
+
+    required = {**os.environ, "SYNAPS_PROCESS_SCOPES": "required"}
+    with pytest.raises(synaps_scope.ScopeRequiredError, match="switches user"):
+        synaps_scope.Popen(["true"], env=required, user=65534)
+
+    async def in_asyncio() -> Tuple[int, bytes]:
+        process = await synaps_scope.create_subprocess_exec(
+            "sh", "-c", "id -u", stdout=asyncio.subprocess.PIPE, user=65534, cwd="/"
+        )
+        out, _ = await process.communicate()
+        return await process.wait(), out
+
+    assert asyncio.run(in_asyncio()) == (0, b"65534\n")
+
+
+HOLDS_CALLER_CHECK = """
+import subprocess, synaps_scope
+child = subprocess.Popen(["sleep", "100"])
+try:
+    synaps_scope.ScopeHandle.of_process(child.pid).kill(5)
+    print("killed")
+except synaps_scope.NotOurScopeError as refused:
+    print("refused:", refused)
+finally:
+    child.kill()
+    child.wait()
+"""
+
+
+def test_a_scope_that_holds_the_caller_is_never_killed(rig: Dict[str, str]) -> None:
+    """Issue 13, item 1: a daemon in a scope of its own asks for its direct child's scope."""
+    done = synaps_scope.run([sys.executable, "-c", HOLDS_CALLER_CHECK], kind="daemon", capture_output=True)
+    out = done.stdout.decode()
+    assert done.returncode == 0, (done.returncode, out, done.stderr)
+    assert out.startswith("refused:") and "holds this process" in out, out
+
+
 def test_bad_inputs_raise_python_exceptions(rig: Dict[str, str]) -> None:
     launcher = synaps_scope.launcher_for_env()
     assert launcher is not None
@@ -446,8 +499,18 @@ def test_bad_inputs_raise_python_exceptions(rig: Dict[str, str]) -> None:
         synaps_scope.ScopeHandle.from_pid("app.slice", 1)
     with pytest.raises(synaps_scope.ScopeNotFoundError):
         synaps_scope.ScopeHandle.from_manager("synaps-tool-0123456789abcdef0123456789abcdef.scope")
-    with pytest.raises(OverflowError):
-        synaps_scope.ScopeHandle.of_process(-1)
+    # Issue 13, item 6: a pid is an int from 1 to 2**31 - 1; a bool would have meant pid 1.
+    unit = "synaps-tool-0123456789abcdef0123456789abcdef.scope"
+    for bad_type in (True, 1.5, "5", None):
+        with pytest.raises(TypeError, match="pid must be an int"):
+            synaps_scope.ScopeHandle.of_process(bad_type)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="pid must be an int"):
+            synaps_scope.ScopeHandle.from_pid(unit, bad_type)  # type: ignore[arg-type]
+    for bad_number in (-1, 0, 2**31, 2**32 + 1):
+        with pytest.raises(ValueError, match="pid must be from 1 to 2147483647"):
+            synaps_scope.ScopeHandle.of_process(bad_number)
+        with pytest.raises(ValueError, match="pid must be from 1 to 2147483647"):
+            synaps_scope.ScopeHandle.from_pid(unit, bad_number)
 
 
 def test_probes_of_a_stopped_manager_never_stall_the_loop(manager: Manager) -> None:

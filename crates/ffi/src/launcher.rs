@@ -143,6 +143,19 @@ pub unsafe extern "C" fn scope_launcher_slice(launcher: *const scope_launcher) -
     })
 }
 
+/// Whether `process_scopes = required` was in force for the launcher (false for NULL): a launch
+/// it cannot scope must then fail rather than run directly.
+///
+/// # Safety
+/// `launcher` is NULL or a live launcher.
+#[no_mangle]
+pub unsafe extern "C" fn scope_launcher_required(launcher: *const scope_launcher) -> bool {
+    guard_value(false, || {
+        // SAFETY: NULL or a live launcher per the caller.
+        unsafe { launcher.as_ref() }.is_some_and(|l| l.inner.required())
+    })
+}
+
 /// Which program makes the launcher's scopes (0 for a NULL launcher).
 ///
 /// # Safety

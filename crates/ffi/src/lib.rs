@@ -44,7 +44,8 @@ pub enum scope_result {
     RequiredUnavailable = 5,
     /// No such program (resolve), or no such running scope (handles).
     NotFound = 6,
-    /// The unit or cgroup is not a `synaps-*.scope` made by this library; refused.
+    /// The unit or cgroup is not a `synaps-*.scope` made by this library, or it holds the calling
+    /// process; refused.
     NotOurs = 7,
     /// The process is not in the scope named.
     NotInScope = 8,

@@ -1,9 +1,10 @@
 //! Diagnostics across the C ABI (R16): the library's `tracing` events go to a callback the host
 //! sets, or, by default, WARN and ERROR lines to stderr.
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{OnceLock, RwLock};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use tracing::Level;
@@ -39,16 +40,40 @@ pub type scope_log_callback = Option<
     ),
 >;
 
+/// The host's callback, and the calls of it still running, so that replacing it can wait for
+/// them (the host may free `userdata` as soon as [`scope_set_log_callback`] returns).
 struct Sink {
     callback: scope_log_callback,
     /// The host's pointer, only handed back to it.
     userdata: usize,
+    /// Bumped by each replacement.
+    generation: u64,
+    /// Calls of the current callback still running, on every thread.
+    running: usize,
+    /// Calls still running of callbacks since replaced, which a replacement waits for.
+    running_replaced: usize,
 }
 
-static SINK: RwLock<Sink> = RwLock::new(Sink {
+static SINK: Mutex<Sink> = Mutex::new(Sink {
     callback: None,
     userdata: 0,
+    generation: 0,
+    running: 0,
+    running_replaced: 0,
 });
+/// Signalled each time a call of the callback ends.
+static CALL_ENDED: Condvar = Condvar::new();
+
+thread_local! {
+    /// Calls of the callback running on this thread (a callback that logs, or that replaces
+    /// itself): a replacement made from inside a callback does not wait for its own thread.
+    static RUNNING_HERE: Cell<usize> = const { Cell::new(0) };
+}
+
+fn lock_sink() -> MutexGuard<'static, Sink> {
+    SINK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 static MAX_LEVEL: AtomicU32 = AtomicU32::new(scope_log_level::Warn as u32);
 static INSTALLED: OnceLock<()> = OnceLock::new();
 
@@ -77,17 +102,24 @@ fn deliver(level: &Level, line: &str) {
     if number > MAX_LEVEL.load(Ordering::Relaxed) {
         return;
     }
-    // Copied out so that no lock is held during the call: a callback marshalled to another thread
-    // (Node's main thread) while that thread sets a new callback must not deadlock.
-    let (callback, userdata) = {
-        let sink = SINK.read().unwrap_or_else(|p| p.into_inner());
-        (sink.callback, sink.userdata)
+    // Copied out and counted, so that no lock is held during the call (a callback marshalled to
+    // another thread must not deadlock with that thread), yet a replacement waits for it to end.
+    let (callback, userdata, generation) = {
+        let mut sink = lock_sink();
+        if sink.callback.is_some() {
+            sink.running += 1;
+        }
+        (sink.callback, sink.userdata, sink.generation)
     };
     match callback {
         Some(callback) => {
             let message = CString::new(line.replace('\0', "\\0")).unwrap_or_default();
             let len = message.as_bytes().len();
-            // SAFETY: the host registered this callback for exactly this call; the message lives
+            RUNNING_HERE.with(|here| here.set(here.get() + 1));
+            // Ends the count even if the callback unwinds (a Rust host's panic).
+            let _ended = CallEnded(generation);
+            // SAFETY: the host registered this callback for exactly this call, and cannot have
+            // freed `userdata`: a replacement waits until this call has returned. The message lives
             // for the duration of the call, as documented.
             unsafe {
                 callback(
@@ -102,6 +134,23 @@ fn deliver(level: &Level, line: &str) {
     }
 }
 
+/// Marks the end of one call of the callback of this generation.
+struct CallEnded(u64);
+
+impl Drop for CallEnded {
+    fn drop(&mut self) {
+        RUNNING_HERE.with(|here| here.set(here.get() - 1));
+        let mut sink = lock_sink();
+        if sink.generation == self.0 {
+            sink.running -= 1;
+        } else {
+            sink.running_replaced -= 1;
+        }
+        drop(sink);
+        CALL_ENDED.notify_all();
+    }
+}
+
 /// Makes the library's events reach [`deliver`], once per process, before any export runs.
 pub(crate) fn ensure_installed() {
     INSTALLED.get_or_init(|| {
@@ -113,7 +162,10 @@ pub(crate) fn ensure_installed() {
 }
 
 /// Sends the library's log lines to `callback` (with `userdata`), or, when `callback` is NULL,
-/// back to the default: lines on stderr. May be called at any time, from any thread.
+/// back to the default: lines on stderr. May be called at any time, from any thread. When it
+/// returns, the callback it replaced is not running on any other thread and will never be called
+/// again, so its `userdata` may be freed. Called from inside the callback, it waits for every
+/// other thread's call but its own.
 ///
 /// # Safety
 /// `callback`, when not NULL, is safe to call from any thread with `userdata` until it is
@@ -124,11 +176,17 @@ pub unsafe extern "C" fn scope_set_log_callback(
     userdata: *mut c_void,
 ) {
     let _ = guard(|| {
-        let mut sink = SINK.write().unwrap_or_else(|p| p.into_inner());
-        *sink = Sink {
-            callback,
-            userdata: userdata as usize,
-        };
+        let mut sink = lock_sink();
+        sink.callback = callback;
+        sink.userdata = userdata as usize;
+        sink.generation += 1;
+        sink.running_replaced += std::mem::take(&mut sink.running);
+        // Calls that start from now on are of the new callback and are not waited for; of the
+        // replaced ones, those on this thread (inside which this call is made) cannot end first.
+        let here = RUNNING_HERE.with(Cell::get);
+        while sink.running_replaced > here {
+            sink = CALL_ENDED.wait(sink).unwrap_or_else(|p| p.into_inner());
+        }
         Ok(())
     });
 }

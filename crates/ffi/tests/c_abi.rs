@@ -20,8 +20,9 @@ fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The directory holding the cdylib that this test build produced (the test binary runs from
-/// the profile's `deps`).
+/// The directory holding the cdylib, built afresh first: `cargo test` builds the library only
+/// as the rlib its tests link, so the `.so` a C program loads could be older than the code under
+/// test (the test binary runs from the profile's `deps`).
 fn library_dir() -> PathBuf {
     let deps = std::env::current_exe()
         .unwrap()
@@ -29,6 +30,18 @@ fn library_dir() -> PathBuf {
         .unwrap()
         .to_owned();
     let profile_dir = deps.parent().unwrap().to_owned();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build
+        .args(["build", "-q", "-p", "synaps-scope-ffi", "--lib"])
+        .current_dir(repository());
+    if profile_dir.ends_with("release") {
+        build.arg("--release");
+    }
+    assert!(
+        build.status().expect("cargo runs").success(),
+        "cargo build -p synaps-scope-ffi --lib"
+    );
     [deps, profile_dir]
         .into_iter()
         .find(|dir| dir.join("libsynaps_scope_ffi.so").exists())
@@ -92,15 +105,29 @@ fn scenario(name: &str) -> String {
 
 /// [`scenario`] with the environment `env`.
 fn scenario_with_env(name: &str, env: &[(std::ffi::OsString, std::ffi::OsString)]) -> String {
+    scenario_launched(name, env, None)
+}
+
+/// [`scenario_with_env`], launched through `launcher` when one is given (in a scope of its own).
+fn scenario_launched(
+    name: &str,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    launcher: Option<&synaps_scope::ScopeLauncher>,
+) -> String {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let (stdout, stderr) = (
         dir.join(format!("{name}.out")),
         dir.join(format!("{name}.err")),
     );
-    let mut child = Command::new(test_binary());
+    let argv = vec![test_binary().as_os_str().to_owned(), name.into()];
+    let argv = match launcher {
+        Some(launcher) => launcher.wrap(&argv, env, None).argv,
+        None => argv,
+    };
+    let mut child = Command::new(&argv[0]);
     synaps_scope::set_env(&mut child, env);
     let mut child = child
-        .arg(name)
+        .args(&argv[1..])
         .env(
             "ASAN_OPTIONS",
             "detect_leaks=1:halt_on_error=1:abort_on_error=0",
@@ -222,6 +249,26 @@ fn scope_flush_warnings_reports_a_slice_check_without_an_answer() {
         "flush_warnings",
         &slow_slice_check_env(&dir, "cabiflush.slice", false),
     );
+}
+
+#[test]
+fn a_scope_that_holds_the_caller_is_never_handed_out() {
+    let Some(_rig) = rig() else { return };
+    let env = synaps_scope::inherited_env();
+    let Ok(synaps_scope::Decision::Scoped(launcher)) = synaps_scope::decide(
+        &env,
+        synaps_scope::ScopeKind::Daemon,
+        &synaps_scope::LauncherOptions::default(),
+    ) else {
+        panic!("the rig's manager scopes launches");
+    };
+    scenario_launched("holds_caller", &env, Some(&launcher));
+}
+
+#[test]
+fn a_replaced_log_callback_never_runs_after_the_call_returns() {
+    let Some(_rig) = rig() else { return };
+    scenario("log_callback_replaced");
 }
 
 #[test]

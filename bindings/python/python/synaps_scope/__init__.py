@@ -14,6 +14,7 @@ os.fsencode/os.fsdecode. Diagnostics go to ``logging.getLogger("synaps_scope")``
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import threading
@@ -91,6 +92,18 @@ def _argv_bytes(argv: Sequence[StrOrBytesPath]) -> List[bytes]:
     return [_fsencode(arg, "an argument") for arg in argv]
 
 
+_PID_MAX = 2**31 - 1
+
+
+def _pid(value: object) -> int:
+    """A process id: an int (not a bool, which would mean pid 1) from 1 to 2**31 - 1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"pid must be an int, not {type(value).__name__}")
+    if not 1 <= value <= _PID_MAX:
+        raise ValueError(f"pid must be from 1 to {_PID_MAX}, not {value}")
+    return value
+
+
 def _cwd_bytes(cwd: Optional[StrOrBytesPath]) -> Optional[bytes]:
     return None if cwd is None else _fsencode(cwd, "cwd")
 
@@ -135,6 +148,12 @@ class ScopeLauncher:
     def slice(self) -> Optional[str]:
         """The slice passed as ``--slice``, if any."""
         return self._native.slice
+
+    @property
+    def required(self) -> bool:
+        """Whether ``process_scopes = required`` was in force: a launch this launcher cannot
+        scope fails rather than running directly."""
+        return self._native.required
 
     @property
     def wrapper(self) -> str:
@@ -270,12 +289,12 @@ class ScopeHandle:
     @classmethod
     def from_pid(cls, unit: str, pid: int) -> ScopeHandle:
         """The scope ``unit``, found through the cgroup of ``pid``, a process in it."""
-        return cls(_native.ScopeHandle.from_pid(unit, pid))
+        return cls(_native.ScopeHandle.from_pid(unit, _pid(pid)))
 
     @classmethod
     def of_process(cls, pid: int) -> ScopeHandle:
         """The scope process ``pid`` runs in."""
-        return cls(_native.ScopeHandle.of_process(pid))
+        return cls(_native.ScopeHandle.of_process(_pid(pid)))
 
     @classmethod
     def from_manager(cls, unit: str, env: Optional[Env] = None, timeout: float = 3.0) -> ScopeHandle:
@@ -329,6 +348,32 @@ def _scoped_args(args: Any, kwargs: Dict[str, Any], launcher: Optional[ScopeLaun
     return wrapped.argv, wrapped.unit
 
 
+_USER_SWITCHES = ("user", "group", "extra_groups")
+_user_switch_warned = False
+
+
+def _unless_user_switch(launcher: Optional[ScopeLauncher], kwargs: Dict[str, Any]) -> Optional[ScopeLauncher]:
+    """``launcher``, or None for a child that switches user (``user=``, ``group=``,
+    ``extra_groups=``): a scope of this user's manager cannot hold another user's process (the
+    launcher would run as that user and could not reach the manager, so the command would never
+    run). Such a child runs directly, with one WARNING per process saying why; in ``required`` mode
+    it is refused with :class:`ScopeRequiredError` before anything is spawned."""
+    switches = [f"{name}={kwargs[name]!r}" for name in _USER_SWITCHES if kwargs.get(name) is not None]
+    if launcher is None or not switches:
+        return launcher
+    why = (
+        f"the child switches user ({', '.join(switches)}), and a scope of this user's systemd manager "
+        "cannot hold another user's process"
+    )
+    if launcher.required:
+        raise ScopeRequiredError(f"process scopes are required, but {why}")
+    global _user_switch_warned
+    if not _user_switch_warned:
+        _user_switch_warned = True
+        logging.getLogger("synaps_scope").warning("launching directly, not in a scope: %s", why)
+    return None
+
+
 class Popen(subprocess.Popen):  # type: ignore[type-arg]
     """A :class:`subprocess.Popen` whose child runs in its own scope when one can be had
     (``scope_unit`` names it; None for a direct launch). Takes every Popen argument; ``shell=True``
@@ -345,6 +390,7 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
         **kwargs: Any,
     ) -> None:
         launcher = launcher_for_env(kwargs.get("env"), kind, probe_timeout=probe_timeout)
+        launcher = _unless_user_switch(launcher, kwargs)
         spawn_args, self.scope_unit = _scoped_args(args, kwargs, launcher)
         super().__init__(spawn_args, **kwargs)
 
@@ -431,6 +477,7 @@ async def create_subprocess_exec(
     """Like :func:`asyncio.create_subprocess_exec`, in a scope. The probe runs on a thread of its
     own, so the event loop never blocks on it."""
     launcher = await launcher_for_env_async(kwargs.get("env"), kind, probe_timeout=probe_timeout)
+    launcher = _unless_user_switch(launcher, kwargs)
     argv, unit = _scoped_args([program, *args], kwargs, launcher)
     # asyncio forks and execs on the loop's own thread. Probes that answer together would wake
     # many launches in one turn of the loop, spawning back to back and stalling it; taking turns

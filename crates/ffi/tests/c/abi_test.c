@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,6 +338,16 @@ static int scenario_required(void) {
     CHECK(strlen(message) == sizeof message - 1, "truncated and NUL-terminated: %s", message);
     CHECK(strncmp(message, "process scopes are required", 27) == 0, "the message: %s", message);
     free(env);
+    /* With the manager there, a launcher that says it was made in required mode. */
+    const char **with_bus = env_edit(NULL, add);
+    launcher = must_launcher(with_bus);
+    CHECK(scope_launcher_required(launcher), "made in required mode");
+    scope_launcher_free(launcher);
+    free(with_bus);
+    launcher = must_launcher(NULL);
+    CHECK(!scope_launcher_required(launcher), "made in on mode");
+    scope_launcher_free(launcher);
+    CHECK(!scope_launcher_required(NULL), "NULL is not required");
     return 0;
 }
 
@@ -598,6 +609,103 @@ static int scenario_stopped_manager_requests(void) {
     return 0;
 }
 
+/* Run in a synaps-daemon scope of its own: the scope of a child launched directly is this
+ * process's own, and is refused (issue 13, item 1). */
+static int scenario_holds_caller(void) {
+    char *const argv[] = {"/bin/sleep", "100", NULL};
+    pid_t child = spawn(argv, 0);
+    scope_handle *handle = SENTINEL;
+    scope_result r = scope_handle_of_process((uint32_t)child, &handle);
+    kill(child, SIGKILL);
+    wait_exit(child);
+    CHECK(r == SCOPE_RESULT_NOT_OURS, "result %u: %s", (unsigned)r, scope_last_error());
+    CHECK(handle == SENTINEL, "out untouched on failure");
+    CHECK(strstr(scope_last_error(), "holds this process") != NULL, "message: %s", scope_last_error());
+    return 0;
+}
+
+/* Issue 13, item 9: once scope_set_log_callback returns, the callback it replaced is not running
+ * anywhere and never runs again, so its userdata can be freed at once. Four threads log without
+ * pause (a DEBUG line a request) while the main thread installs a callback whose userdata it
+ * frees right after replacing it, 300 times. The callback reads its userdata (a plain read, which
+ * ASan checks) on entry and after a pause, and checks that its round is still on in a table that
+ * is never freed. */
+#define LOG_ROUNDS 300
+
+struct log_box {
+    int round;
+};
+
+static atomic_int round_on[LOG_ROUNDS];
+static atomic_long boxed_calls;
+static atomic_int log_violations;
+static atomic_int logging_stop;
+
+static void boxed_callback(void *userdata, scope_log_level level, const char *message, size_t len) {
+    (void)level;
+    (void)message;
+    (void)len;
+    const struct log_box *box = userdata;
+    if (!atomic_load(&round_on[box->round])) atomic_fetch_add(&log_violations, 1);
+    nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 50 * 1000}, NULL);
+    if (!atomic_load(&round_on[box->round])) atomic_fetch_add(&log_violations, 1);
+    atomic_fetch_add(&boxed_calls, 1);
+}
+
+static void quiet_callback(void *userdata, scope_log_level level, const char *message, size_t len) {
+    (void)userdata;
+    (void)level;
+    (void)message;
+    (void)len;
+}
+
+static void *keep_logging(void *env) {
+    while (!atomic_load(&logging_stop)) {
+        scope_launcher *launcher = SENTINEL;
+        if (scope_launcher_for_env(env, SCOPE_KIND_TOOL, &launcher) != SCOPE_RESULT_OK || launcher != NULL) {
+            atomic_fetch_add(&log_violations, 1000);
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static int scenario_log_callback_replaced(void) {
+    const char *add[] = {"SYNAPS_PROCESS_SCOPES=off", NULL};
+    const char **env = env_edit(NULL, add);
+    CHECK(scope_set_log_level(SCOPE_LOG_LEVEL_DEBUG) == SCOPE_RESULT_OK, "debug level");
+    scope_set_log_callback(quiet_callback, NULL);
+    pthread_t threads[4];
+    for (int i = 0; i < 4; i++) CHECK(pthread_create(&threads[i], NULL, keep_logging, env) == 0, "pthread_create");
+    for (int round = 0; round < LOG_ROUNDS; round++) {
+        struct log_box *box = malloc(sizeof *box);
+        CHECK(box != NULL, "malloc");
+        box->round = round;
+        atomic_store(&round_on[round], 1);
+        scope_set_log_callback(boxed_callback, box);
+        sleep_ms(1);
+        /* Replaced by another callback, or by NULL (the lines go to stderr) every third round. */
+        if (round % 3 == 0) {
+            scope_set_log_callback(NULL, NULL);
+        } else {
+            scope_set_log_callback(quiet_callback, NULL);
+        }
+        atomic_store(&round_on[round], 0);
+        free(box);
+    }
+    atomic_store(&logging_stop, 1);
+    for (int i = 0; i < 4; i++) CHECK(pthread_join(threads[i], NULL) == 0, "pthread_join");
+    scope_set_log_callback(NULL, NULL);
+    CHECK(scope_set_log_level(SCOPE_LOG_LEVEL_WARN) == SCOPE_RESULT_OK, "warn level");
+    long calls = atomic_load(&boxed_calls);
+    fprintf(stderr, "log_callback_replaced: %ld calls of the boxed callbacks, %d of a replaced one\n", calls,
+            atomic_load(&log_violations));
+    CHECK(atomic_load(&log_violations) == 0, "%d calls of a replaced callback", atomic_load(&log_violations));
+    CHECK(calls > LOG_ROUNDS, "the callback ran %ld times", calls);
+    free(env);
+    return 0;
+}
+
 /* The slice checks' WARN lines, counted by the callback from whichever thread logs. */
 static int slice_warned, unanswered_warned;
 
@@ -680,6 +788,7 @@ int main(int argc, char **argv) {
         {"bad_input", scenario_bad_input},           {"threads", scenario_threads},
         {"login_shell", scenario_login_shell},       {"stopped_manager_requests", scenario_stopped_manager_requests},
         {"busy_slice_check", scenario_busy_slice_check}, {"flush_warnings", scenario_flush_warnings},
+        {"holds_caller", scenario_holds_caller},     {"log_callback_replaced", scenario_log_callback_replaced},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
