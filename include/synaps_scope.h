@@ -411,6 +411,22 @@ char *const *scope_argv_ptr(const struct scope_argv *argv);
 // `argv` is NULL or a live `scope_argv`; `len` is NULL or writable.
 const char *scope_argv_get(const struct scope_argv *argv, size_t index, size_t *len);
 
+// The size of the buffer [`scope_argv_copy`] fills: every argument's bytes, each followed by a
+// NUL (0 for NULL).
+//
+// # Safety
+// `argv` is NULL or a live `scope_argv`.
+size_t scope_argv_size(const struct scope_argv *argv);
+
+// Copies every argument of `argv`, each followed by a NUL, into `buffer`, which holds
+// `buffer_len` bytes, at least [`scope_argv_size`]: the whole argv in one call, for a binding
+// that copies it out (Node) rather than reading the library's memory argument by argument.
+// `SCOPE_RESULT_INVALID_ARGUMENT` when the buffer is too short; nothing is written then.
+//
+// # Safety
+// `argv` is NULL or a live `scope_argv`; `buffer` is NULL or holds `buffer_len` writable bytes.
+scope_result scope_argv_copy(const struct scope_argv *argv, uint8_t *buffer, size_t buffer_len);
+
 // The scope's unit name (`synaps-<kind>-<32 hex>.scope`), or NULL when the argv was left
 // unwrapped (or for NULL). Valid while `argv` lives.
 //

@@ -5,8 +5,8 @@
 # synaps-scope-exec, then systemd-run: SYNAPS_SCOPE_LAUNCHER), plus the installed C library built through
 # pkg-config, and the Python module's wheel in a fresh venv with pytest, mypy --strict and
 # stubtest, and the Node package (npm ci, tsc --strict on the tests' usage of index.d.ts,
-# node --test), a fuzz smoke run of every fuzz target, and a short run of the benchmarks on each
-# systemd version.
+# node --test), a fuzz smoke run of every fuzz target, a short run of the benchmarks on each
+# systemd version, and the long runs (scripts/long-run.sh) on the newest.
 #
 #   scripts/test.sh                      # everything, every version (as root)
 #   SYNAPS_SYSTEMD_VERSIONS="252 262" scripts/test.sh
@@ -109,6 +109,10 @@ for version in $versions; do
     exit 1
   fi
 done
+newest="${versions##* }"
+echo "== long runs against systemd $newest: a million wraps and ten thousand probes in one process, C, Python and Node"
+SYNAPS_SCOPE_LAUNCHER=synaps-scope-exec SYNAPS_SCOPE_EXEC="$PWD/target/debug/synaps-scope-exec" \
+  scripts/systemd-rig.sh --systemd "$newest" -- scripts/long-run.sh "$c_prefix" "$venv"
 echo "== summary"
 printf '%s\n' "${summary[@]}"
 echo "total: $total_passed passed, $total_failed failed ($SECONDS s in all)"

@@ -104,9 +104,9 @@ const c = {
   wrapProgram: lib.func(
     'uint32_t scope_wrap_program(const scope_launcher *launcher, const char *program, const char **argv, const char **envp, const char *cwd, _Out_ scope_argv **out)',
   ),
-  argvLen: lib.func('size_t scope_argv_len(const scope_argv *argv)'),
-  argvGet: lib.func('const void *scope_argv_get(const scope_argv *argv, size_t index, _Out_ size_t *len)'),
   argvUnit: lib.func('const char *scope_argv_unit(const scope_argv *argv)'),
+  argvSize: lib.func('size_t scope_argv_size(const scope_argv *argv)'),
+  argvCopy: lib.func('uint32_t scope_argv_copy(const scope_argv *argv, uint8_t *buffer, size_t buffer_len)'),
   argvFree: lib.func('void scope_argv_free(scope_argv *argv)'),
   resolveProgram: lib.func('uint32_t scope_resolve_program(const char *program, const char **envp, const char *cwd, _Out_ void **out)'),
   handleFromPid: lib.func('uint32_t scope_handle_from_pid(const char *unit, uint32_t pid, _Out_ scope_handle **out)'),
@@ -347,13 +347,16 @@ class ScopeLauncher {
     check(c.wrapProgram(this.#live(), program, args, envArray(env), cwdArg(cwd), out));
     const wrapped = out[0];
     try {
-      const count = Number(c.argvLen(wrapped));
+      // The whole argv copied into one Buffer of ours in one call, each argument NUL-terminated
+      // (an argument holds no NUL): no view of the library's memory outlives it, and nothing is
+      // allocated outside the JS heap (a koffi.view per argument left ~2 KB a wrap behind).
+      const bytes = Buffer.alloc(Number(c.argvSize(wrapped)));
+      check(c.argvCopy(wrapped, bytes, bytes.length));
       const argvBuffers = [];
-      for (let i = 0; i < count; i++) {
-        const len = [0];
-        const pointer = c.argvGet(wrapped, i, len);
-        // A copy: the library's memory is freed below (Buffer.from(ArrayBuffer) would share it).
-        argvBuffers.push(Buffer.from(new Uint8Array(koffi.view(pointer, Number(len[0])))));
+      for (let start = 0; start < bytes.length; ) {
+        const end = bytes.indexOf(0, start);
+        argvBuffers.push(bytes.subarray(start, end));
+        start = end + 1;
       }
       return { argv: argvBuffers.map((b) => b.toString('utf8')), argvBuffers, unit: c.argvUnit(wrapped) };
     } finally {

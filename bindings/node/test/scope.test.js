@@ -279,7 +279,13 @@ test('bad input throws a clear error', async (t) => {
   assert.throws(() => launcher.wrap(['ls'], { cwd: '/tmp\0x' }), /NUL/);
   // @ts-expect-error: not a kind
   await assert.rejects(scope.launcherForEnv({ kind: 'shell' }), TypeError);
-  await assert.rejects(scope.launcherForEnv({ probeTimeoutMs: 0 }), RangeError);
+  for (const probeTimeoutMs of [0, -1, 1.5, 2 ** 40, NaN, Infinity]) {
+    await assert.rejects(scope.launcherForEnv({ probeTimeoutMs }), RangeError, String(probeTimeoutMs));
+  }
+  // @ts-expect-error: not a number
+  await assert.rejects(scope.launcherForEnv({ probeTimeoutMs: '300' }), RangeError);
+  assert.throws(() => launcher.wrap(['ls'], { env: { A: 'x\0y' } }), /NUL/);
+  assert.throws(() => launcher.wrap(['ls'], { argv0: 'l\0s' }), /NUL/);
   assert.throws(() => scope.resolveProgram('synaps-no-such-program'), { code: 'ENOENT' });
   assert.equal(scope.resolveProgram('sh'), execFileSync('sh', ['-c', 'command -v sh'], { encoding: 'utf8' }).trim());
   assert.throws(() => scope.setLogLevel(/** @type {any} */ ('loud')), TypeError);
@@ -313,6 +319,24 @@ test('a child that switches user runs directly with one warning', async (t) => {
   const launcher = await scope.launcherForEnv({ env });
   assert.equal(launcher?.required, true);
   launcher?.close();
+});
+
+test('a program whose path holds newlines runs once in its scope, nothing of it in the unit file', async (t) => {
+  // Issue 13: after a daemon-reload the scope still has no MemoryMax.
+  if (!requireRig(t)) return;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+  const log = path.join(dir, 'ran');
+  const program = path.join(dir, 'a\nMemoryMax=4096\nb.sh');
+  const unitOfSelf = '$(basename "$(grep \'^0::\' /proc/$$/cgroup | cut -c4-)")';
+  fs.writeFileSync(
+    program,
+    `#!/bin/sh\necho ran >> '${log}'\nsystemctl --user daemon-reload\nsystemctl --user show -p MemoryMax --value -- "${unitOfSelf}" >> '${log}'\n`,
+    { mode: 0o755 },
+  );
+  const child = await scope.spawn(program, [], { stdio: 'ignore' });
+  assert.ok(child.scopeUnit);
+  assert.equal((await collect(child)).code, 0);
+  assert.equal(fs.readFileSync(log, 'utf8'), 'ran\ninfinity\n');
 });
 
 test('a scope that holds the caller is never killed', async (t) => {

@@ -76,7 +76,13 @@ fn timeout_from(seconds: f64, what: &str) -> PyResult<Duration> {
             "{what} must be a positive number of seconds, not {seconds}"
         )));
     }
-    Duration::try_from_secs_f64(seconds).map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(bound) if bound.is_zero() => Err(PyValueError::new_err(format!(
+            "{what} of {seconds} seconds is shorter than a nanosecond"
+        ))),
+        Ok(bound) => Ok(bound),
+        Err(e) => Err(PyValueError::new_err(format!("{what}: {e}"))),
+    }
 }
 
 /// Turns `program args…` into an argv that runs it in a new scope.

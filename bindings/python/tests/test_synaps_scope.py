@@ -511,6 +511,37 @@ def test_bad_inputs_raise_python_exceptions(rig: Dict[str, str]) -> None:
             synaps_scope.ScopeHandle.of_process(bad_number)
         with pytest.raises(ValueError, match="pid must be from 1 to 2147483647"):
             synaps_scope.ScopeHandle.from_pid(unit, bad_number)
+    for bad_timeout in (-1e19, 1e-12, float("-inf")):
+        with pytest.raises(ValueError):
+            synaps_scope.launcher_for_env(probe_timeout=bad_timeout)
+    with pytest.raises(ValueError, match="NUL"):
+        launcher.wrap(["ls"], env={"A": "x\0y"})
+    with pytest.raises(ValueError, match="NUL"):
+        launcher.wrap(["ls"], executable="/bin/l\0s")
+
+
+def test_a_program_whose_path_holds_newlines_and_odd_bytes_runs_once_in_its_scope(
+    rig: Dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 13: a careless caller's program path, with newlines, a unit-file setting between them
+    and a byte that is not UTF-8, runs exactly once, scoped; after a daemon-reload its scope has
+    still no MemoryMax (nothing of the path reached the unit file as a setting)."""
+    log = tmp_path / "ran"
+    program = os.fsencode(tmp_path) + b"/a\nMemoryMax=4096\n\xff.sh"
+    unit_of_self = "$(basename \"$(grep '^0::' /proc/$$/cgroup | cut -c4-)\")"
+    with open(program, "wb") as script:
+        script.write(
+            f"""#!/bin/sh
+echo ran >> '{log}'
+systemctl --user daemon-reload
+systemctl --user show -p MemoryMax --value -- "{unit_of_self}" >> '{log}'
+""".encode()
+        )
+    os.chmod(program, 0o755)
+    child = synaps_scope.Popen([program])
+    assert child.wait(timeout=30) == 0
+    assert child.scope_unit is not None
+    assert log.read_text() == "ran\ninfinity\n", "ran once; MemoryMax untouched"
 
 
 def test_probes_of_a_stopped_manager_never_stall_the_loop(manager: Manager) -> None:

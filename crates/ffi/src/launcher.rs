@@ -326,6 +326,64 @@ pub unsafe extern "C" fn scope_argv_get(
     })
 }
 
+/// The size of the buffer [`scope_argv_copy`] fills: every argument's bytes, each followed by a
+/// NUL (0 for NULL).
+///
+/// # Safety
+/// `argv` is NULL or a live `scope_argv`.
+#[no_mangle]
+pub unsafe extern "C" fn scope_argv_size(argv: *const scope_argv) -> usize {
+    guard_value(0, || {
+        // SAFETY: NULL or live per the caller.
+        unsafe { argv.as_ref() }.map_or(0, |a| {
+            a.args.iter().map(|arg| arg.as_bytes_with_nul().len()).sum()
+        })
+    })
+}
+
+/// Copies every argument of `argv`, each followed by a NUL, into `buffer`, which holds
+/// `buffer_len` bytes, at least [`scope_argv_size`]: the whole argv in one call, for a binding
+/// that copies it out (Node) rather than reading the library's memory argument by argument.
+/// `SCOPE_RESULT_INVALID_ARGUMENT` when the buffer is too short; nothing is written then.
+///
+/// # Safety
+/// `argv` is NULL or a live `scope_argv`; `buffer` is NULL or holds `buffer_len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn scope_argv_copy(
+    argv: *const scope_argv,
+    buffer: *mut u8,
+    buffer_len: usize,
+) -> scope_result {
+    guard(|| {
+        // SAFETY: NULL or live per the caller.
+        let argv = unsafe { argv.as_ref() }
+            .ok_or_else(|| Failure::new(scope_result::NullParameter, "argv is NULL"))?;
+        // SAFETY: NULL or live per the caller.
+        let needed = unsafe { scope_argv_size(argv) };
+        if needed == 0 {
+            return Ok(());
+        }
+        if buffer.is_null() {
+            return Err(Failure::new(scope_result::NullParameter, "buffer is NULL"));
+        }
+        if buffer_len < needed {
+            return Err(Failure::new(
+                scope_result::InvalidArgument,
+                format!("the buffer holds {buffer_len} bytes; the argv needs {needed}"),
+            ));
+        }
+        // SAFETY: non-NULL with at least `needed` writable bytes, per the caller and the check.
+        let out = unsafe { std::slice::from_raw_parts_mut(buffer, needed) };
+        let mut at = 0;
+        for arg in &argv.args {
+            let bytes = arg.as_bytes_with_nul();
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        }
+        Ok(())
+    })
+}
+
 /// The scope's unit name (`synaps-<kind>-<32 hex>.scope`), or NULL when the argv was left
 /// unwrapped (or for NULL). Valid while `argv` lives.
 ///

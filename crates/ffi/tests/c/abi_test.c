@@ -247,6 +247,25 @@ static int scenario_nonutf8_argv(void) {
         const char *got = scope_argv_get(wrapped, len - count + i, &got_len);
         CHECK(got && got_len == strlen(payload[i]) && memcmp(got, payload[i], got_len) == 0, "argv element %zu", i);
     }
+    /* The whole argv in one copy: each argument NUL-terminated, byte for byte as scope_argv_get. */
+    size_t size = scope_argv_size(wrapped);
+    char *copy = malloc(size);
+    CHECK(copy != NULL, "malloc");
+    CHECK(scope_argv_copy(wrapped, (uint8_t *)copy, size - 1) == SCOPE_RESULT_INVALID_ARGUMENT, "a short buffer is refused");
+    CHECK(scope_argv_copy(wrapped, NULL, size) == SCOPE_RESULT_NULL_PARAMETER, "a NULL buffer is refused");
+    CHECK(scope_argv_copy(NULL, (uint8_t *)copy, size) == SCOPE_RESULT_NULL_PARAMETER, "a NULL argv is refused");
+    CHECK(scope_argv_size(NULL) == 0, "NULL has no size");
+    CHECK(scope_argv_copy(wrapped, (uint8_t *)copy, size) == SCOPE_RESULT_OK, "copy: %s", scope_last_error());
+    size_t offset = 0;
+    for (size_t i = 0; i < len; i++) {
+        size_t arg_len = 0;
+        const char *arg = scope_argv_get(wrapped, i, &arg_len);
+        CHECK(offset + arg_len < size && memcmp(copy + offset, arg, arg_len) == 0 && copy[offset + arg_len] == '\0',
+              "copied argument %zu", i);
+        offset += arg_len + 1;
+    }
+    CHECK(offset == size, "the copy is exactly the argv");
+    free(copy);
     int has_flag = 0;
     for (size_t i = 0; i < len; i++) has_flag |= strcmp(scope_argv_get(wrapped, i, NULL), "--expand-environment=no") == 0;
     CHECK(has_flag == (scope_launcher_systemd_version(launcher) >= 254), "--expand-environment=no exactly on 254");
