@@ -49,7 +49,12 @@ echo "== C library: cargo cinstall into a scratch prefix"
 # cargo-c from crates.io, pinned to the newest release that builds with this toolchain.
 command -v cargo-cinstall >/dev/null || cargo install --locked cargo-c --version 0.10.24+cargo-0.98.0
 c_prefix="$scratch/c"
-cargo cinstall --locked --release -p synaps-scope-ffi --prefix "$c_prefix" --libdir "$c_prefix/lib"
+# Built in a target directory of its own, as a packager's CARGO_TARGET_DIR would put it: what is
+# installed must be what was just built there, never a library left in ./target.
+c_target="$scratch/c-target"
+CARGO_TARGET_DIR="$c_target" cargo cinstall --locked --release -p synaps-scope-ffi --prefix "$c_prefix" --libdir "$c_prefix/lib"
+built=$(find "$c_target" -path '*/release/libsynaps_scope.so' -not -path '*/deps/*' | head -n 1)
+cmp "$built" "$c_prefix/lib/libsynaps_scope.so.1.0.0" || { echo "test.sh: the installed library is not the one just built ($built)" >&2; exit 1; }
 
 echo "== Python: build the abi3 wheel, install it into a fresh venv, check its types"
 venv="$scratch/venv"

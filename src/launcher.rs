@@ -14,7 +14,7 @@ use crate::diag::TARGET;
 use crate::env::{lookup_non_empty, refused_entry};
 use crate::kind::ScopeKind;
 use crate::probe;
-use crate::resolve::resolve_program;
+use crate::resolve::{execve_refuses_format, resolve_program};
 use crate::unit_name::{description, mangle_slice, unit_name};
 use crate::{bounded, slice_check, version, warn};
 
@@ -312,6 +312,14 @@ impl ScopeLauncher {
                 return unchanged();
             }
         };
+        if execve_refuses_format(&program) {
+            tracing::debug!(
+                target: TARGET,
+                "not wrapping {}: neither ELF nor a #! script, so execve refuses it (ENOEXEC)",
+                program.display()
+            );
+            return unchanged();
+        }
         let unit = unit_name(self.kind);
         let description = description(self.kind, program.as_os_str().as_bytes());
         let mut wrapped = Vec::with_capacity(args.len() + 12);

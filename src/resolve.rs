@@ -4,9 +4,11 @@
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::env::{lookup, refused_entry};
+use crate::warn::Shared;
 
 /// glibc's search path for `execvp` when PATH is unset (`confstr(_CS_PATH)`).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
@@ -70,4 +72,67 @@ fn child_cwd(cwd: Option<&Path>) -> io::Result<PathBuf> {
         Some(dir) => Ok(here()?.join(dir)),
         None => here(),
     }
+}
+
+/// Whether `execve` would certainly refuse `program` as not a format it runs (ENOEXEC): a file
+/// that is readable, is neither ELF nor a `#!` script, on a system with no `binfmt_misc` format
+/// registered. Such a program is left unwrapped, so that its spawn fails as a direct one does,
+/// rather than run through `/bin/sh` by systemd-run's `execvp`, or fail inside the launcher
+/// program. Unreadable files, and any doubt, count as runnable.
+pub(crate) fn execve_refuses_format(program: &Path) -> bool {
+    // Remembered per file version (inode, size, modification time): a stat instead of an open
+    // and a read for each wrap of the same program.
+    let Ok(meta) = std::fs::metadata(program) else {
+        return false;
+    };
+    let version = format!(
+        "{}:{}:{}.{}:{}",
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        program.display()
+    );
+    if let Some(refuses) = FORMATS.lock().get_mut(&version) {
+        return *refuses;
+    }
+    let refuses = reads_as_no_format(program);
+    FORMATS.lock().insert(&version, refuses);
+    refuses
+}
+
+/// What [`execve_refuses_format`] found for each file version lately.
+static FORMATS: Shared<bool> = Shared::new();
+
+fn reads_as_no_format(program: &Path) -> bool {
+    let mut head = [0u8; 4];
+    let read = std::fs::File::open(program).and_then(|mut file| {
+        let mut filled = 0;
+        while filled < head.len() {
+            match io::Read::read(&mut file, &mut head[filled..])? {
+                0 => break,
+                n => filled += n,
+            }
+        }
+        Ok(filled)
+    });
+    let Ok(filled) = read else { return false };
+    let head = &head[..filled];
+    if head.starts_with(b"#!") || head.starts_with(b"\x7fELF") {
+        return false;
+    }
+    !binfmt_misc_has_formats()
+}
+
+/// Whether the kernel may run formats registered with `binfmt_misc` (enabled, with at least one
+/// entry besides `register` and `status`).
+fn binfmt_misc_has_formats() -> bool {
+    let root = Path::new("/proc/sys/fs/binfmt_misc");
+    let enabled = std::fs::read_to_string(root.join("status")).is_ok_and(|s| s.trim() == "enabled");
+    enabled
+        && std::fs::read_dir(root).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| !matches!(e.file_name().as_bytes(), b"register" | b"status"))
+        })
 }

@@ -87,3 +87,56 @@ fn with_the_launcher_program_in_required_mode_the_command_never_runs_and_the_sta
         "{stderr}"
     );
 }
+
+/// Issue 13, item 13: a manager that stops right after the probe holds the launch through the
+/// launcher program no longer than the request's bound, and a launch that failed before the
+/// command ran is told from the command's own status: 125 in `required` mode; in `on` mode the
+/// command runs once, unscoped, with the line that says the scope was not confirmed.
+#[test]
+fn a_manager_stopped_after_the_probe_holds_the_launch_no_longer_than_the_bound() {
+    let Some(rig) = rig() else { return };
+    let bound = std::time::Duration::from_millis(500);
+    for mode in ["required", "on"] {
+        let manager = Manager::start(&rig);
+        let mut env = with_wrapper(&manager.env(), "synaps-scope-exec");
+        env.push(("SYNAPS_PROCESS_SCOPES".into(), mode.into()));
+        let options = synaps_scope::LauncherOptions {
+            probe_timeout: bound,
+        };
+        let Ok(synaps_scope::Decision::Scoped(launcher)) =
+            synaps_scope::decide(&env, synaps_scope::ScopeKind::Tool, &options)
+        else {
+            panic!("{mode}: the probe succeeds");
+        };
+        let dir = TempDir::new(&format!("a3-stopped-{mode}"));
+        let log = dir.path().join("ran");
+        let script = format!("echo ran >> '{}'", log.display());
+        let argv: Vec<OsString> = vec!["sh".into(), "-c".into(), script.into()];
+        let wrapped = launcher.wrap(&argv, &env, None);
+        common::signal(manager.pid(), common::Signal::STOP);
+        let started = std::time::Instant::now();
+        let out = run_argv(&wrapped.argv, &env).expect("the launcher program starts");
+        let took = started.elapsed();
+        common::signal(manager.pid(), common::Signal::CONT);
+        let runs = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            took < bound + std::time::Duration::from_millis(300),
+            "{mode}: the launch waited {took:?}"
+        );
+        match mode {
+            "required" => assert_eq!(
+                (out.status.code(), runs),
+                (Some(EXEC_FAILED_STATUS), 0),
+                "{stderr}"
+            ),
+            _ => {
+                assert_eq!((out.status.code(), runs), (Some(0), 1), "{stderr}");
+                assert!(stderr.contains("warning: running /"), "{stderr}");
+            }
+        }
+    }
+}

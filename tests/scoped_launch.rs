@@ -319,3 +319,40 @@ fn bounds_too_large_for_the_clock_saturate_instead_of_panicking() {
     );
     assert!(!child.wait().unwrap().success());
 }
+
+/// Issue 13, item 14: a script without a `#!` line fails to spawn scoped exactly as it does
+/// direct (ENOEXEC from execve), instead of running through `/bin/sh` (systemd-run's execvp) or
+/// failing inside the launcher program: `wrap` leaves it unwrapped, as it does a program that
+/// cannot be found (R4). A `#!` script and an ELF program are wrapped.
+#[test]
+fn a_script_without_a_shebang_fails_scoped_as_it_does_direct() {
+    let Some(_rig) = rig() else { return };
+    let env = synaps_scope::inherited_env();
+    let launcher = launcher_for_env(&env).unwrap().expect("scoped");
+    let dir = TempDir::new("no-shebang");
+    let log = dir.path().join("ran");
+    let bare = dir.write("bare", &format!("echo ran >> '{}'\n", log.display()), true);
+    let script = dir.write("script", "#!/bin/sh\nexit 0\n", true);
+
+    let direct = Command::new(&bare).status().unwrap_err();
+    assert_eq!(direct.raw_os_error(), Some(8), "direct: {direct}");
+    let wrapped = launcher.wrap(&[bare.clone().into_os_string()], &env, None);
+    if common::binfmt_misc_has_formats() {
+        assert!(wrapped.unit.is_some(), "binfmt_misc may run it: wrapped");
+    } else {
+        assert_eq!(wrapped.unit, None);
+        assert_eq!(wrapped.argv, vec![bare.clone().into_os_string()]);
+        let scoped = Command::new(&wrapped.argv[0]).status().unwrap_err();
+        assert_eq!(
+            scoped.raw_os_error(),
+            direct.raw_os_error(),
+            "scoped: {scoped}"
+        );
+        assert!(!log.exists(), "the script never ran");
+    }
+    for runnable in [script.into_os_string(), "true".into()] {
+        let wrapped = launcher.wrap(std::slice::from_ref(&runnable), &env, None);
+        assert!(wrapped.unit.is_some(), "{runnable:?} is wrapped");
+        assert!(run_argv(&wrapped.argv, &env).unwrap().status.success());
+    }
+}

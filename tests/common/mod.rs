@@ -506,3 +506,15 @@ pub fn path_with_slow_systemctl(dir: &TempDir, seconds: &str, first_only: bool) 
     );
     path_with_first(&dir.path().join("bin"))
 }
+
+/// Whether the kernel may run `binfmt_misc` formats here (then a file that is neither ELF nor `#!`
+/// may still be runnable, and the library wraps it).
+pub fn binfmt_misc_has_formats() -> bool {
+    let root = Path::new("/proc/sys/fs/binfmt_misc");
+    fs::read_to_string(root.join("status")).is_ok_and(|s| s.trim() == "enabled")
+        && fs::read_dir(root).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.file_name() != "register" && e.file_name() != "status")
+        })
+}

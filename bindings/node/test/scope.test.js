@@ -339,6 +339,27 @@ test('a program whose path holds newlines runs once in its scope, nothing of it 
   assert.equal(fs.readFileSync(log, 'utf8'), 'ran\ninfinity\n');
 });
 
+test('a script without a shebang fails scoped as it does direct', async (t) => {
+  // Issue 13, item 14: the same outcome as child_process.spawn, never a run through /bin/sh.
+  if (!requireRig(t)) return;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+  const log = path.join(dir, 'ran');
+  const bare = path.join(dir, 'bare');
+  fs.writeFileSync(bare, `echo ran >> '${log}'\n`, { mode: 0o755 });
+  /** @param {import('node:child_process').ChildProcess} child */
+  const outcome = (child) =>
+    new Promise((resolve) => {
+      child.on('error', (error) => resolve(`error ${/** @type {NodeJS.ErrnoException} */ (error).code}`));
+      child.on('exit', (code) => resolve(`exit ${code}`));
+    });
+  const direct = await outcome(require('node:child_process').spawn(bare, [], { stdio: 'ignore' }));
+  const child = await scope.spawn(bare, [], { stdio: 'ignore' });
+  const scoped = await outcome(child);
+  assert.equal(scoped, direct);
+  assert.equal(child.scopeUnit, null);
+  assert.equal(fs.existsSync(log), direct === 'exit 0');
+});
+
 test('a scope that holds the caller is never killed', async (t) => {
   // Issue 13, item 1: a daemon in a scope of its own asks for its direct child's scope.
   if (!requireRig(t)) return;

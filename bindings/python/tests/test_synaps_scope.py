@@ -439,6 +439,20 @@ def test_a_child_that_switches_user_runs_directly_with_one_warning(
     assert asyncio.run(in_asyncio()) == (0, b"65534\n")
 
 
+def test_a_script_without_a_shebang_fails_scoped_as_it_does_direct(rig: Dict[str, str], tmp_path: Path) -> None:
+    """Issue 13, item 14: ENOEXEC from Popen both ways, never a run through /bin/sh."""
+    log = tmp_path / "ran"
+    bare = tmp_path / "bare"
+    bare.write_text(f"echo ran >> '{log}'\n")
+    bare.chmod(0o755)
+    with pytest.raises(OSError) as direct:
+        subprocess.Popen([str(bare)])
+    with pytest.raises(OSError) as scoped:
+        synaps_scope.Popen([str(bare)])
+    assert direct.value.errno == scoped.value.errno == 8, (direct.value, scoped.value)
+    assert not log.exists()
+
+
 HOLDS_CALLER_CHECK = """
 import subprocess, synaps_scope
 child = subprocess.Popen(["sleep", "100"])

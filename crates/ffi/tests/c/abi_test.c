@@ -444,6 +444,21 @@ static int scenario_bad_input(void) {
     const char *no_equals[] = {"PATH=/usr/bin:/bin", "NOEQUALS", NULL};
     const char *empty_key[] = {"=value", NULL};
 
+    /* Issue 13, item 14: a script without #! is left unwrapped, so posix_spawn fails on it as it
+     * does direct (ENOEXEC), instead of running through /bin/sh (no binfmt_misc formats here). */
+    char *bare = scratch_path("bare");
+    write_file(bare, "exit 0\n");
+    CHECK(chmod(bare, 0755) == 0, "chmod");
+    const char *bare_argv[] = {bare, NULL};
+    scope_argv *left = NULL;
+    CHECK(scope_wrap_argv(launcher, bare_argv, NULL, NULL, &left) == SCOPE_RESULT_OK, "wrap: %s", scope_last_error());
+    CHECK(scope_argv_unit(left) == NULL && scope_argv_len(left) == 1, "a script without #! is left unwrapped");
+    pid_t never;
+    CHECK(posix_spawn(&never, scope_argv_ptr(left)[0], NULL, NULL, scope_argv_ptr(left), environ) == ENOEXEC,
+          "posix_spawn refuses it as a direct spawn does");
+    scope_argv_free(left);
+    free(bare);
+
     expect(scope_launcher_for_env(NULL, SCOPE_KIND_TOOL, NULL), SCOPE_RESULT_NULL_PARAMETER, "NULL out");
     expect(scope_launcher_for_env(no_equals, SCOPE_KIND_TOOL, &out), SCOPE_RESULT_INVALID_ARGUMENT, "entry without =");
     CHECK(strstr(scope_last_error(), "envp[1]") != NULL, "names the entry: %s", scope_last_error());
