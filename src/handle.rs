@@ -290,10 +290,11 @@ impl ScopeHandle {
         let before = self.pids()?;
         // Checked again now: the caller may have moved into the scope since the handle was made.
         if before.contains(&std::process::id()) {
-            let own = process_cgroup(std::process::id())?;
+            let mount = cgroup2_mount()?;
+            let relative = self.cgroup.strip_prefix(&mount).unwrap_or(&self.cgroup);
             return Err(HandleError::HoldsCaller {
-                cgroup: own.clone(),
-                own,
+                cgroup: format!("/{}", relative.display()),
+                own: process_cgroup(std::process::id())?,
             });
         }
         match method {
