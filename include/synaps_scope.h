@@ -165,7 +165,8 @@ const char *scope_result_name(uint32_t result);
 // The ABI version this library implements ([`SCOPE_ABI_VERSION`] of its header).
 uint32_t scope_abi_version(void);
 
-// The library's version, e.g. "0.1.0" (static, never NULL).
+// The library's version, e.g. "1.0.0" (static, never NULL): the version of every artifact of
+// the project (crates, wheel, npm package, this library's soname and pkg-config file).
 const char *scope_version(void);
 
 // Frees a string this library returned (NULL is accepted and ignored).
@@ -173,6 +174,25 @@ const char *scope_version(void);
 // # Safety
 // `s` is NULL or a string from this library not yet freed.
 void scope_string_free(char *s);
+
+// Runs every check a launcher request runs, for both kinds, with the environment `envp` (NULL:
+// this process's) and a bound of `timeout_ms` per probe, and writes the report for a person to
+// `*out` (free it with `scope_string_free`). May block up to a few bounds.
+//
+// # Safety
+// `envp` is NULL or a NULL-terminated array of NUL-terminated strings; `out` is writable.
+scope_result scope_doctor(const char *const *envp, uint32_t timeout_ms, char **out);
+
+// [`scope_doctor`] that also copies a failure's message into `error` (`error_len` bytes,
+// NUL-terminated, truncated), for callers that run it on a worker thread.
+//
+// # Safety
+// As [`scope_doctor`]; `error` is NULL or writable for `error_len` bytes.
+scope_result scope_doctor_r(const char *const *envp,
+                            uint32_t timeout_ms,
+                            char **out,
+                            char *error,
+                            size_t error_len);
 
 // The scope `unit` found through the cgroup of `pid`, a process launched in it. Refused
 // (`SCOPE_RESULT_NOT_OURS`) unless `unit` is one of this library's names, and

@@ -6,7 +6,9 @@
 # pkg-config, and the Python module's wheel in a fresh venv with pytest, mypy --strict and
 # stubtest, and the Node package (npm ci, tsc --strict on the tests' usage of index.d.ts,
 # node --test), a fuzz smoke run of every fuzz target, a short run of the benchmarks on each
-# systemd version, and the long runs (scripts/long-run.sh) on the newest.
+# systemd version, the long runs (scripts/long-run.sh) on the newest, and every artifact of
+# scripts/dist.sh (wheel, npm package, C tarball, crates) installed and used from outside the
+# repository (scripts/test-dist.sh) on the oldest and the newest.
 #
 #   scripts/test.sh                      # everything, every version (as root)
 #   SYNAPS_SYSTEMD_VERSIONS="252 262" scripts/test.sh
@@ -28,6 +30,7 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v g++ >/dev/null || need+=(g++)
 command -v python3 >/dev/null || need+=(python3 python3-venv)
 command -v patchelf >/dev/null || need+=(patchelf)
+command -v cmake >/dev/null || need+=(cmake)
 [ -e /usr/lib/systemd/user/dbus.socket ] || need+=(dbus-user-session)
 command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
 if [ ${#need[@]} -gt 0 ]; then
@@ -45,6 +48,10 @@ cargo build --all-targets --locked
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 
+echo "== dist: every artifact (scripts/dist.sh), tested after the suites from outside the repository"
+dist="$scratch/dist"
+SYNAPS_DIST_DIR="$dist" scripts/dist.sh
+
 echo "== C library: cargo cinstall into a scratch prefix"
 # cargo-c from crates.io, pinned to the newest release that builds with this toolchain.
 command -v cargo-cinstall >/dev/null || cargo install --locked cargo-c --version 0.10.24+cargo-0.98.0
@@ -56,13 +63,11 @@ CARGO_TARGET_DIR="$c_target" cargo cinstall --locked --release -p synaps-scope-f
 built=$(find "$c_target" -path '*/release/libsynaps_scope.so' -not -path '*/deps/*' | head -n 1)
 cmp "$built" "$c_prefix/lib/libsynaps_scope.so.1.0.0" || { echo "test.sh: the installed library is not the one just built ($built)" >&2; exit 1; }
 
-echo "== Python: build the abi3 wheel, install it into a fresh venv, check its types"
+echo "== Python: the dist wheel in a fresh venv, its types checked"
 venv="$scratch/venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q --upgrade pip
-"$venv/bin/pip" wheel -q --no-deps -w "$scratch/wheels" ./bindings/python
-ls "$scratch"/wheels/synaps_scope-*-cp39-abi3-*.whl
-"$venv/bin/pip" install -q "$scratch"/wheels/synaps_scope-*.whl pytest mypy
+"$venv/bin/pip" install -q "$dist"/synaps_scope-*-cp39-abi3-manylinux_*.whl pytest mypy
 (cd bindings/python && "$venv/bin/python" -m mypy --strict tests python/synaps_scope)
 (cd "$scratch" && "$venv/bin/python" -m mypy.stubtest synaps_scope._native)
 
@@ -115,6 +120,15 @@ for version in $versions; do
   fi
 done
 newest="${versions##* }"
+oldest="${versions%% *}"
+for version in $(printf '%s\n' "$oldest" "$newest" | uniq); do
+  echo "== the artifacts as their users install them, against systemd $version (scripts/test-dist.sh)"
+  log="$(mktemp)"
+  scripts/systemd-rig.sh --systemd "$version" -- scripts/test-dist.sh "$dist" 2>&1 | tee "$log" \
+    || { rm -f "$log"; printf '%s\n' "${summary[@]}"; echo "test.sh: FAILED: the artifacts on systemd $version" >&2; exit 1; }
+  summary+=("artifacts on systemd $version: $(grep -c '^ok: ' "$log") checks passed (wheel, npm package, C tarball from C and C++)")
+  rm -f "$log"
+done
 echo "== long runs against systemd $newest: a million wraps and ten thousand probes in one process, C, Python and Node"
 SYNAPS_SCOPE_LAUNCHER=synaps-scope-exec SYNAPS_SCOPE_EXEC="$PWD/target/debug/synaps-scope-exec" \
   scripts/systemd-rig.sh --systemd "$newest" -- scripts/long-run.sh "$c_prefix" "$venv"

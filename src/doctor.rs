@@ -1,8 +1,9 @@
 //! `doctor`: what the library finds on this machine and why it would launch as it would, as a
-//! report built from the same pieces the launcher uses. Rendering it (text for a person, JSON for
-//! a program) is the command line's business.
+//! report built from the same pieces the launcher uses, and its rendering for a person (every
+//! surface offers it; the command line also renders it as JSON).
 
 use std::ffi::OsString;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -10,10 +11,11 @@ use crate::bounded::deadline_after;
 use crate::config::{Config, LauncherChoice, Mode, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
 use crate::env::lookup_non_empty;
 use crate::handle::process_cgroup;
+use crate::install::{locate_exec_program, ExecProgram};
 use crate::kind::ScopeKind;
 use crate::launcher::{
-    choose_wrapper, decide_with, locate_exec_program, locate_systemd_run, Decision,
-    LauncherOptions, ScopeError, SliceCheck, Wrapper, EXEC_PROGRAM,
+    choose_wrapper, decide_with, locate_systemd_run, Decision, LauncherOptions, ScopeError,
+    SliceCheck, Wrapper, EXEC_PROGRAM,
 };
 use crate::slice_check::{self, SliceLimits};
 use crate::systemctl::{self, ManagerVersion};
@@ -57,7 +59,7 @@ pub struct Report {
     /// The wrapper launches use (the launcher program or systemd-run), or why there is none.
     pub wrapper: Result<Wrapper, crate::DirectReason>,
     /// Where the launcher program is installed, or where it was looked for.
-    pub exec_program: Result<PathBuf, String>,
+    pub exec_program: Result<ExecProgram, String>,
     /// The systemd-run the effective PATH finds.
     pub systemd_run: Option<PathBuf>,
     /// Its major version; None when unknown or not asked (no systemd-run, or scopes off).
@@ -227,6 +229,121 @@ impl Report {
             1 => "launches will go direct (not in scopes)",
             _ => "required mode will refuse launches",
         }
+    }
+
+    /// The report for a person, as `synaps-scope doctor` prints it.
+    pub fn to_text(&self) -> String {
+        let report = self;
+        let mut out = String::new();
+        let kernel = report.kernel.as_deref().unwrap_or("unknown");
+        let _ = writeln!(out, "platform:      {} (kernel {kernel})", report.os);
+        let wrapper = match &report.wrapper {
+            Ok(wrapper) => format!("{} {}", wrapper.name(), wrapper.program().display()),
+            Err(_) => "none".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "launcher:      {wrapper} ({})",
+            report.wrapper_reason()
+        );
+        let exec = match &report.exec_program {
+            Ok(found) => format!("{} ({})", found.path.display(), found.found_by),
+            Err(why) => format!("not found: {why}"),
+        };
+        let _ = writeln!(out, "  synaps-scope-exec: {exec}");
+        match &report.systemd_run {
+            Some(path) if !matches!(report.wrapper, Ok(Wrapper::SystemdRun { .. })) => {
+                let _ = writeln!(out, "systemd-run:   {} (not used)", path.display());
+            }
+            Some(path) => {
+                let version = report
+                    .systemd_version
+                    .map_or("version unknown".to_owned(), |v| format!("systemd {v}"));
+                let expand = if report.expands_off() {
+                    "passed"
+                } else {
+                    "not passed (needs systemd 254)"
+                };
+                let _ = writeln!(
+                    out,
+                    "systemd-run:   {} ({version}); --expand-environment=no {expand}",
+                    path.display()
+                );
+            }
+            None => out.push_str("systemd-run:   not found in PATH\n"),
+        }
+        let manager = match &report.manager_version {
+            Some(Ok(version)) => format!("systemd {}", version.full),
+            Some(Err(why)) => format!("version could not be read: {why}"),
+            None => "not asked (no probe reached it)".to_owned(),
+        };
+        let _ = writeln!(out, "user manager:  {manager}");
+        let bus: Vec<String> = report
+            .bus
+            .iter()
+            .map(|(var, value)| format!("{var}={}", value.as_deref().unwrap_or("(unset)")))
+            .collect();
+        let _ = writeln!(out, "user bus:      {}", bus.join(", "));
+        let file = match &report.config.path {
+            Some(path) if report.config_exists => path.display().to_string(),
+            Some(path) => format!("{} (not present)", path.display()),
+            None => "(none: neither SYNAPS_CONFIG, XDG_CONFIG_HOME nor HOME is set)".to_owned(),
+        };
+        let _ = writeln!(out, "config file:   {file}");
+        for (key, value, origin) in report.settings() {
+            let _ = writeln!(
+                out,
+                "  {key:<20} = {:<24} ({origin})",
+                value.as_deref().unwrap_or("(unset)")
+            );
+        }
+        for kind in &report.kinds {
+            let what = match &kind.outcome {
+                Outcome::Scoped => "scoped".to_owned(),
+                Outcome::Direct(reason) => format!("direct: {reason}"),
+                Outcome::Refused(error) => format!("refused: {error}"),
+            };
+            let timing = kind
+                .probe_ms
+                .map(|ms| format!(" (probe {ms} ms)"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "{:<14} {what}{timing}", format!("{}:", kind.kind));
+            let slice = kind
+                .slice
+                .value
+                .as_deref()
+                .unwrap_or("systemd's default (usually app.slice)");
+            let _ = writeln!(out, "  slice:       {slice}");
+            match &kind.slice_limits {
+                Some(Ok(limits)) if !limits.set.is_empty() => {
+                    let set: Vec<String> =
+                        limits.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    let _ = writeln!(out, "  limits:      {}", set.join(" "));
+                }
+                Some(Err(why)) => {
+                    let _ = writeln!(out, "  limits:      could not be read: {why}");
+                }
+                _ => {}
+            }
+            if let Some(warning) = &kind.slice_warning {
+                let _ = writeln!(out, "  warning:     {warning}");
+            }
+        }
+        for warning in &report.warnings {
+            let _ = writeln!(out, "warning:       {warning}");
+        }
+        let _ = writeln!(
+            out,
+            "this process:  cgroup {}",
+            report.cgroup.as_deref().unwrap_or("unknown")
+        );
+        let _ = writeln!(
+            out,
+            "verdict:       {} (exit {})",
+            report.verdict(),
+            report.exit_code()
+        );
+        out
     }
 
     /// Whether launches through systemd-run pass `--expand-environment=no` (R3).

@@ -12,6 +12,7 @@ use crate::bus::{Fallback, Route};
 use crate::config::{Config, LauncherChoice, Mode, Origin};
 use crate::diag::TARGET;
 use crate::env::{lookup_non_empty, refused_entry};
+use crate::install::locate_exec_program;
 use crate::kind::ScopeKind;
 use crate::probe;
 use crate::resolve::{execve_refuses_format, resolve_program};
@@ -418,44 +419,6 @@ pub(crate) fn locate_systemd_run(env: &[(OsString, OsString)]) -> Option<PathBuf
     resolve_program(OsStr::new("systemd-run"), env, Some(Path::new("/"))).ok()
 }
 
-/// Where the launcher program is installed: the path in `SYNAPS_SCOPE_EXEC`, else beside the
-/// running executable, else the effective PATH, else the system's libexec directories. Err says
-/// where it was looked for.
-pub(crate) fn locate_exec_program(env: &[(OsString, OsString)]) -> Result<PathBuf, String> {
-    if let Some(named) = lookup_non_empty(env, EXEC_VAR) {
-        let path = Path::new(named);
-        return match resolve_program(named, env, Some(Path::new("/"))) {
-            Ok(found) if path.is_absolute() => Ok(found),
-            Ok(_) => Err(format!("{EXEC_VAR}={named:?} is not an absolute path")),
-            Err(e) => Err(format!("{EXEC_VAR}={named:?}: {e}")),
-        };
-    }
-    let beside_executable = std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.join(EXEC_PROGRAM)));
-    let is_program = |path: &Path| resolve_program(path.as_os_str(), env, None).ok();
-    beside_executable
-        .and_then(|path| is_program(&path))
-        .or_else(|| resolve_program(OsStr::new(EXEC_PROGRAM), env, Some(Path::new("/"))).ok())
-        .or_else(|| {
-            LIBEXEC_DIRS
-                .iter()
-                .find_map(|dir| is_program(&Path::new(dir).join(EXEC_PROGRAM)))
-        })
-        .ok_or_else(|| {
-            format!(
-                "it is not beside the running program, in PATH, or in {} (set {EXEC_VAR} to its path)",
-                LIBEXEC_DIRS.join(" or ")
-            )
-        })
-}
-
-/// Where packages install the launcher program.
-const LIBEXEC_DIRS: [&str; 2] = [
-    "/usr/local/libexec/synaps-scope",
-    "/usr/libexec/synaps-scope",
-];
-
 /// The wrapper a request uses, as `scope_launcher` chooses, or why there is none.
 pub(crate) fn choose_wrapper(
     env: &[(OsString, OsString)],
@@ -472,10 +435,14 @@ pub(crate) fn choose_wrapper(
     match choice {
         LauncherChoice::SystemdRun => systemd_run(),
         LauncherChoice::Exec => locate_exec_program(env)
-            .map(|program| Wrapper::Exec { program })
+            .map(|found| Wrapper::Exec {
+                program: found.path,
+            })
             .map_err(|why| DirectReason::NoLauncherProgram { why }),
         LauncherChoice::Auto => match locate_exec_program(env) {
-            Ok(program) => Ok(Wrapper::Exec { program }),
+            Ok(found) => Ok(Wrapper::Exec {
+                program: found.path,
+            }),
             Err(why) => {
                 tracing::debug!(target: TARGET, "using systemd-run: {EXEC_PROGRAM}: {why}");
                 systemd_run()

@@ -16,7 +16,7 @@
 //! The contract, rule by rule (R1-R17, A1-A5), is `docs/spec.md`. The C ABI lives in the
 //! `synaps-scope-ffi` crate and the command line in `synaps-scope-cli`; this crate is pure Rust.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod bounded;
 mod bus;
@@ -25,6 +25,7 @@ pub mod diag;
 pub mod doctor;
 mod env;
 pub mod handle;
+mod install;
 mod kind;
 mod launcher;
 mod own_scope;
@@ -38,6 +39,7 @@ mod warn;
 
 pub use env::{inherited_env, parse_env_entry, set_env, with_overrides, EnvEntryError};
 pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
+pub use install::{ExecProgram, FoundBy};
 pub use kind::{ScopeKind, UnknownKind};
 pub use launcher::{
     decide, launcher_for_effective_env, launcher_for_env, launcher_with_options, Decision,

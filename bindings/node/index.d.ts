@@ -139,3 +139,11 @@ export declare function setLogLevel(level: LogLevel): void;
  * check that got no answer. Resolves true when every check had finished.
  */
 export declare function flushWarnings(timeoutMs?: number): Promise<boolean>;
+
+/**
+ * The report `synaps-scope doctor` prints, headed by the library this package loaded: which
+ * launcher program it uses and how that was found, the user manager, the configuration, and
+ * whether launches of each kind would run in scopes, and why not. Runs the same checks a launch
+ * runs, each bounded by `timeoutMs` (default 3000), on a worker thread.
+ */
+export declare function doctor(options?: { env?: Environment; timeoutMs?: number }): Promise<string>;

@@ -14,6 +14,8 @@ const koffi = require('koffi');
 /** The C ABI version this package was written for (SCOPE_ABI_VERSION of synaps_scope.h). */
 const ABI_VERSION = 1;
 const LIBRARY = 'libsynaps_scope.so';
+/** The library's soname, as a system install (the C tarball, a distribution package) provides it. */
+const SONAME = `${LIBRARY}.${ABI_VERSION}`;
 /** The same library as cargo names it in a repository build (the synaps-scope-ffi crate). */
 const CARGO_LIBRARY = 'libsynaps_scope_ffi.so';
 // These three tables mirror the header's SCOPE_KIND_*, SCOPE_RESULT_* and SCOPE_LOG_LEVEL_*; a test
@@ -27,15 +29,26 @@ const LEVELS = Object.freeze(['', 'error', 'warn', 'info', 'debug', 'trace']);
 const STAT_UNKNOWN = 0xffffffffffffffffn;
 const DEFAULT_PROBE_TIMEOUT_MS = 3000;
 
-/** The places searched for the library, in order. */
-function candidatePaths() {
-  if (process.env.SYNAPS_SCOPE_LIB) return [process.env.SYNAPS_SCOPE_LIB];
-  const target = path.resolve(__dirname, '..', '..', 'target');
-  // Of the cargo builds, the newest first: a stale release build must not shadow a fresh debug one.
-  const builds = ['release', 'debug']
-    .map((profile) => path.join(target, profile, CARGO_LIBRARY))
-    .sort((a, b) => modified(b) - modified(a));
-  return [path.join(__dirname, LIBRARY), path.join(__dirname, 'lib', LIBRARY), ...builds];
+/**
+ * The places searched for the library, in order: SYNAPS_SCOPE_LIB alone when it is set; else the
+ * package's own prebuilt copy (with the launcher program beside it), the cargo builds when the
+ * package sits in the repository, and last the soname through the dynamic loader's own search
+ * (LD_LIBRARY_PATH, /etc/ld.so.cache, the system's library directories).
+ */
+function candidates() {
+  if (process.env.SYNAPS_SCOPE_LIB) return [{ file: process.env.SYNAPS_SCOPE_LIB }];
+  const own = path.join(__dirname, 'prebuilds', `${process.platform}-${process.arch}`, LIBRARY);
+  const list = [{ file: own }];
+  const repository = path.resolve(__dirname, '..', '..');
+  if (fs.existsSync(path.join(repository, 'Cargo.toml'))) {
+    // Of the cargo builds, the newest first: a stale release build must not shadow a fresh debug one.
+    const builds = ['release', 'debug']
+      .map((profile) => path.join(repository, 'target', profile, CARGO_LIBRARY))
+      .sort((a, b) => modified(b) - modified(a));
+    list.push(...builds.map((file) => ({ file })));
+  }
+  list.push({ soname: SONAME });
+  return list;
 }
 
 function modified(file) {
@@ -46,32 +59,48 @@ function modified(file) {
   }
 }
 
+/** The file the dynamic loader mapped for `soname`, from /proc/self/maps (the soname if unknown). */
+function mappedFile(soname) {
+  try {
+    const files = fs.readFileSync('/proc/self/maps', 'utf8').split('\n')
+      .filter((line) => line.includes('/'))
+      .map((line) => line.slice(line.indexOf('/')))
+      .filter((file) => path.basename(file).startsWith(`${LIBRARY}.`));
+    return files.length > 0 ? files[files.length - 1] : soname;
+  } catch {
+    return soname;
+  }
+}
+
 function loadLibrary() {
   const tried = [];
-  for (const candidate of candidatePaths()) {
-    if (!fs.existsSync(candidate)) {
-      tried.push(`${candidate} (not found)`);
+  for (const { file, soname } of candidates()) {
+    if (file !== undefined && !fs.existsSync(file)) {
+      tried.push(`${file} (not found)`);
       continue;
     }
     let lib;
     try {
-      lib = koffi.load(candidate);
+      lib = koffi.load(file ?? soname);
     } catch (error) {
-      tried.push(`${candidate} (${error.message})`);
+      const place = file ?? `${soname} through the dynamic loader's search`;
+      tried.push(`${place} (${error.message})`);
       continue;
     }
+    const libraryPath = file ?? mappedFile(soname);
     const abi = lib.func('uint32_t scope_abi_version(void)')();
     if (abi !== ABI_VERSION) {
       throw new Error(
-        `synaps-scope: ${candidate} implements C ABI version ${abi}, but this package was written for ` +
+        `synaps-scope: ${libraryPath} implements C ABI version ${abi}, but this package was written for ` +
           `version ${ABI_VERSION}; install matching versions of the package and the library`,
       );
     }
-    return { lib, libraryPath: candidate };
+    return { lib, libraryPath };
   }
   throw new Error(
     `synaps-scope: cannot find ${LIBRARY}; tried, in order:\n  ${tried.join('\n  ')}\n` +
-      'Set SYNAPS_SCOPE_LIB to its path, or build it with `cargo build --release -p synaps-scope-ffi` in the repository.',
+      `Reinstall the package (its copy is prebuilt for linux-x64 only), install the C library (${SONAME}), ` +
+      'or set SYNAPS_SCOPE_LIB to its path.',
   );
 }
 
@@ -126,6 +155,7 @@ const c = {
   setLogLevel: lib.func('uint32_t scope_set_log_level(uint32_t level)'),
   flushWarnings: lib.func('uint32_t scope_flush_warnings(uint32_t timeout_ms)'),
   abiVersion: lib.func('uint32_t scope_abi_version(void)'),
+  doctor: lib.func('uint32_t scope_doctor_r(const char **envp, uint32_t timeout_ms, _Out_ void **out, void *error, size_t error_len)'),
 };
 
 /** A failed call of the library: `code` is the scope_result name, `result` its number. */
@@ -226,6 +256,22 @@ async function flushWarnings(timeoutMs_ = 3000) {
   if (result === 9) return false;
   check(result, `flushing warnings failed (${RESULT_NAMES[result] ?? result})`);
   return true;
+}
+
+/**
+ * The report `synaps-scope doctor` prints: which library and launcher program this package uses and
+ * how they were found, the user manager, the configuration, and whether launches of each kind would
+ * run in scopes, and why not. Runs the same checks a launch runs, each bounded by `timeoutMs`
+ * (default 3000), on a worker thread. `npx synaps-scope doctor` prints it.
+ */
+async function doctor({ env, timeoutMs: ms } = {}) {
+  const out = [null];
+  await callBlocking(c.doctor, envArray(env), timeoutMs(ms, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS), out);
+  try {
+    return `library:       ${libraryPath}\n${koffi.decode(out[0], 'char', -1)}`;
+  } finally {
+    c.stringFree(out[0]);
+  }
 }
 
 /** The most detailed level delivered: 'error', 'warn' (the default), 'info', 'debug' or 'trace'. */
@@ -571,6 +617,7 @@ module.exports = {
   ScopeHandle,
   ScopeLauncher,
   ScopeRequiredError,
+  doctor,
   flushWarnings,
   launcherForEnv,
   launcherForEnvSync,

@@ -470,8 +470,57 @@ test('a library of another ABI version, or none, is refused with a clear message
   const missing = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(copy)})`], { env, encoding: 'utf8' });
   assert.notEqual(missing.status, 0);
   assert.match(missing.stderr, /cannot find libsynaps_scope\.so; tried, in order:/);
-  assert.ok((missing.stderr.match(/\(not found\)/g) ?? []).length >= 4, missing.stderr);
+  assert.ok(missing.stderr.includes(`${path.join(copy, 'prebuilds', 'linux-x64', 'libsynaps_scope.so')} (not found)`), missing.stderr);
+  assert.match(missing.stderr, /libsynaps_scope\.so\.1 through the dynamic loader's search \(.+\)/);
+
+  // A library installed on the system is found by its soname, through the dynamic loader.
+  const system = path.join(dir, 'system-lib');
+  fs.mkdirSync(system);
+  fs.copyFileSync(scope.libraryPath, path.join(system, 'libsynaps_scope.so.1'));
+  const found = spawnSync(process.execPath, ['-e', `console.log(require(${JSON.stringify(copy)}).libraryPath)`], {
+    env: { ...env, LD_LIBRARY_PATH: system },
+    encoding: 'utf8',
+  });
+  assert.equal(found.status, 0, found.stderr);
+  assert.equal(found.stdout.trim(), path.join(system, 'libsynaps_scope.so.1'));
   fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('doctor names the library and the launcher program beside it, found with no configuration', async (t) => {
+  if (!requireRig(t)) return;
+  const report = await scope.doctor();
+  assert.ok(report.startsWith(`library:       ${scope.libraryPath}\n`), report);
+  assert.match(report, /^verdict: {7}scopes will be used \(exit 0\)$/m, report);
+  await assert.rejects(scope.doctor({ env: { '': 'x' } }), { name: 'TypeError' });
+  await assert.rejects(scope.doctor({ timeoutMs: 0 }), RangeError);
+
+  // The package as npm installs it: its own library, the launcher program beside it.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-bundle-'));
+  const prebuilds = path.join(dir, 'prebuilds', 'linux-x64');
+  fs.mkdirSync(prebuilds, { recursive: true });
+  for (const file of ['index.js', 'cli.js', 'package.json']) fs.copyFileSync(path.join(__dirname, '..', file), path.join(dir, file));
+  fs.symlinkSync(path.join(__dirname, '..', 'node_modules'), path.join(dir, 'node_modules'));
+  fs.copyFileSync(scope.libraryPath, path.join(prebuilds, 'libsynaps_scope.so'));
+  const exec = process.env.SYNAPS_SCOPE_EXEC;
+  assert.ok(exec, 'SYNAPS_SCOPE_EXEC names the launcher program built for this test run');
+  fs.copyFileSync(exec, path.join(prebuilds, 'synaps-scope-exec'));
+  fs.chmodSync(path.join(prebuilds, 'synaps-scope-exec'), 0o755);
+  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('SYNAPS_SCOPE_')));
+  const cli = spawnSync(process.execPath, [path.join(dir, 'cli.js'), 'doctor'], { env, encoding: 'utf8' });
+  const library = path.join(prebuilds, 'libsynaps_scope.so');
+  assert.ok(cli.stdout.startsWith(`library:       ${library}\n`), cli.stdout + cli.stderr);
+  assert.ok(cli.stdout.includes(`\n  synaps-scope-exec: ${path.join(prebuilds, 'synaps-scope-exec')} (beside ${library})\n`), cli.stdout);
+  assert.equal(cli.status, 0, cli.stdout + cli.stderr);
+  const usage = spawnSync(process.execPath, [path.join(dir, 'cli.js'), 'bogus'], { env, encoding: 'utf8' });
+  assert.equal(usage.status, 2);
+  assert.match(usage.stderr, /usage: synaps-scope doctor/);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('the package, the library and the header agree on one version', () => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'));
+  assert.equal(scope.version, pkg.version);
+  assert.equal(Number(pkg.version.split('.')[0]), scope.ABI_VERSION, 'the major version is the C ABI version');
 });
 
 test('a login shell gets its -sh argv0 through spawn({argv0})', async (t) => {

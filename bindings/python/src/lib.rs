@@ -215,6 +215,20 @@ fn flush_warnings(py: Python<'_>, timeout: f64) -> PyResult<bool> {
     Ok(py.detach(|| synaps_scope::flush_warnings(bound)))
 }
 
+/// The report `synaps-scope doctor` prints, for both kinds, after the same checks a request runs
+/// (the GIL released while they run).
+#[pyfunction]
+fn doctor(py: Python<'_>, env: Vec<(Vec<u8>, Vec<u8>)>, timeout: f64) -> PyResult<String> {
+    let env = env_from(env)?;
+    let options = LauncherOptions {
+        probe_timeout: timeout_from(timeout, "timeout")?,
+    };
+    Ok(py.detach(|| {
+        synaps_scope::doctor::diagnose(&env, &[ScopeKind::Tool, ScopeKind::Daemon], &options)
+            .to_text()
+    }))
+}
+
 #[pyfunction]
 #[pyo3(signature = (program, env, cwd=None))]
 fn resolve<'py>(
@@ -359,6 +373,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(launcher_for_env, m)?)?;
     m.add_function(wrap_pyfunction!(resolve, m)?)?;
     m.add_function(wrap_pyfunction!(flush_warnings, m)?)?;
+    m.add_function(wrap_pyfunction!(doctor, m)?)?;
     m.add("DEFAULT_PROBE_TIMEOUT", DEFAULT_PROBE_TIMEOUT.as_secs_f64())?;
     m.add("EXEC_FAILED_STATUS", synaps_scope::EXEC_FAILED_STATUS)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

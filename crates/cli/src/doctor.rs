@@ -1,125 +1,10 @@
 //! `synaps-scope doctor`'s two renderings of the library's report: text for a person and one
 //! JSON object (through serde) for a program.
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
 use synaps_scope::config::Origin;
 use synaps_scope::doctor::{KindReport, Outcome, Report};
 use synaps_scope::Wrapper;
-
-/// The report for a person.
-pub fn to_text(report: &Report) -> String {
-    let mut out = String::new();
-    let kernel = report.kernel.as_deref().unwrap_or("unknown");
-    let _ = writeln!(out, "platform:      {} (kernel {kernel})", report.os);
-    let wrapper = match &report.wrapper {
-        Ok(wrapper) => format!("{} {}", wrapper.name(), wrapper.program().display()),
-        Err(_) => "none".to_owned(),
-    };
-    let _ = writeln!(
-        out,
-        "launcher:      {wrapper} ({})",
-        report.wrapper_reason()
-    );
-    let exec = match &report.exec_program {
-        Ok(path) => path.display().to_string(),
-        Err(why) => format!("not found: {why}"),
-    };
-    let _ = writeln!(out, "  synaps-scope-exec: {exec}");
-    match &report.systemd_run {
-        Some(path) if !matches!(report.wrapper, Ok(Wrapper::SystemdRun { .. })) => {
-            let _ = writeln!(out, "systemd-run:   {} (not used)", path.display());
-        }
-        Some(path) => {
-            let version = report
-                .systemd_version
-                .map_or("version unknown".to_owned(), |v| format!("systemd {v}"));
-            let expand = if report.expands_off() {
-                "passed"
-            } else {
-                "not passed (needs systemd 254)"
-            };
-            let _ = writeln!(
-                out,
-                "systemd-run:   {} ({version}); --expand-environment=no {expand}",
-                path.display()
-            );
-        }
-        None => out.push_str("systemd-run:   not found in PATH\n"),
-    }
-    let manager = match &report.manager_version {
-        Some(Ok(version)) => format!("systemd {}", version.full),
-        Some(Err(why)) => format!("version could not be read: {why}"),
-        None => "not asked (no probe reached it)".to_owned(),
-    };
-    let _ = writeln!(out, "user manager:  {manager}");
-    let bus: Vec<String> = report
-        .bus
-        .iter()
-        .map(|(var, value)| format!("{var}={}", value.as_deref().unwrap_or("(unset)")))
-        .collect();
-    let _ = writeln!(out, "user bus:      {}", bus.join(", "));
-    let file = match &report.config.path {
-        Some(path) if report.config_exists => path.display().to_string(),
-        Some(path) => format!("{} (not present)", path.display()),
-        None => "(none: neither SYNAPS_CONFIG, XDG_CONFIG_HOME nor HOME is set)".to_owned(),
-    };
-    let _ = writeln!(out, "config file:   {file}");
-    for (key, value, origin) in report.settings() {
-        let _ = writeln!(
-            out,
-            "  {key:<20} = {:<24} ({origin})",
-            value.as_deref().unwrap_or("(unset)")
-        );
-    }
-    for kind in &report.kinds {
-        let what = match &kind.outcome {
-            Outcome::Scoped => "scoped".to_owned(),
-            Outcome::Direct(reason) => format!("direct: {reason}"),
-            Outcome::Refused(error) => format!("refused: {error}"),
-        };
-        let timing = kind
-            .probe_ms
-            .map(|ms| format!(" (probe {ms} ms)"))
-            .unwrap_or_default();
-        let _ = writeln!(out, "{:<14} {what}{timing}", format!("{}:", kind.kind));
-        let slice = kind
-            .slice
-            .value
-            .as_deref()
-            .unwrap_or("systemd's default (usually app.slice)");
-        let _ = writeln!(out, "  slice:       {slice}");
-        match &kind.slice_limits {
-            Some(Ok(limits)) if !limits.set.is_empty() => {
-                let set: Vec<String> = limits.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                let _ = writeln!(out, "  limits:      {}", set.join(" "));
-            }
-            Some(Err(why)) => {
-                let _ = writeln!(out, "  limits:      could not be read: {why}");
-            }
-            _ => {}
-        }
-        if let Some(warning) = &kind.slice_warning {
-            let _ = writeln!(out, "  warning:     {warning}");
-        }
-    }
-    for warning in &report.warnings {
-        let _ = writeln!(out, "warning:       {warning}");
-    }
-    let _ = writeln!(
-        out,
-        "this process:  cgroup {}",
-        report.cgroup.as_deref().unwrap_or("unknown")
-    );
-    let _ = writeln!(
-        out,
-        "verdict:       {} (exit {})",
-        report.verdict(),
-        report.exit_code()
-    );
-    out
-}
 
 /// The report for a program: one JSON object.
 pub fn to_json(report: &Report) -> String {
@@ -169,7 +54,12 @@ pub fn to_json(report: &Report) -> String {
                 .exec_program
                 .as_ref()
                 .ok()
-                .map(|p| p.display().to_string()),
+                .map(|p| p.path.display().to_string()),
+            exec_program_found_by: report
+                .exec_program
+                .as_ref()
+                .ok()
+                .map(|p| p.found_by.to_string()),
             exec_program_error: report.exec_program.as_ref().err().map(String::as_str),
         },
         systemd_run: SystemdRun {
@@ -215,6 +105,7 @@ struct LauncherJson<'a> {
     path: Option<String>,
     why: String,
     exec_program: Option<String>,
+    exec_program_found_by: Option<String>,
     exec_program_error: Option<&'a str>,
 }
 

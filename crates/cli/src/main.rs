@@ -132,7 +132,7 @@ fn main() -> ExitCode {
             if json {
                 println!("{}", doctor::to_json(&report));
             } else {
-                print!("{}", doctor::to_text(&report));
+                print!("{}", report.to_text());
             }
             return ExitCode::from(report.exit_code());
         }

@@ -324,3 +324,53 @@ fn off_gives_exit_1_and_required_gives_exit_2() {
         "{text}"
     );
 }
+
+/// Runs a copy of the command at `bin/synaps-scope` under `root`, with no SYNAPS_SCOPE_* variable.
+fn doctor_installed_at(root: &std::path::Path) -> String {
+    let bin = root.join("bin/synaps-scope");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_synaps-scope"), &bin).unwrap();
+    let env = env_without(
+        &inherited_env(),
+        &["SYNAPS_SCOPE_EXEC", "SYNAPS_SCOPE_LAUNCHER"],
+    );
+    let mut cmd = Command::new(&bin);
+    set_env(&mut cmd, &env);
+    let out = cmd.arg("doctor").output().unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn doctor_finds_the_launcher_program_beside_itself_or_in_its_libexec_with_no_configuration() {
+    let Some(_rig) = rig() else { return };
+    // As the C tarball lays them out: PREFIX/bin/synaps-scope, PREFIX/libexec/synaps-scope/.
+    let tarball = TempDir::new("doctor-libexec");
+    let libexec = tarball.path().join("libexec/synaps-scope");
+    std::fs::create_dir_all(&libexec).unwrap();
+    std::fs::copy(common::exec_program(), libexec.join("synaps-scope-exec")).unwrap();
+    let text = doctor_installed_at(tarball.path());
+    let bin = tarball.path().join("bin");
+    let line = format!(
+        "  synaps-scope-exec: {}/../libexec/synaps-scope/synaps-scope-exec (in the libexec directory of {}/synaps-scope)",
+        bin.display(),
+        bin.display()
+    );
+    assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
+
+    // Beside it, as a cargo build puts them: that copy comes first.
+    std::fs::copy(common::exec_program(), bin.join("synaps-scope-exec")).unwrap();
+    let text = doctor_installed_at(tarball.path());
+    let line = format!(
+        "  synaps-scope-exec: {}/synaps-scope-exec (beside {}/synaps-scope)",
+        bin.display(),
+        bin.display()
+    );
+    assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
+    assert!(
+        text.contains(&format!(
+            "launcher:      synaps-scope-exec {}/synaps-scope-exec (",
+            bin.display()
+        )),
+        "{text}"
+    );
+}

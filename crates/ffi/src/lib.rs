@@ -18,6 +18,7 @@ use std::time::Duration;
 use synaps_scope::ScopeKind;
 use synaps_scope::{inherited_env, parse_env_entry};
 
+pub mod doctor;
 pub mod handle;
 pub mod launcher;
 pub mod log;
@@ -163,7 +164,8 @@ pub extern "C" fn scope_abi_version() -> u32 {
     SCOPE_ABI_VERSION
 }
 
-/// The library's version, e.g. "0.1.0" (static, never NULL).
+/// The library's version, e.g. "1.0.0" (static, never NULL): the version of every artifact of
+/// the project (crates, wheel, npm package, this library's soname and pkg-config file).
 #[no_mangle]
 pub extern "C" fn scope_version() -> *const c_char {
     const VERSION: &CStr =

@@ -165,6 +165,43 @@ fn scenario_launched(
 }
 
 #[test]
+fn scope_doctor_names_the_launcher_program_beside_the_library_that_was_loaded() {
+    let Some(_rig) = rig() else { return };
+    // A copy of the library with the launcher program beside it, as the npm package ships them,
+    // loaded ahead of the build's own through LD_LIBRARY_PATH (the test binary's rpath is a
+    // RUNPATH, which LD_LIBRARY_PATH precedes).
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bundled");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let library = dir.join("libsynaps_scope_ffi.so");
+    std::fs::copy(library_dir().join("libsynaps_scope_ffi.so"), &library).unwrap();
+    let exec = dir.join("synaps-scope-exec");
+    std::fs::copy(common::exec_program(), &exec).unwrap();
+    let mut env: Vec<_> = synaps_scope::inherited_env()
+        .into_iter()
+        .filter(|(key, _)| !key.to_string_lossy().starts_with("SYNAPS_SCOPE_"))
+        .collect();
+    env.push(("LD_LIBRARY_PATH".into(), dir.clone().into()));
+    let report = scenario_with_env("doctor", &env);
+    let line = format!(
+        "  synaps-scope-exec: {} (beside {})",
+        exec.display(),
+        library.display()
+    );
+    assert!(
+        report.lines().any(|l| l == line),
+        "{line:?} not in:\n{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "launcher:      synaps-scope-exec {}",
+            exec.display()
+        )),
+        "{report}"
+    );
+}
+
+#[test]
 fn the_abi_version_in_the_header_is_the_library_s() {
     let Some(_rig) = rig() else { return };
     scenario("abi_version");

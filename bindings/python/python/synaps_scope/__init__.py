@@ -50,6 +50,7 @@ __all__ = [
     "ScopedProcess",
     "Wrapped",
     "create_subprocess_exec",
+    "doctor",
     "flush_warnings",
     "launcher_for_env",
     "launcher_for_env_async",
@@ -254,6 +255,14 @@ def flush_warnings(timeout: float = DEFAULT_PROBE_TIMEOUT) -> bool:
     check that got no answer. True when every check had finished. A short script that launches a
     command and exits calls it last; a long-running host need not."""
     return _native.flush_warnings(float(timeout))
+
+
+def doctor(env: Optional[Env] = None, timeout: float = DEFAULT_PROBE_TIMEOUT) -> str:
+    """The report ``synaps-scope doctor`` prints: which launcher program this module uses and how
+    it was found, the user manager, the configuration, and whether launches of each kind would run
+    in scopes, and why not. Runs the same checks a launch runs, each bounded by ``timeout``
+    seconds, with the GIL released. ``python -m synaps_scope doctor`` prints it."""
+    return _native.doctor(_env_pairs(env), float(timeout))
 
 
 def resolve_program(

@@ -810,6 +810,27 @@ static int scenario_flush_warnings(void) {
     return 0;
 }
 
+/* The doctor's report goes to stderr for the test to read; bad input gets its code and a message. */
+static int scenario_doctor(void) {
+    char *report = NULL;
+    scope_result r = scope_doctor(NULL, 3000, &report);
+    CHECK(r == SCOPE_RESULT_OK && report != NULL, "doctor: %u %s", (unsigned)r, scope_last_error());
+    CHECK(strstr(report, "\nverdict:       ") != NULL, "no verdict in:\n%s", report);
+    fputs(report, stderr);
+    scope_string_free(report);
+
+    char *untouched = (char *)"untouched";
+    CHECK(scope_doctor(NULL, 3000, NULL) == SCOPE_RESULT_NULL_PARAMETER, "NULL out");
+    CHECK(scope_doctor(NULL, 0, &untouched) == SCOPE_RESULT_INVALID_ARGUMENT, "a zero timeout");
+    CHECK(strstr(scope_last_error(), "timeout_ms is 0 ms") != NULL, "message: %s", scope_last_error());
+    const char *bad_env[] = {"NO_EQUALS_SIGN", NULL};
+    char error[64];
+    CHECK(scope_doctor_r(bad_env, 3000, &untouched, error, sizeof error) == SCOPE_RESULT_INVALID_ARGUMENT, "bad envp");
+    CHECK(strncmp(error, "envp[0]", 7) == 0, "error buffer: %s", error);
+    CHECK(strcmp(untouched, "untouched") == 0, "an out-parameter written on failure");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static const struct {
         const char *name;
@@ -823,6 +844,7 @@ int main(int argc, char **argv) {
         {"login_shell", scenario_login_shell},       {"stopped_manager_requests", scenario_stopped_manager_requests},
         {"busy_slice_check", scenario_busy_slice_check}, {"flush_warnings", scenario_flush_warnings},
         {"holds_caller", scenario_holds_caller},     {"log_callback_replaced", scenario_log_callback_replaced},
+        {"doctor", scenario_doctor},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);

@@ -1,0 +1,61 @@
+"""What an installed synaps_scope reports about itself: its version, and (doctor) which launcher
+program it uses and how it found it, with no configuration when one sits beside the module."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+import synaps_scope
+
+
+def unconfigured_env() -> Dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("SYNAPS_SCOPE_")}
+
+
+def test_the_module_version_is_the_installed_distribution_version() -> None:
+    assert synaps_scope.__version__ == importlib.metadata.version("synaps-scope")
+
+
+def test_doctor_reports_the_launcher_program_in_use(rig: Dict[str, str]) -> None:
+    report = synaps_scope.doctor()
+    exec_program = os.environ.get("SYNAPS_SCOPE_EXEC")
+    if exec_program:
+        assert f"  synaps-scope-exec: {exec_program} (named by SYNAPS_SCOPE_EXEC)" in report.splitlines(), report
+    assert "verdict:       scopes will be used (exit 0)" in report.splitlines(), report
+
+
+def test_doctor_refuses_bad_input_clearly() -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        synaps_scope.doctor(timeout=0)
+    with pytest.raises(ValueError, match="environment"):
+        synaps_scope.doctor(env={"": "x"})
+
+
+def test_a_launcher_program_beside_the_module_is_used_with_no_configuration(
+    rig: Dict[str, str], tmp_path: Path
+) -> None:
+    # A copy of the installed package with the launcher program beside its native module, as the
+    # wheel ships it.
+    exec_program = os.environ.get("SYNAPS_SCOPE_EXEC")
+    if not exec_program:
+        pytest.fail("SYNAPS_SCOPE_EXEC must name the launcher program built for this test run")
+    package = tmp_path / "synaps_scope"
+    shutil.copytree(Path(synaps_scope.__file__).parent, package)
+    shutil.copy2(exec_program, package / "synaps-scope-exec")
+    (native,) = package.glob("_native*.so")
+    env = dict(unconfigured_env(), PYTHONPATH=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-m", "synaps_scope", "doctor"], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    line = f"  synaps-scope-exec: {package}/synaps-scope-exec (beside {native})"
+    assert line in done.stdout.splitlines(), done.stdout + done.stderr
+    assert f"launcher:      synaps-scope-exec {package}/synaps-scope-exec " in done.stdout, done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr

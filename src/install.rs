@@ -1,0 +1,170 @@
+//! Where the launcher program is installed. Each artifact (the wheel, the npm package, the C
+//! tarball, a cargo build) puts `synaps-scope-exec` beside the file that holds this code, or in
+//! that file's `../libexec/synaps-scope/`, so a library finds its own copy with no configuration
+//! wherever the artifact was unpacked. Which file holds this code is read from `/proc/self/maps`:
+//! the mapping that contains one of this module's functions.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use crate::env::lookup_non_empty;
+use crate::launcher::{EXEC_PROGRAM, EXEC_VAR};
+use crate::resolve::resolve_program;
+
+/// Where packages install the launcher program system-wide.
+pub(crate) const SYSTEM_LIBEXEC_DIRS: [&str; 2] = [
+    "/usr/local/libexec/synaps-scope",
+    "/usr/libexec/synaps-scope",
+];
+
+/// The launcher program found, and the rule that found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecProgram {
+    /// Its absolute path.
+    pub path: PathBuf,
+    /// How it was found.
+    pub found_by: FoundBy,
+}
+
+/// The rules, in the order they are tried.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FoundBy {
+    /// `SYNAPS_SCOPE_EXEC` names it.
+    Variable,
+    /// It sits beside the library or program (the path) that holds this code: a wheel, an npm
+    /// package, a cargo build.
+    BesideOwnFile(PathBuf),
+    /// It sits in `../libexec/synaps-scope/` of the library or program that holds this code: the C
+    /// tarball, or any `PREFIX/lib` + `PREFIX/libexec` install.
+    OwnLibexec(PathBuf),
+    /// The effective PATH finds it.
+    Path,
+    /// It is in a system libexec directory.
+    SystemLibexec,
+}
+
+impl fmt::Display for FoundBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FoundBy::Variable => write!(f, "named by {EXEC_VAR}"),
+            FoundBy::BesideOwnFile(own) => write!(f, "beside {}", own.display()),
+            FoundBy::OwnLibexec(own) => {
+                write!(f, "in the libexec directory of {}", own.display())
+            }
+            FoundBy::Path => write!(f, "found in PATH"),
+            FoundBy::SystemLibexec => write!(f, "in the system's libexec directory"),
+        }
+    }
+}
+
+/// Finds the launcher program for a request with the effective environment `env`; Err says where
+/// it was looked for.
+pub(crate) fn locate_exec_program(env: &[(OsString, OsString)]) -> Result<ExecProgram, String> {
+    if let Some(named) = lookup_non_empty(env, EXEC_VAR) {
+        let path = Path::new(named);
+        return match resolve_program(named, env, Some(Path::new("/"))) {
+            Ok(found) if path.is_absolute() => Ok(ExecProgram {
+                path: found,
+                found_by: FoundBy::Variable,
+            }),
+            Ok(_) => Err(format!("{EXEC_VAR}={named:?} is not an absolute path")),
+            Err(e) => Err(format!("{EXEC_VAR}={named:?}: {e}")),
+        };
+    }
+    let is_program = |path: &Path| resolve_program(path.as_os_str(), env, None).ok();
+    let found = |path: PathBuf, found_by: FoundBy| ExecProgram { path, found_by };
+    let own = own_file();
+    let own_dir = own.and_then(Path::parent);
+    own_dir
+        .and_then(|dir| is_program(&dir.join(EXEC_PROGRAM)))
+        .zip(own)
+        .map(|(path, own)| found(path, FoundBy::BesideOwnFile(own.to_owned())))
+        .or_else(|| {
+            let libexec = own_dir?.join("../libexec/synaps-scope").join(EXEC_PROGRAM);
+            let path = is_program(&libexec)?;
+            Some(found(path, FoundBy::OwnLibexec(own?.to_owned())))
+        })
+        .or_else(|| {
+            resolve_program(OsStr::new(EXEC_PROGRAM), env, Some(Path::new("/")))
+                .ok()
+                .map(|path| found(path, FoundBy::Path))
+        })
+        .or_else(|| {
+            SYSTEM_LIBEXEC_DIRS
+                .iter()
+                .find_map(|dir| is_program(&Path::new(dir).join(EXEC_PROGRAM)))
+                .map(|path| found(path, FoundBy::SystemLibexec))
+        })
+        .ok_or_else(|| {
+            let own = own.map_or_else(
+                || "the file that holds this code (unknown)".to_owned(),
+                |own| format!("{}", own.display()),
+            );
+            format!(
+                "it is not beside {own} or in its ../libexec/synaps-scope, in PATH, or in {} \
+                 (set {EXEC_VAR} to its path)",
+                SYSTEM_LIBEXEC_DIRS.join(" or ")
+            )
+        })
+}
+
+/// The library or program this code was loaded from (the C library, the Python extension, or an
+/// executable that links the crate), found once per process; the running executable where
+/// `/proc/self/maps` cannot say.
+pub(crate) fn own_file() -> Option<&'static Path> {
+    static OWN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    OWN.get_or_init(|| {
+        let address = own_file as fn() -> Option<&'static Path> as usize;
+        std::fs::read_to_string("/proc/self/maps")
+            .ok()
+            .and_then(|maps| maps.lines().find_map(|line| mapped_file(line, address)))
+            .or_else(|| std::env::current_exe().ok())
+    })
+    .as_deref()
+}
+
+/// The file of one `/proc/self/maps` line, when its range holds `address`: `start-end perms
+/// offset dev inode path`. A deleted file or an anonymous mapping is None.
+fn mapped_file(line: &str, address: usize) -> Option<PathBuf> {
+    let mut fields = line.splitn(6, ' ');
+    let (start, end) = fields.next()?.split_once('-')?;
+    let start = usize::from_str_radix(start, 16).ok()?;
+    let end = usize::from_str_radix(end, 16).ok()?;
+    if !(start..end).contains(&address) {
+        return None;
+    }
+    let path = fields.nth(4)?.trim_start();
+    (path.starts_with('/') && !path.ends_with(" (deleted)")).then(|| PathBuf::from(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapped_file_reads_the_line_that_holds_the_address() {
+        let line =
+            "7f00a000-7f00b000 r-xp 00001000 fd:01 1234                       /opt/x y/lib.so";
+        assert_eq!(
+            mapped_file(line, 0x7f00_a800),
+            Some(PathBuf::from("/opt/x y/lib.so"))
+        );
+        assert_eq!(mapped_file(line, 0x7f00_b000), None);
+        assert_eq!(mapped_file(line, 0x7f00_9fff), None);
+        let anonymous = "7f00a000-7f00b000 rw-p 00000000 00:00 0 ";
+        assert_eq!(mapped_file(anonymous, 0x7f00_a800), None);
+        let stack = "7ffc0000-7ffd0000 rw-p 00000000 00:00 0                          [stack]";
+        assert_eq!(mapped_file(stack, 0x7ffc_0800), None);
+        let deleted = "7f00a000-7f00b000 r-xp 00000000 fd:01 9 /tmp/lib.so (deleted)";
+        assert_eq!(mapped_file(deleted, 0x7f00_a800), None);
+        assert_eq!(mapped_file("garbage", 1), None);
+    }
+
+    #[test]
+    fn own_file_is_the_test_executable() {
+        let exe = std::env::current_exe().unwrap().canonicalize().unwrap();
+        assert_eq!(own_file().map(Path::to_path_buf), Some(exe));
+    }
+}
