@@ -113,8 +113,12 @@ fn a_command_that_leaves_the_manager_stopped_cannot_hang_the_rig() {
     let Some(rig) = rig() else { return };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/systemd-rig.sh");
     // The nested rig's command stops its manager, leaves a process behind that would hold the
-    // output open, and exits 7.
-    let command = "echo $SYNAPS_RIG_MANAGER_PID; kill -STOP $SYNAPS_RIG_MANAGER_PID; \
+    // output open, and exits 7. It exits only once the manager is stopped: SIGSTOP takes effect
+    // when the manager is next scheduled, which on a loaded machine can be after the command ended
+    // (seen once in CI on 262: the rig then found it running and ended it without a word).
+    let command = "p=$SYNAPS_RIG_MANAGER_PID; echo $p; kill -STOP $p; \
+                   for _ in $(seq 500); do \
+                   [ \"$(awk '{print $3}' /proc/$p/stat)\" = T ] && break; sleep 0.01; done; \
                    sleep 600 & exit 7";
     let started = Instant::now();
     let out = Command::new(&script)
