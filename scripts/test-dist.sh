@@ -6,8 +6,8 @@
 #   - an empty npm project installs the tarball (koffi from the registry) and spawns a scoped child,
 #     with the package's own library, then with the C tarball's through the dynamic loader, then
 #     with neither (tests/dist/check_npm.js)
-#   - a C program (pkg-config; shared and static) and a C++ program (CMake; shared and static)
-#     built against the unpacked C tarball run their child in a scope
+#   - a C program and a C++ program, each built against the unpacked C tarball through pkg-config
+#     and through CMake, shared and static, run their child in a scope
 # Every artifact must use its own launcher program, found with no configuration. Run inside
 # scripts/systemd-rig.sh (as scripts/test.sh does, on the oldest and newest systemd):
 #
@@ -109,11 +109,17 @@ if ldd spawn-c-static | grep -q synaps_scope; then fail "the static C build load
 # the launch goes through one in PATH or the system's libexec, else through systemd-run.
 expect_scoped "C, pkg-config, static" "" ./spawn-c-static
 
+# shellcheck disable=SC2046
+c++ -std=c++17 "${strict[@]}" src/spawn.cpp $(pkg-config --cflags --libs synaps_scope) -Wl,-rpath,"$prefix/lib" -o spawn-cpp
+expect_scoped "C++, pkg-config, shared" "$prefix/lib/../libexec/synaps-scope/synaps-scope-exec" ./spawn-cpp
+
 cmake -S src -B build -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build >/dev/null
 expect_scoped "C++, CMake, shared" "$prefix/lib/../libexec/synaps-scope/synaps-scope-exec" build/spawn-shared
 grep -qx "version $version" <<<"$(build/spawn-shared true)" || fail "scope_version() is not $version"
 expect_scoped "C++, CMake, static" "" build/spawn-static
+expect_scoped "C, CMake, shared" "" build/spawn-c-shared
+expect_scoped "C, CMake, static" "" build/spawn-c-static
 
 echo "== npm: the system's C library, through the dynamic loader"
 mv project/node_modules/synaps-scope/prebuilds prebuilds-aside

@@ -126,7 +126,7 @@ for version in $(printf '%s\n' "$oldest" "$newest" | uniq); do
   log="$(mktemp)"
   scripts/systemd-rig.sh --systemd "$version" -- scripts/test-dist.sh "$dist" 2>&1 | tee "$log" \
     || { rm -f "$log"; printf '%s\n' "${summary[@]}"; echo "test.sh: FAILED: the artifacts on systemd $version" >&2; exit 1; }
-  summary+=("artifacts on systemd $version: $(grep -c '^ok: ' "$log") checks passed (wheel, npm package, C tarball from C and C++)")
+  summary+=("artifacts on systemd $version: $(grep -c '^ok: ' "$log") checks passed (wheel, npm package, C tarball from C and C++ through pkg-config and CMake)")
   rm -f "$log"
 done
 echo "== long runs against systemd $newest: a million wraps and ten thousand probes in one process, C, Python and Node"
