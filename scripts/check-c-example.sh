@@ -15,7 +15,9 @@ cc "${strict[@]}" examples/c/spawn.c $(pkg-config --cflags --libs synaps_scope) 
 static_libs=$(pkg-config --static --libs synaps_scope | sed 's/-lsynaps_scope\b/-l:libsynaps_scope.a/')
 # shellcheck disable=SC2046,SC2086
 cc "${strict[@]}" examples/c/spawn.c $(pkg-config --cflags synaps_scope) $static_libs -o "$bin/spawn-static"
-if ldd "$bin/spawn-static" | grep -q synaps_scope; then echo "check-c-example: the static build links the .so" >&2; exit 1; fi
+# (grep reads a captured string: `ldd | grep -q` under pipefail fails when grep's early exit
+# kills ldd with SIGPIPE.)
+if grep -q synaps_scope <<<"$(ldd "$bin/spawn-static")"; then echo "check-c-example: the static build links the .so" >&2; exit 1; fi
 
 for linkage in shared static; do
   out=$("$bin/spawn-$linkage" sh -c 'grep ^0:: /proc/$$/cgroup')

@@ -33,7 +33,7 @@ echo "== the launcher program (static-pie) and the command line"
 exec_program="$(scripts/build-exec.sh | tail -n 1)"
 cargo build -q --release --locked -p synaps-scope-cli
 target="${CARGO_TARGET_DIR:-$repo/target}"
-if ldd "$exec_program" 2>&1 | grep -q '=>'; then echo "dist.sh: $exec_program is not static" >&2; exit 1; fi
+if grep -q '=>' <<<"$(ldd "$exec_program" 2>&1)"; then echo "dist.sh: $exec_program is not static" >&2; exit 1; fi
 # Shipped without debug information (the release profile keeps line tables for benchmarks).
 strip --strip-debug -o "$stage/synaps-scope-exec" "$exec_program"
 exec_program="$stage/synaps-scope-exec"

@@ -80,8 +80,11 @@ prefix="$work/c/synaps-scope-$version-$(uname -m)-linux-gnu"
   || fail "the soname is not libsynaps_scope.so.${version%%.*}"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 [ "$(pkg-config --modversion synaps_scope)" = "$version" ] || fail "pkg-config says $(pkg-config --modversion synaps_scope)"
-"$prefix/bin/synaps-scope" doctor | grep -qx "  synaps-scope-exec: $prefix/bin/../libexec/synaps-scope/synaps-scope-exec (in the libexec directory of $prefix/bin/synaps-scope)" \
-  || fail "the tarball's synaps-scope doctor does not use the tarball's launcher program"
+# Commands' output is captured before grep reads it: under pipefail, `cmd | grep -q` fails when
+# grep's early exit kills cmd with SIGPIPE.
+report=$("$prefix/bin/synaps-scope" doctor) || fail "the tarball's synaps-scope doctor exited $?: $report"
+grep -qx "  synaps-scope-exec: $prefix/bin/../libexec/synaps-scope/synaps-scope-exec (in the libexec directory of $prefix/bin/synaps-scope)" <<<"$report" \
+  || fail "the tarball's synaps-scope doctor does not use the tarball's launcher program: $report"
 pass "C tarball: soname, pkg-config version, doctor"
 
 # The launcher program a shared build of the library uses: the tarball's, found from the library.
@@ -100,11 +103,11 @@ expect_scoped() {
 strict=(-Wall -Wextra -Werror -pedantic)
 # shellcheck disable=SC2046 # pkg-config prints flags
 cc -std=c11 "${strict[@]}" src/spawn.c $(pkg-config --cflags --libs synaps_scope) -Wl,-rpath,"$(pkg-config --variable=libdir synaps_scope)" -o spawn-c
-ldd spawn-c | grep -q "libsynaps_scope.so.${version%%.*} => $prefix/lib/" || fail "spawn-c does not load the tarball's library"
+grep -q "libsynaps_scope.so.${version%%.*} => $prefix/lib/" <<<"$(ldd spawn-c)" || fail "spawn-c does not load the tarball's library: $(ldd spawn-c)"
 expect_scoped "C, pkg-config, shared" "" ./spawn-c
 # shellcheck disable=SC2046
 cc -std=c11 "${strict[@]}" src/spawn.c $(pkg-config --cflags synaps_scope) "$prefix/lib/libsynaps_scope.a" $(pkg-config --static --libs-only-l synaps_scope | sed 's/-lsynaps_scope\b//') -o spawn-c-static
-if ldd spawn-c-static | grep -q synaps_scope; then fail "the static C build loads the shared library"; fi
+if grep -q synaps_scope <<<"$(ldd spawn-c-static)"; then fail "the static C build loads the shared library"; fi
 # A static link holds the library in the program itself, so no launcher program sits beside it:
 # the launch goes through one in PATH or the system's libexec, else through systemd-run.
 expect_scoped "C, pkg-config, static" "" ./spawn-c-static
