@@ -233,33 +233,28 @@ impl Report {
 
     /// The report for a person, as `synaps-scope doctor` prints it.
     pub fn to_text(&self) -> String {
-        let report = self;
         let mut out = String::new();
-        let kernel = report.kernel.as_deref().unwrap_or("unknown");
-        let _ = writeln!(out, "platform:      {} (kernel {kernel})", report.os);
-        let wrapper = match &report.wrapper {
+        let kernel = self.kernel.as_deref().unwrap_or("unknown");
+        let _ = writeln!(out, "platform:      {} (kernel {kernel})", self.os);
+        let wrapper = match &self.wrapper {
             Ok(wrapper) => format!("{} {}", wrapper.name(), wrapper.program().display()),
             Err(_) => "none".to_owned(),
         };
-        let _ = writeln!(
-            out,
-            "launcher:      {wrapper} ({})",
-            report.wrapper_reason()
-        );
-        let exec = match &report.exec_program {
+        let _ = writeln!(out, "launcher:      {wrapper} ({})", self.wrapper_reason());
+        let exec = match &self.exec_program {
             Ok(found) => format!("{} ({})", found.path.display(), found.found_by),
             Err(why) => format!("not found: {why}"),
         };
         let _ = writeln!(out, "  synaps-scope-exec: {exec}");
-        match &report.systemd_run {
-            Some(path) if !matches!(report.wrapper, Ok(Wrapper::SystemdRun { .. })) => {
+        match &self.systemd_run {
+            Some(path) if !matches!(self.wrapper, Ok(Wrapper::SystemdRun { .. })) => {
                 let _ = writeln!(out, "systemd-run:   {} (not used)", path.display());
             }
             Some(path) => {
-                let version = report
+                let version = self
                     .systemd_version
                     .map_or("version unknown".to_owned(), |v| format!("systemd {v}"));
-                let expand = if report.expands_off() {
+                let expand = if self.expands_off() {
                     "passed"
                 } else {
                     "not passed (needs systemd 254)"
@@ -272,32 +267,32 @@ impl Report {
             }
             None => out.push_str("systemd-run:   not found in PATH\n"),
         }
-        let manager = match &report.manager_version {
+        let manager = match &self.manager_version {
             Some(Ok(version)) => format!("systemd {}", version.full),
             Some(Err(why)) => format!("version could not be read: {why}"),
             None => "not asked (no probe reached it)".to_owned(),
         };
         let _ = writeln!(out, "user manager:  {manager}");
-        let bus: Vec<String> = report
+        let bus: Vec<String> = self
             .bus
             .iter()
             .map(|(var, value)| format!("{var}={}", value.as_deref().unwrap_or("(unset)")))
             .collect();
         let _ = writeln!(out, "user bus:      {}", bus.join(", "));
-        let file = match &report.config.path {
-            Some(path) if report.config_exists => path.display().to_string(),
+        let file = match &self.config.path {
+            Some(path) if self.config_exists => path.display().to_string(),
             Some(path) => format!("{} (not present)", path.display()),
             None => "(none: neither SYNAPS_CONFIG, XDG_CONFIG_HOME nor HOME is set)".to_owned(),
         };
         let _ = writeln!(out, "config file:   {file}");
-        for (key, value, origin) in report.settings() {
+        for (key, value, origin) in self.settings() {
             let _ = writeln!(
                 out,
                 "  {key:<20} = {:<24} ({origin})",
                 value.as_deref().unwrap_or("(unset)")
             );
         }
-        for kind in &report.kinds {
+        for kind in &self.kinds {
             let what = match &kind.outcome {
                 Outcome::Scoped => "scoped".to_owned(),
                 Outcome::Direct(reason) => format!("direct: {reason}"),
@@ -329,19 +324,19 @@ impl Report {
                 let _ = writeln!(out, "  warning:     {warning}");
             }
         }
-        for warning in &report.warnings {
+        for warning in &self.warnings {
             let _ = writeln!(out, "warning:       {warning}");
         }
         let _ = writeln!(
             out,
             "this process:  cgroup {}",
-            report.cgroup.as_deref().unwrap_or("unknown")
+            self.cgroup.as_deref().unwrap_or("unknown")
         );
         let _ = writeln!(
             out,
             "verdict:       {} (exit {})",
-            report.verdict(),
-            report.exit_code()
+            self.verdict(),
+            self.exit_code()
         );
         out
     }

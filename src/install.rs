@@ -76,16 +76,24 @@ pub(crate) fn locate_exec_program(env: &[(OsString, OsString)]) -> Result<ExecPr
     let is_program = |path: &Path| resolve_program(path.as_os_str(), env, None).ok();
     let found = |path: PathBuf, found_by: FoundBy| ExecProgram { path, found_by };
     let own = own_file();
-    let own_dir = own.and_then(Path::parent);
-    own_dir
-        .and_then(|dir| is_program(&dir.join(EXEC_PROGRAM)))
-        .zip(own)
-        .map(|(path, own)| found(path, FoundBy::BesideOwnFile(own.to_owned())))
-        .or_else(|| {
-            let libexec = own_dir?.join("../libexec/synaps-scope").join(EXEC_PROGRAM);
-            let path = is_program(&libexec)?;
-            Some(found(path, FoundBy::OwnLibexec(own?.to_owned())))
-        })
+    // Beside the file that holds this code, then in its ../libexec/synaps-scope.
+    let own_candidates = own.and_then(|own| {
+        let dir = own.parent()?;
+        Some([
+            (
+                dir.join(EXEC_PROGRAM),
+                FoundBy::BesideOwnFile(own.to_owned()),
+            ),
+            (
+                dir.join("../libexec/synaps-scope").join(EXEC_PROGRAM),
+                FoundBy::OwnLibexec(own.to_owned()),
+            ),
+        ])
+    });
+    own_candidates
+        .into_iter()
+        .flatten()
+        .find_map(|(candidate, found_by)| Some(found(is_program(&candidate)?, found_by)))
         .or_else(|| {
             resolve_program(OsStr::new(EXEC_PROGRAM), env, Some(Path::new("/")))
                 .ok()

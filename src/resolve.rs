@@ -2,7 +2,7 @@
 //! PATH and cwd, so that systemd-run never applies its own search rules.
 
 use std::ffi::{OsStr, OsString};
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -105,19 +105,11 @@ pub(crate) fn execve_refuses_format(program: &Path) -> bool {
 static FORMATS: Shared<bool> = Shared::new();
 
 fn reads_as_no_format(program: &Path) -> bool {
-    let mut head = [0u8; 4];
-    let read = std::fs::File::open(program).and_then(|mut file| {
-        let mut filled = 0;
-        while filled < head.len() {
-            match io::Read::read(&mut file, &mut head[filled..])? {
-                0 => break,
-                n => filled += n,
-            }
-        }
-        Ok(filled)
-    });
-    let Ok(filled) = read else { return false };
-    let head = &head[..filled];
+    let mut head = Vec::with_capacity(4);
+    let read = std::fs::File::open(program).and_then(|file| file.take(4).read_to_end(&mut head));
+    if read.is_err() {
+        return false;
+    }
     if head.starts_with(b"#!") || head.starts_with(b"\x7fELF") {
         return false;
     }
