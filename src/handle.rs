@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
 use rustix::process::{kill_process, Pid, Signal};
 
 use crate::bounded::deadline_after;
@@ -300,7 +301,7 @@ impl ScopeHandle {
         match method {
             KillMethod::CgroupKill => match self.write_cgroup_kill() {
                 Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound && !self.cgroup.exists() => {}
+                Err(e) if cgroup_vanished(&e) && !self.is_still_the_same_scope() => {}
                 Err(e) => return Err(e.into()),
             },
             KillMethod::Signals => self.signal_until_empty(deadline)?,
@@ -450,15 +451,22 @@ fn unescape_mountinfo(field: &str) -> String {
     out
 }
 
+/// Whether `e` says the cgroup was removed: gone before it was opened (ENOENT), or after (ENODEV,
+/// which the kernel gives to reads and writes of an open file of a removed cgroup). The manager
+/// removes a scope's cgroup as soon as its last process has died, so a removed cgroup is empty.
+fn cgroup_vanished(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(Errno::NODEV.raw_os_error())
+}
+
 fn collect_pids(dir: &Path, pids: &mut Vec<u32>) -> Result<(), HandleError> {
     match fs::read_to_string(dir.join("cgroup.procs")) {
         Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if cgroup_vanished(&e) => return Ok(()),
         Err(e) => return Err(e.into()),
     }
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if cgroup_vanished(&e) => return Ok(()),
         Err(e) => return Err(e.into()),
     };
     for entry in entries.flatten() {

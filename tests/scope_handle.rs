@@ -229,3 +229,38 @@ fn a_stale_handle_never_touches_a_new_scope_of_the_same_name() {
     );
     second.wait().unwrap();
 }
+
+/// A scope's cgroup is removed by the manager as soon as its last process dies, also between a
+/// read's open and its read (the kernel then says ENODEV). Listing and killing a scope that
+/// vanishes so, while it is being read, finds it empty: never an error. Reads are hammered from
+/// a second thread while the scope is killed, many times over, to meet that window.
+#[test]
+fn a_scope_removed_while_it_is_read_is_empty_not_an_error() {
+    let Some(_rig) = rig() else { return };
+    for round in 0..25 {
+        let (mut child, unit) = spawn_scoped(&["sleep", "1000"]);
+        let handle = ScopeHandle::from_pid(&unit, child.id()).unwrap();
+        let reader = handle.clone();
+        let hammer = std::thread::spawn(move || {
+            let end = Instant::now() + Duration::from_secs(10);
+            let mut reads = 0u32;
+            while reader.cgroup_dir().exists() && Instant::now() < end {
+                if let Err(e) = reader.pids() {
+                    return Err(format!("pids() after {reads} reads: {e}"));
+                }
+                reads += 1;
+            }
+            Ok(reads)
+        });
+        let killed = handle.kill(Duration::from_secs(5));
+        child.wait().unwrap();
+        let reads = hammer.join().unwrap();
+        assert_eq!(
+            killed.map_err(|e| e.to_string()),
+            Ok(vec![child.id()]),
+            "round {round}: kill"
+        );
+        assert!(reads.is_ok(), "round {round}: {}", reads.unwrap_err());
+        assert!(handle.pids().unwrap().is_empty(), "round {round}");
+    }
+}

@@ -99,6 +99,7 @@ export declare class ScopeHandle {
    * resolves to the pids that were in it when the kill began. */
   kill(options?: { timeoutMs?: number }): Promise<number[]>;
   waitEmpty(options?: { timeoutMs?: number }): Promise<void>;
+  /** Frees the handle now, or once a kill or waitEmpty still running settles; later calls throw. */
   close(): void;
 }
 

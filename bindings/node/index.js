@@ -476,6 +476,9 @@ function resolveProgram(program, { env, cwd } = {}) {
 /** A running scope of this library, found by the unit name `wrap` returned. */
 class ScopeHandle {
   #pointer;
+  /** Calls running on a worker thread with the pointer: close() leaves the freeing to the last. */
+  #inFlight = 0;
+  #closed = false;
 
   constructor(pointer) {
     this.#pointer = pointer;
@@ -506,8 +509,20 @@ class ScopeHandle {
   }
 
   #live() {
-    if (!this.#pointer) throw new Error('synaps-scope: this scope handle was closed');
+    if (this.#closed) throw new Error('synaps-scope: this scope handle was closed');
     return this.#pointer;
+  }
+
+  /** `fn(pointer, ...args)` on a worker thread; the handle is not freed while it runs. */
+  async #blocking(fn, ...args) {
+    const pointer = this.#live();
+    this.#inFlight += 1;
+    try {
+      await callBlocking(fn, pointer, ...args);
+    } finally {
+      this.#inFlight -= 1;
+      if (this.#closed && this.#inFlight === 0) this.#free();
+    }
   }
 
   pids() {
@@ -530,17 +545,23 @@ class ScopeHandle {
   async kill({ timeoutMs: ms } = {}) {
     const pids = [null];
     const len = [0];
-    await callBlocking(c.handleKillPids, this.#live(), timeoutMs(ms, 'timeoutMs', 5000), pids, len);
+    await this.#blocking(c.handleKillPids, timeoutMs(ms, 'timeoutMs', 5000), pids, len);
     return takePids(pids[0], len[0]);
   }
 
   async waitEmpty({ timeoutMs: ms } = {}) {
-    await callBlocking(c.handleWaitEmpty, this.#live(), timeoutMs(ms, 'timeoutMs', 5000));
+    await this.#blocking(c.handleWaitEmpty, timeoutMs(ms, 'timeoutMs', 5000));
   }
 
+  /** Frees the handle now, or when the last kill or waitEmpty still running settles. */
   close() {
-    if (!this.#pointer) return;
+    if (this.#closed) return;
+    this.#closed = true;
     handleRegistry.unregister(this);
+    if (this.#inFlight === 0) this.#free();
+  }
+
+  #free() {
     c.handleFree(this.#pointer);
     this.#pointer = null;
   }

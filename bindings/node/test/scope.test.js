@@ -245,6 +245,70 @@ test('the scope handle kills a descendant that left the process group', async (t
   assert.throws(() => scope.ScopeHandle.ofProcess(process.pid), (error) => error instanceof scope.ScopeError && error.code === 'SCOPE_NOT_OURS');
 });
 
+/** The handle of a scoped child's scope, once the child has entered it. */
+async function handleOnceInScope(/** @type {import('node:child_process').ChildProcess & { scopeUnit: string | null }} */ child) {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      return scope.ScopeHandle.fromPid(String(child.scopeUnit), Number(child.pid));
+    } catch (error) {
+      assert.ok(Date.now() < deadline, `the child never reached its scope: ${error}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+}
+
+test('a scope removed while it is read is empty, not an error', async (t) => {
+  if (!requireRig(t)) return;
+  // The manager removes a scope's cgroup once its last process dies, also between a read's open
+  // and its read (ENODEV): this thread reads the scope while a worker kills it, many times over.
+  for (let round = 0; round < 15; round += 1) {
+    const child = await scope.spawn('sleep', ['1000'], { stdio: 'ignore' });
+    t.after(() => child.kill('SIGKILL'));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const handle = await handleOnceInScope(child);
+    const killing = handle.kill({ timeoutMs: 5000 });
+    const end = Date.now() + 10_000;
+    let reads = 0;
+    while (fs.existsSync(handle.cgroup) && Date.now() < end) {
+      assert.doesNotThrow(() => { handle.pids(); handle.stats(); }, `round ${round}, after ${reads} reads`);
+      reads += 1;
+    }
+    assert.deepEqual(await killing, [child.pid], `round ${round}`);
+    assert.deepEqual(handle.pids(), []);
+    handle.close();
+    await exited;
+  }
+});
+
+test('a handle closed while its kill or wait runs is freed only when that call settles', async (t) => {
+  if (!requireRig(t)) return;
+  const watched = await scope.spawn('sleep', ['1000'], { stdio: 'ignore' });
+  const other = await scope.spawn('sleep', ['1000'], { stdio: 'ignore' });
+  t.after(() => { watched.kill('SIGKILL'); other.kill('SIGKILL'); });
+  const handle = await handleOnceInScope(watched);
+  (await handleOnceInScope(other)).close();
+  const waiting = handle.waitEmpty({ timeoutMs: 5000 });
+  handle.close();
+  assert.throws(() => handle.pids(), /closed/);
+  await assert.rejects(handle.kill(), /closed/);
+  // Handles of another scope, made while the wait runs, take any memory a too early free gave
+  // back: a wait on freed memory would then watch that scope, which never empties.
+  const others = Array.from({ length: 64 }, () => scope.ScopeHandle.fromPid(String(other.scopeUnit), Number(other.pid)));
+  process.kill(Number(watched.pid), 'SIGKILL');
+  await waiting;
+  handle.close();
+  assert.deepEqual(await others[0].kill({ timeoutMs: 5000 }), [other.pid]);
+  for (const each of others) each.close();
+
+  const killed = await scope.spawn('sleep', ['1000'], { stdio: 'ignore' });
+  t.after(() => killed.kill('SIGKILL'));
+  const second = await handleOnceInScope(killed);
+  const killing = second.kill({ timeoutMs: 5000 });
+  second.close();
+  assert.deepEqual(await killing, [killed.pid]);
+});
+
 test('the result codes, log levels and kinds are the header\'s', () => {
   const header = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'include', 'synaps_scope.h'), 'utf8');
   /** @param {RegExp} pattern */

@@ -350,18 +350,51 @@ def test_bounds_too_large_for_the_clock_saturate_instead_of_panicking(rig: Dict[
     launcher = synaps_scope.launcher_for_env(probe_timeout=1e19)
     assert launcher is not None
     proc = synaps_scope.Popen(["sleep", "30"], probe_timeout=1e19)
+    handle = handle_once_in_scope(proc)
+    assert handle.kill(timeout=1e19) == [proc.pid]
+    handle.wait_empty(1e19)
+    assert proc.wait() != 0
+
+
+def handle_once_in_scope(proc: synaps_scope.Popen) -> synaps_scope.ScopeHandle:
+    """The handle of ``proc``'s scope, once the child has entered it."""
     assert proc.scope_unit is not None
     deadline = time.monotonic() + 10
     while True:
         try:
-            handle = synaps_scope.ScopeHandle.from_pid(proc.scope_unit, proc.pid)
-            break
+            return synaps_scope.ScopeHandle.from_pid(proc.scope_unit, proc.pid)
         except synaps_scope.ScopeError:
             assert time.monotonic() < deadline, "the child never reached its scope"
             time.sleep(0.005)
-    assert handle.kill(timeout=1e19) == [proc.pid]
-    handle.wait_empty(1e19)
-    assert proc.wait() != 0
+
+
+def test_a_scope_removed_while_it_is_read_is_empty_not_an_error(rig: Dict[str, str]) -> None:
+    """The manager removes a scope's cgroup once its last process dies, also between a read's
+    open and its read (ENODEV). A thread reads the scope while it is killed, many times over."""
+    for round in range(15):
+        proc = synaps_scope.Popen(["sleep", "1000"])
+        handle = handle_once_in_scope(proc)
+        errors: List[str] = []
+
+        def hammer() -> None:
+            end = time.monotonic() + 10
+            while os.path.isdir(handle.cgroup) and time.monotonic() < end:
+                try:
+                    handle.pids()
+                    handle.stats()
+                except synaps_scope.ScopeError as e:
+                    errors.append(str(e))
+                    return
+
+        reader = threading.Thread(target=hammer)
+        reader.start()
+        try:
+            assert handle.kill(timeout=5) == [proc.pid], f"round {round}"
+        finally:
+            reader.join()
+            proc.wait()
+        assert errors == [], f"round {round}"
+        assert handle.pids() == []
 
 
 def test_the_scope_kill_reaches_an_escaped_descendant(rig: Dict[str, str], tmp_path: Path) -> None:

@@ -332,6 +332,13 @@ fn the_scope_kill_reaches_an_escaped_descendant() {
     scenario("scope_kill");
 }
 
+/// A scope whose cgroup is removed while another thread reads it reads as empty, never an error.
+#[test]
+fn a_scope_removed_while_it_is_read_is_empty_not_an_error() {
+    let Some(_rig) = rig() else { return };
+    scenario("removed_while_read");
+}
+
 #[test]
 fn bad_input_gets_its_result_code_and_message_and_no_crash() {
     let Some(_rig) = rig() else { return };

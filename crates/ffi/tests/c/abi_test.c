@@ -831,6 +831,65 @@ static int scenario_doctor(void) {
     return 0;
 }
 
+/* Reads a handle's scope from a second thread until its cgroup is gone; a failed read is kept. */
+struct reader {
+    const scope_handle *handle;
+    scope_result failure;
+    char message[256];
+};
+
+static void *read_until_removed(void *arg) {
+    struct reader *reader = arg;
+    double end = now_ms() + 10000;
+    while (access(scope_handle_cgroup(reader->handle), F_OK) == 0 && now_ms() < end) {
+        uint32_t *pids = NULL;
+        size_t count = 0;
+        scope_stats stats;
+        scope_result result = scope_handle_pids(reader->handle, &pids, &count);
+        if (result == SCOPE_RESULT_OK) {
+            scope_pids_free(pids, count);
+            result = scope_handle_stats(reader->handle, &stats);
+        }
+        if (result != SCOPE_RESULT_OK) {
+            reader->failure = result;
+            snprintf(reader->message, sizeof reader->message, "%s", scope_last_error());
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* The manager removes a scope's cgroup once its last process dies, also between a read's open and
+ * its read (ENODEV): a second thread reads the scope while it is killed, many times over. */
+static int scenario_removed_while_read(void) {
+    scope_launcher *launcher = must_launcher(NULL);
+    for (int round = 0; round < 15; round++) {
+        const char *argv[] = {"sleep", "1000", NULL};
+        scope_argv *wrapped = must_wrap(launcher, argv);
+        pid_t pid = spawn(scope_argv_ptr(wrapped), 0);
+        scope_handle *handle = NULL;
+        for (int i = 0; i < 2000 && scope_handle_from_pid(scope_argv_unit(wrapped), (uint32_t)pid, &handle) != SCOPE_RESULT_OK; i++)
+            sleep_ms(5);
+        CHECK(handle != NULL, "round %d: the child reached its scope", round);
+        struct reader reader = {handle, SCOPE_RESULT_OK, ""};
+        pthread_t thread;
+        CHECK(pthread_create(&thread, NULL, read_until_removed, &reader) == 0, "reader thread");
+        uint32_t *killed = NULL;
+        size_t killed_count = 0;
+        scope_result result = scope_handle_kill_pids(handle, 5000, &killed, &killed_count);
+        CHECK(pthread_join(thread, NULL) == 0, "join");
+        CHECK(result == SCOPE_RESULT_OK, "round %d: kill", round);
+        CHECK(killed_count == 1 && killed[0] == (uint32_t)pid, "round %d: %zu pids killed", round, killed_count);
+        scope_pids_free(killed, killed_count);
+        CHECK(reader.failure == SCOPE_RESULT_OK, "round %d: a read failed (%d): %s", round, (int)reader.failure, reader.message);
+        CHECK(wait_exit(pid) == 128 + SIGKILL, "round %d: killed", round);
+        scope_handle_free(handle);
+        scope_argv_free(wrapped);
+    }
+    scope_launcher_free(launcher);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static const struct {
         const char *name;
@@ -844,7 +903,7 @@ int main(int argc, char **argv) {
         {"login_shell", scenario_login_shell},       {"stopped_manager_requests", scenario_stopped_manager_requests},
         {"busy_slice_check", scenario_busy_slice_check}, {"flush_warnings", scenario_flush_warnings},
         {"holds_caller", scenario_holds_caller},     {"log_callback_replaced", scenario_log_callback_replaced},
-        {"doctor", scenario_doctor},
+        {"doctor", scenario_doctor},                 {"removed_while_read", scenario_removed_while_read},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
