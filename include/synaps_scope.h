@@ -97,7 +97,9 @@ typedef uint32_t scope_log_level;
 // while one of them frees it.
 typedef struct scope_argv scope_argv;
 
-// A running scope of this library, found by unit name. Free with [`scope_handle_free`].
+// A running scope of this library, found by unit name. Immutable, so any number of threads may
+// use one handle at once (one reading it while another kills the scope); free it with
+// [`scope_handle_free`] once none of them is using it.
 typedef struct scope_handle scope_handle;
 
 // A launcher: turns an argv into one that runs in a new scope. Immutable, so one launcher may be
@@ -277,7 +279,7 @@ scope_result scope_handle_wait_empty(const struct scope_handle *handle, uint32_t
 // Frees a handle (NULL is accepted and ignored). The scope itself is not touched.
 //
 // # Safety
-// `handle` is NULL or a handle from this library, not yet freed.
+// `handle` is NULL or a handle from this library, not yet freed, that no other thread is using.
 void scope_handle_free(struct scope_handle *handle);
 
 // [`scope_handle_from_manager`] that also copies a failure's message into `error`, for callers

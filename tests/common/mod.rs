@@ -184,12 +184,37 @@ impl TempDir {
     /// Writes `name` in this directory, executable when `executable`, and returns its path.
     pub fn write(&self, name: &str, contents: &str, executable: bool) -> PathBuf {
         let path = self.0.join(name);
-        fs::write(&path, contents).unwrap();
         if executable {
-            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+            let file_name = path.file_name().unwrap().to_string_lossy();
+            let draft = path.with_file_name(format!(".{file_name}.draft"));
+            fs::write(&draft, contents).unwrap();
+            install_executable(&draft, &path);
+            fs::remove_file(&draft).unwrap();
+        } else {
+            fs::write(&path, contents).unwrap();
         }
         path
     }
+}
+
+/// Copies `from` to `to`, mode 0755, through `install(1)`: a file this process wrote itself could
+/// not be run while a child that another test thread is forking still holds the writing
+/// descriptor (exec fails with ETXTBSY until that child execs), so no program a test runs is ever
+/// open for writing here.
+pub fn install_executable(from: &Path, to: &Path) {
+    let status = Command::new("install")
+        .arg("-m")
+        .arg("0755")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "install {} {}: {status}",
+        from.display(),
+        to.display()
+    );
 }
 
 impl Drop for TempDir {

@@ -329,7 +329,10 @@ fn off_gives_exit_1_and_required_gives_exit_2() {
 fn doctor_installed_at(root: &std::path::Path) -> String {
     let bin = root.join("bin/synaps-scope");
     std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_synaps-scope"), &bin).unwrap();
+    common::install_executable(
+        std::path::Path::new(env!("CARGO_BIN_EXE_synaps-scope")),
+        &bin,
+    );
     let env = env_without(
         &inherited_env(),
         &["SYNAPS_SCOPE_EXEC", "SYNAPS_SCOPE_LAUNCHER"],
@@ -347,7 +350,7 @@ fn doctor_finds_the_launcher_program_beside_itself_or_in_its_libexec_with_no_con
     let tarball = TempDir::new("doctor-libexec");
     let libexec = tarball.path().join("libexec/synaps-scope");
     std::fs::create_dir_all(&libexec).unwrap();
-    std::fs::copy(common::exec_program(), libexec.join("synaps-scope-exec")).unwrap();
+    common::install_executable(&common::exec_program(), &libexec.join("synaps-scope-exec"));
     let text = doctor_installed_at(tarball.path());
     let bin = tarball.path().join("bin");
     let line = format!(
@@ -358,7 +361,7 @@ fn doctor_finds_the_launcher_program_beside_itself_or_in_its_libexec_with_no_con
     assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
 
     // Beside it, as a cargo build puts them: that copy comes first.
-    std::fs::copy(common::exec_program(), bin.join("synaps-scope-exec")).unwrap();
+    common::install_executable(&common::exec_program(), &bin.join("synaps-scope-exec"));
     let text = doctor_installed_at(tarball.path());
     let line = format!(
         "  synaps-scope-exec: {}/synaps-scope-exec (beside {}/synaps-scope)",

@@ -9,7 +9,9 @@ use super::{
 };
 use synaps_scope::{HandleError, ScopeHandle};
 
-/// A running scope of this library, found by unit name. Free with [`scope_handle_free`].
+/// A running scope of this library, found by unit name. Immutable, so any number of threads may
+/// use one handle at once (one reading it while another kills the scope); free it with
+/// [`scope_handle_free`] once none of them is using it.
 pub struct scope_handle {
     inner: ScopeHandle,
     unit: CString,
@@ -302,7 +304,7 @@ pub unsafe extern "C" fn scope_handle_wait_empty(
 /// Frees a handle (NULL is accepted and ignored). The scope itself is not touched.
 ///
 /// # Safety
-/// `handle` is NULL or a handle from this library, not yet freed.
+/// `handle` is NULL or a handle from this library, not yet freed, that no other thread is using.
 #[no_mangle]
 pub unsafe extern "C" fn scope_handle_free(handle: *mut scope_handle) {
     guard_value((), || {

@@ -176,7 +176,7 @@ fn scope_doctor_names_the_launcher_program_beside_the_library_that_was_loaded() 
     let library = dir.join("libsynaps_scope_ffi.so");
     std::fs::copy(library_dir().join("libsynaps_scope_ffi.so"), &library).unwrap();
     let exec = dir.join("synaps-scope-exec");
-    std::fs::copy(common::exec_program(), &exec).unwrap();
+    common::install_executable(&common::exec_program(), &exec);
     let mut env: Vec<_> = synaps_scope::inherited_env()
         .into_iter()
         .filter(|(key, _)| !key.to_string_lossy().starts_with("SYNAPS_SCOPE_"))
