@@ -43,8 +43,8 @@ enum scope_result
   SCOPE_RESULT_REQUIRED_UNAVAILABLE = 5,
   // No such program (resolve), or no such running scope (handles).
   SCOPE_RESULT_NOT_FOUND = 6,
-  // The unit or cgroup is not a `synaps-*.scope` made by this library, or it holds the calling
-  // process; refused.
+  // The unit or cgroup is not a `synaps-*.scope` made by this library, it holds the calling
+  // process, or it belongs to another user; refused.
   SCOPE_RESULT_NOT_OURS = 7,
   // The process is not in the scope named.
   SCOPE_RESULT_NOT_IN_SCOPE = 8,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command against a private systemd user manager of a chosen version (docs/testing.md).
 #
-#   scripts/systemd-rig.sh [--systemd 252|254|257|262] -- COMMAND ARGS...
+#   scripts/systemd-rig.sh [--systemd 247|252|254|257|262] -- COMMAND ARGS...
 #   scripts/systemd-rig.sh --fetch 254 257 262     # only download and prepare those versions
 #
 # 252 is the machine's own systemd. 254 comes from Debian's bookworm-backports, 257 from trixie and
@@ -27,7 +27,7 @@
 set -euo pipefail
 
 here="$(dirname "$(readlink -f "$0")")"
-versions_known="252 254 257 262"
+versions_known="247 252 254 257 262"
 usage="usage: $0 [--systemd ${versions_known// /|}] -- COMMAND... | $0 --fetch VERSION..."
 
 version=252
@@ -48,9 +48,10 @@ layout="rig-layout 2"
 
 # The Debian suite and packages each version comes from. 257 and 262 need a newer glibc than
 # Debian 12's (and 257 a newer OpenSSL); 254 was built for Debian 12 and uses the host's.
-suite_of() { case "$1" in 254) echo bookworm-backports ;; 257) echo trixie ;; 262) echo sid ;; esac; }
+suite_of() { case "$1" in 247) echo bullseye ;; 254) echo bookworm-backports ;; 257) echo trixie ;; 262) echo sid ;; esac; }
 packages_of() {
   case "$1" in
+    247) echo systemd ;;
     254) echo systemd libsystemd-shared ;;
     257) echo systemd libsystemd-shared libc6 libssl3t64 ;;
     262) echo systemd libsystemd-shared libc6 ;;
@@ -99,7 +100,8 @@ prepare() {
 
   # Patch the four programs the rig runs to load their own libraries without LD_LIBRARY_PATH.
   local libdir="$tmp/usr/lib/x86_64-linux-gnu" rpath interp=""
-  rpath="$root/usr/lib/x86_64-linux-gnu/systemd"
+  # 247 keeps its shared library in /lib/systemd, later versions in /usr/lib/<triplet>/systemd.
+  rpath="$root/usr/lib/x86_64-linux-gnu/systemd:$root/lib/systemd"
   if [ -e "$libdir/ld-linux-x86-64.so.2" ]; then
     interp="$root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
     rpath="$rpath:$root/usr/lib/x86_64-linux-gnu"
@@ -145,7 +147,7 @@ case "$version" in
     # The machine's own systemd; 254's systemd-run is the real client of another version.
     manager=/usr/lib/systemd/systemd overlay=""
     other_run="$(prepare 254)/rig/bin/systemd-run" ;;
-  254|257|262)
+  247|254|257|262)
     root=$(prepare "$version")
     manager=/usr/lib/systemd/systemd overlay="$root/rig/overlay"
     other_run=/usr/bin/systemd-run

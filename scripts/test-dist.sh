@@ -56,7 +56,7 @@ passed=0
 pass() { echo "ok: $*"; passed=$((passed + 1)); }
 
 echo "== wheel: a fresh venv"
-wheel=$(ls dist/synaps_scope-"$version"-cp39-abi3-manylinux_*.whl)
+wheel=$(ls dist/synaps_scope-"$version"-cp39-abi3-manylinux*.whl)
 python3 -m venv venv
 venv/bin/pip install -q --no-index "$wheel"
 (cd / && "$work/venv/bin/python" "$work/src/check_wheel.py" "$version")
@@ -95,6 +95,8 @@ expect_scoped() {
   unit=$(sed -n 's/^pid [0-9]* in \(synaps-tool-[0-9a-f]*\.scope\)$/\1/p' <<<"$out")
   cgroup=$(sed -n 's/^0:://p' <<<"$out")
   [ -n "$unit" ] && [ "${cgroup##*/}" = "$unit" ] || fail "$what did not run its child in its scope: $out"
+  # Made by this user's own manager, in the subtree delegated to it.
+  [[ "$cgroup" == */user@"$(id -u)".service/* ]] || fail "$what's scope is not under user@$(id -u).service: $cgroup"
   if [ -n "$wrapper" ]; then
     grep -qx "wrapper $wrapper" <<<"$out" || fail "$what used another wrapper than $wrapper: $out"
   fi

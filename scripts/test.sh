@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The project's whole test suite: formatting, lints, then every test (unit, integration, CLI, doc,
 # and the C ABI from C under sanitizers) against a real private systemd user manager of each
-# version the rig runs (252, 254, 257 and 262), once with each wrapper (the launcher program
+# version the rig runs (247, 252, 254, 257 and 262), once with each wrapper (the launcher program
 # synaps-scope-exec, then systemd-run: SYNAPS_SCOPE_LAUNCHER), plus the installed C library built through
 # pkg-config, and the Python module's wheel in a fresh venv with pytest, mypy --strict and
 # stubtest, and the Node package (npm ci, tsc --strict on the tests' usage of index.d.ts,
 # node --test), a fuzz smoke run of every fuzz target, a short run of the benchmarks on each
 # systemd version, the long runs (scripts/long-run.sh) on the newest, and every artifact of
 # scripts/dist.sh (wheel, npm package, C tarball, crates) installed and used from outside the
-# repository (scripts/test-dist.sh) on the oldest and the newest.
+# repository (scripts/test-dist.sh) on the oldest and the newest, and again as a normal user in a
+# login session of booted Debian 11, 12 and 13 (scripts/test-session.sh: systemd 247, 252, 257).
 #
 #   scripts/test.sh                      # everything, every version (as root)
-#   SYNAPS_SYSTEMD_VERSIONS="252 262" scripts/test.sh
+#   SYNAPS_SYSTEMD_VERSIONS="252 262" SYNAPS_SESSION_RELEASES="12" scripts/test.sh
 #
 # Exits non-zero if anything fails or is skipped; the last lines summarise each version's counts.
 set -euo pipefail
@@ -33,10 +34,22 @@ command -v patchelf >/dev/null || need+=(patchelf)
 command -v cmake >/dev/null || need+=(cmake)
 [ -e /usr/lib/systemd/user/dbus.socket ] || need+=(dbus-user-session)
 command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
+command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v systemd-nspawn >/dev/null || need+=(systemd-container)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]} from Debian's packages"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+
+# The booted roots take minutes to make (once); made in the background while everything builds.
+releases="${SYNAPS_SESSION_RELEASES-11 12 13}"
+roots_log="$(mktemp)"
+roots_pid=""
+if [ -n "$releases" ]; then
+  # shellcheck disable=SC2086 # one release per word
+  scripts/session-rig.sh --fetch $releases >"$roots_log" 2>&1 &
+  roots_pid=$!
 fi
 
 echo "== rustfmt, clippy"
@@ -46,7 +59,7 @@ cargo clippy --workspace --exclude synaps-scope-python --all-targets --locked --
 cargo clippy -p synaps-scope-python --features pyo3/extension-module --all-targets --locked -- -D warnings
 cargo build --all-targets --locked
 scratch="$(mktemp -d)"
-trap 'rm -rf "$scratch"' EXIT
+trap 'rm -rf "$scratch" "$roots_log"; [ -z "$roots_pid" ] || kill "$roots_pid" 2>/dev/null || true' EXIT
 
 echo "== dist: every artifact (scripts/dist.sh), tested after the suites from outside the repository"
 dist="$scratch/dist"
@@ -67,7 +80,7 @@ echo "== Python: the dist wheel in a fresh venv, its types checked"
 venv="$scratch/venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q --upgrade pip
-"$venv/bin/pip" install -q "$dist"/synaps_scope-*-cp39-abi3-manylinux_*.whl pytest mypy
+"$venv/bin/pip" install -q "$dist"/synaps_scope-*-cp39-abi3-manylinux*.whl pytest mypy
 (cd bindings/python && "$venv/bin/python" -m mypy --strict tests python/synaps_scope)
 (cd "$scratch" && "$venv/bin/python" -m mypy.stubtest synaps_scope._native)
 
@@ -77,7 +90,7 @@ scripts/fuzz.sh "${SYNAPS_FUZZ_SECONDS:-5}"
 echo "== Node: install the package's dependencies from the npm registry, check its types"
 (cd bindings/node && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json)
 
-versions="${SYNAPS_SYSTEMD_VERSIONS:-252 254 257 262}"
+versions="${SYNAPS_SYSTEMD_VERSIONS:-247 252 254 257 262}"
 echo "== systemd $versions: fetch what the rig lacks (once, into its cache)"
 # shellcheck disable=SC2086 # one version per word
 scripts/systemd-rig.sh --fetch $versions
@@ -129,6 +142,19 @@ for version in $(printf '%s\n' "$oldest" "$newest" | uniq); do
   summary+=("artifacts on systemd $version: $(grep -c '^ok: ' "$log") checks passed (wheel, npm package, C tarball from C and C++ through pkg-config and CMake)")
   rm -f "$log"
 done
+if [ -n "$releases" ]; then
+  echo "== Debian $releases: the booted roots (made in the background since the start)"
+  wait "$roots_pid" || { cat "$roots_log" >&2; echo "test.sh: FAILED: making the Debian roots" >&2; exit 1; }
+  roots_pid=""
+  cat "$roots_log"
+  echo "== the artifacts as a normal user in a login session of booted Debian $releases (scripts/test-session.sh)"
+  log="$(mktemp)"
+  # shellcheck disable=SC2086
+  scripts/test-session.sh "$dist" $releases 2>&1 | tee "$log" \
+    || { rm -f "$log"; printf '%s\n' "${summary[@]}"; echo "test.sh: FAILED: the artifacts in a booted login session" >&2; exit 1; }
+  while IFS= read -r line; do summary+=("$line"); done < <(grep -E '^Debian [0-9]+ \(systemd [0-9]+\): [0-9]+ checks passed' "$log")
+  rm -f "$log"
+fi
 echo "== long runs against systemd $newest: a million wraps and ten thousand probes in one process, C, Python and Node"
 SYNAPS_SCOPE_LAUNCHER=synaps-scope-exec SYNAPS_SCOPE_EXEC="$PWD/target/debug/synaps-scope-exec" \
   scripts/systemd-rig.sh --systemd "$newest" -- scripts/long-run.sh "$c_prefix" "$venv"

@@ -113,6 +113,7 @@ pub fn diagnose(
         .then(|| systemctl::manager_version(env, options.probe_timeout));
     let warnings = version_mismatch(systemd_version, manager_version.as_ref())
         .into_iter()
+        .chain(older_than_supported(manager_version.as_ref()))
         .collect();
     Report {
         os: std::env::consts::OS,
@@ -139,6 +140,23 @@ pub fn diagnose(
         kinds,
         cgroup: process_cgroup(std::process::id()).ok(),
     }
+}
+
+/// The oldest systemd whose user manager the whole test suite runs against (Debian 11's 247).
+pub const OLDEST_SUPPORTED_SYSTEMD: u32 = 247;
+
+/// The warning for a user manager older than [`OLDEST_SUPPORTED_SYSTEMD`]: what its user gets.
+fn older_than_supported(manager: Option<&Result<ManagerVersion, String>>) -> Option<String> {
+    let Some(Ok(manager)) = manager else {
+        return None;
+    };
+    let major = manager.major.filter(|&m| m < OLDEST_SUPPORTED_SYSTEMD)?;
+    Some(format!(
+        "the user manager runs systemd {major}, older than the oldest tested ({OLDEST_SUPPORTED_SYSTEMD}): \
+         each launch still asks it first, a scope it makes is used, and any scope it refuses means \
+         a direct launch with its reason (an error only in required mode), never a failure from \
+         inside the launch"
+    ))
 }
 
 /// The warning for a systemd-run whose version is not the manager's.
@@ -268,7 +286,10 @@ impl Report {
             None => out.push_str("systemd-run:   not found in PATH\n"),
         }
         let manager = match &self.manager_version {
-            Some(Ok(version)) => format!("systemd {}", version.full),
+            Some(Ok(version)) => format!(
+                "systemd {} (oldest supported: {OLDEST_SUPPORTED_SYSTEMD})",
+                version.full
+            ),
             Some(Err(why)) => format!("version could not be read: {why}"),
             None => "not asked (no probe reached it)".to_owned(),
         };
@@ -386,5 +407,29 @@ impl Report {
             slice(ScopeKind::Tool),
             slice(ScopeKind::Daemon),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manager(full: &str) -> Option<Result<ManagerVersion, String>> {
+        Some(Ok(ManagerVersion {
+            major: full.split('.').next().and_then(|m| m.parse().ok()),
+            full: full.to_owned(),
+        }))
+    }
+
+    #[test]
+    fn a_manager_older_than_the_oldest_supported_is_named_with_what_its_user_gets() {
+        let warning = older_than_supported(manager("239").as_ref()).expect("239 is older");
+        assert!(warning.contains("systemd 239, older than the oldest tested (247)"));
+        assert!(warning.contains("direct launch with its reason"));
+        for supported in ["247.3-7+deb11u5", "252.39-1~deb12u2", "262.1-1"] {
+            assert_eq!(older_than_supported(manager(supported).as_ref()), None);
+        }
+        assert_eq!(older_than_supported(None), None);
+        assert_eq!(older_than_supported(Some(Err("no".into())).as_ref()), None);
     }
 }

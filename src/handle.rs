@@ -37,6 +37,16 @@ pub enum HandleError {
         /// The calling process's own cgroup.
         own: String,
     },
+    /// The scope belongs to another user (its cgroup is in that user's delegated subtree): this
+    /// user could read it but not kill it, so it is refused when the handle is made.
+    OtherUsers {
+        /// The scope's cgroup, relative to the cgroup2 mount.
+        cgroup: String,
+        /// The uid that owns it.
+        owner: u32,
+        /// The calling process's effective uid.
+        me: u32,
+    },
     /// The process is not in that scope (it exited, or was launched directly).
     NotInScope {
         /// The process asked about.
@@ -79,6 +89,10 @@ impl fmt::Display for HandleError {
                 f,
                 "the scope {cgroup} holds this process (in {own}); refusing it, so that the caller \
                  is never killed with it"
+            ),
+            HandleError::OtherUsers { cgroup, owner, me } => write!(
+                f,
+                "the scope {cgroup} belongs to uid {owner}, not to this user (uid {me}); refusing it"
             ),
             HandleError::NotInScope { pid, unit, cgroup } => {
                 write!(f, "process {pid} is not in {unit} (its cgroup is {cgroup})")
@@ -204,14 +218,25 @@ impl ScopeHandle {
         }
         ensure_not_the_callers(relative)?;
         let cgroup = cgroup2_mount()?.join(relative.trim_start_matches('/'));
-        let cgroup_id = match fs::metadata(&cgroup) {
-            Ok(meta) if meta.is_dir() => meta.ino(),
+        let meta = match fs::metadata(&cgroup) {
+            Ok(meta) if meta.is_dir() => meta,
             _ => {
                 return Err(HandleError::NotFound {
                     unit: unit.to_owned(),
                 })
             }
         };
+        // A user's manager makes its scopes' cgroups in the subtree delegated to that user, so
+        // they are owned by that user; another user's scope is not this caller's to handle.
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me {
+            return Err(HandleError::OtherUsers {
+                cgroup: relative.to_owned(),
+                owner: meta.uid(),
+                me,
+            });
+        }
+        let cgroup_id = meta.ino();
         Ok(ScopeHandle {
             unit: unit.to_owned(),
             cgroup,

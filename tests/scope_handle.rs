@@ -147,6 +147,65 @@ fn a_direct_launch_and_foreign_cgroups_are_refused() {
     direct.wait().unwrap();
 }
 
+/// Another user's scope sits in the subtree delegated to that user, so its cgroup directory is
+/// that user's (the booted-session test, scripts/test-session.sh, meets a real one: bob's). Here a
+/// scope's directory is handed to uid 1000 the way delegation hands it, and the handle refuses it
+/// by every route while nothing in it is touched; given back, the same scope is accepted.
+#[test]
+fn another_users_scope_is_refused_with_a_clear_error() {
+    let Some(_rig) = rig() else { return };
+    let env = inherited_env();
+    let (mut child, unit) = spawn_scoped(&["sleep", "1000"]);
+    let pid = child.id();
+    let handle = ScopeHandle::from_pid(&unit, pid).unwrap();
+    let dir = handle.cgroup_dir().to_owned();
+    let chown = |uid: u32| {
+        rustix::fs::chown(&dir, Some(rustix::fs::Uid::from_raw(uid)), None)
+            .expect("chown the scope's cgroup")
+    };
+    chown(1000);
+    let ask = |route: &str| match route {
+        "from_pid" => ScopeHandle::from_pid(&unit, pid),
+        "of_process" => ScopeHandle::of_process(pid),
+        _ => ScopeHandle::from_manager(&unit, &env, Duration::from_secs(3)),
+    };
+    let routes = ["from_pid", "of_process", "from_manager"];
+    for route in routes {
+        let refused = ask(route).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                HandleError::OtherUsers {
+                    owner: 1000,
+                    me: 0,
+                    ..
+                }
+            ),
+            "{route}: {refused}"
+        );
+        let text = refused.to_string();
+        assert!(
+            text.contains(&format!(
+                "{unit} belongs to uid 1000, not to this user (uid 0); refusing it"
+            )),
+            "{route}: {text}"
+        );
+    }
+    assert!(
+        alive(child.id()),
+        "the refused scope's process was not touched"
+    );
+    chown(0);
+    for route in routes {
+        assert!(
+            ask(route).is_ok(),
+            "{route}: the scope given back is accepted"
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 #[test]
 fn usage_of_an_absent_controller_reads_as_unknown() {
     let Some(_rig) = rig() else { return };

@@ -29,36 +29,36 @@ fn bare_systemd_run(args: &[&str], env: &[(OsString, OsString)]) -> Output {
 }
 
 /// Whether `systemd-run --scope` expands `${VAR}` in the command line when not told either way.
-/// 252 (src/run/run.c) has no expansion at all. 254 and 257 default to none for scopes
+/// 247 and 252 (src/run/run.c) have no expansion at all (no `--expand-environment` option). 254 and 257 default to none for scopes
 /// (`arg_expand_environment = !arg_scope`, with a warning that the default will change). 262's
 /// systemd-run no longer carries that warning and expands by default, as this test shows.
 fn scope_expands_by_default(rig: &Rig) -> bool {
     match rig.version {
-        252 | 254 | 257 => false,
+        247 | 252 | 254 | 257 => false,
         262 => true,
         v => panic!("systemd {v} is not in this table: read its src/run/run.c and add it"),
     }
 }
 
 /// Whether systemd-run falls back to the session bus when `XDG_RUNTIME_DIR` is set but its
-/// `systemd/private` socket cannot be reached. 252 and 254 (src/shared/bus-util.c,
+/// `systemd/private` socket cannot be reached. 247, 252 and 254 (src/shared/bus-util.c,
 /// `bus_connect_user_systemd`) fall back to `sd_bus_default_user`; 257 returns the error and only
 /// uses the session bus when `XDG_RUNTIME_DIR` is unset and `DBUS_SESSION_BUS_ADDRESS` is set
 /// (`bus_connect_transport_systemd`); 262 behaves as 257 (its libsystemd-shared carries the same
 /// "Falling back to session bus" message, and this test shows the same outcome).
 fn private_socket_failure_falls_back_to_session_bus(rig: &Rig) -> bool {
     match rig.version {
-        252 | 254 => true,
+        247 | 252 | 254 => true,
         257 | 262 => false,
         v => panic!("systemd {v} is not in this table: read its src/shared/bus-util.c and add it"),
     }
 }
 
-/// The Description systemd-run gives a scope when it is given none: 252 and 254 join the command
-/// line with spaces; 257 and later write `[systemd-run] ` and the shell-quoted command line.
+/// The Description systemd-run gives a scope when it is given none: 247, 252 and 254 join the
+/// command line with spaces (`strv_join(arg_cmdline, " ")` in `run()`); 257 and later write `[systemd-run] ` and the shell-quoted command line.
 fn default_description(rig: &Rig, argv: &[&str]) -> String {
     match rig.version {
-        252 | 254 => argv.join(" "),
+        247 | 252 | 254 => argv.join(" "),
         257 | 262 => format!("[systemd-run] {}", argv.join(" ")),
         v => panic!("systemd {v} is not in this table: read its src/run/run.c and add it"),
     }
@@ -239,7 +239,7 @@ fn the_scope_carries_the_library_s_description_and_collect_mode_on_every_version
     assert!(bare.status.success(), "{bare:?}");
     let quoted = format!("\"{}\"", show.replace('$', "\\$"));
     let expected = match rig.version {
-        252 | 254 => default_description(&rig, &[sh, "-c", show]),
+        247 | 252 | 254 => default_description(&rig, &[sh, "-c", show]),
         _ => default_description(&rig, &[sh, "-c", &quoted]),
     };
     assert_eq!(String::from_utf8_lossy(&bare.stdout).trim_end(), expected);

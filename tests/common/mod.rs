@@ -50,7 +50,7 @@ pub fn rig() -> Option<Rig> {
         }
         _ => panic!(
             "this test needs a real systemd user manager and none was started: run it through \
-             `scripts/systemd-rig.sh [--systemd 252|254|257|262] -- cargo test` as root (the README's test \
+             `scripts/systemd-rig.sh [--systemd 247|252|254|257|262] -- cargo test` as root (the README's test \
              command does), or set SYNAPS_SKIP_MANAGER_TESTS=1 to skip such tests on purpose"
         ),
     }

@@ -52,6 +52,8 @@ async function main() {
   assert.equal(code, 0);
   assert.match(child.scopeUnit ?? '', /^synaps-tool-[0-9a-f]{32}\.scope$/);
   assert.equal(path.basename(out.trim()), child.scopeUnit, out);
+  // Made by this user's own manager, in the subtree delegated to it.
+  assert.ok(out.includes(`/user@${process.getuid()}.service/`), out);
   console.log(`npm (${mode} library): synaps-scope ${version} ran its child in ${child.scopeUnit} through ${found[1]}`);
 }
 

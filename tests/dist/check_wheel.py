@@ -36,6 +36,8 @@ unit = done.scope_unit
 cgroup = done.stdout.decode().strip()
 assert unit is not None and re.fullmatch(r"synaps-tool-[0-9a-f]{32}\.scope", unit), unit
 assert cgroup.rsplit("/", 1)[-1] == unit, (cgroup, unit)
+# Made by this user's own manager, in the subtree delegated to it.
+assert f"/user@{os.getuid()}.service/" in cgroup, (cgroup, os.getuid())
 
 doctor = subprocess.run([sys.executable, "-m", "synaps_scope", "doctor"], capture_output=True, text=True)
 assert doctor.returncode == 0 and line in doctor.stdout.splitlines(), (doctor.returncode, doctor.stdout, doctor.stderr)

@@ -18,7 +18,7 @@ function requireRig(/** @type {import('node:test').TestContext} */ t) {
   }
   throw new Error(
     'this test needs a real systemd user manager and none was started: run it through ' +
-      '`scripts/systemd-rig.sh [--systemd 252|254|257|262] -- node --test bindings/node/test/` as root ' +
+      '`scripts/systemd-rig.sh [--systemd 247|252|254|257|262] -- node --test bindings/node/test/` as root ' +
       '(scripts/test.sh does), or set SYNAPS_SKIP_MANAGER_TESTS=1 to skip such tests on purpose',
   );
 }

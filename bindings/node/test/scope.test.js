@@ -245,6 +245,29 @@ test('the scope handle kills a descendant that left the process group', async (t
   assert.throws(() => scope.ScopeHandle.ofProcess(process.pid), (error) => error instanceof scope.ScopeError && error.code === 'SCOPE_NOT_OURS');
 });
 
+test("another user's scope is refused with a clear error, nothing in it touched", async (t) => {
+  if (!requireRig(t)) return;
+  // Another user's scope sits in the subtree delegated to that user, so its cgroup is that user's:
+  // handed to uid 1000 here as delegation hands it (scripts/test-session.sh meets a real one).
+  const child = await scope.spawn('sleep', ['1000'], { stdio: 'ignore' });
+  const handle = await handleOnceInScope(child);
+  fs.chownSync(handle.cgroup, 1000, -1);
+  const expected = `${child.scopeUnit} belongs to uid 1000, not to this user (uid 0); refusing it`;
+  const refusedWith = (/** @type {unknown} */ error) =>
+    error instanceof scope.ScopeError && error.code === 'SCOPE_NOT_OURS' && error.message.includes(expected);
+  assert.throws(() => scope.ScopeHandle.fromPid(String(child.scopeUnit), Number(child.pid)), refusedWith);
+  assert.throws(() => scope.ScopeHandle.ofProcess(Number(child.pid)), refusedWith);
+  await assert.rejects(scope.ScopeHandle.fromManager(String(child.scopeUnit)), refusedWith);
+  assert.ok(fs.existsSync(`/proc/${child.pid}`), 'nothing in it was touched');
+  fs.chownSync(handle.cgroup, 0, -1);
+  const again = scope.ScopeHandle.ofProcess(Number(child.pid));
+  const exited = new Promise((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+  await again.kill({ timeoutMs: 5000 });
+  assert.equal(await exited, 'SIGKILL');
+  again.close();
+  handle.close();
+});
+
 /** The handle of a scoped child's scope, once the child has entered it. */
 async function handleOnceInScope(/** @type {import('node:child_process').ChildProcess & { scopeUnit: string | null }} */ child) {
   const deadline = Date.now() + 10_000;

@@ -252,9 +252,9 @@ fn resolve<'py>(
 fn handle_error(e: HandleError) -> PyErr {
     let message = e.to_string();
     match e {
-        HandleError::NotOurs { .. } | HandleError::HoldsCaller { .. } => {
-            NotOurScopeError::new_err(message)
-        }
+        HandleError::NotOurs { .. }
+        | HandleError::HoldsCaller { .. }
+        | HandleError::OtherUsers { .. } => NotOurScopeError::new_err(message),
         HandleError::NotInScope { .. } => NotInScopeError::new_err(message),
         HandleError::NotFound { .. } => ScopeNotFoundError::new_err(message),
         HandleError::TimedOut { .. } => ScopeTimeoutError::new_err(message),

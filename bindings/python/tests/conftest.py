@@ -22,7 +22,7 @@ def _rig_or_fail() -> Dict[str, str]:
         pytest.skip("SYNAPS_SKIP_MANAGER_TESTS=1: this test needs a real systemd user manager")
     pytest.fail(
         "this test needs a real systemd user manager and none was started: run it through "
-        "`scripts/systemd-rig.sh [--systemd 252|254|257|262] -- python -m pytest bindings/python/tests` as root "
+        "`scripts/systemd-rig.sh [--systemd 247|252|254|257|262] -- python -m pytest bindings/python/tests` as root "
         "(scripts/test.sh does), or set SYNAPS_SKIP_MANAGER_TESTS=1 to skip such tests on purpose"
     )
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
+import signal
 import subprocess
 import sys
 import threading
@@ -395,6 +397,32 @@ def test_a_scope_removed_while_it_is_read_is_empty_not_an_error(rig: Dict[str, s
             proc.wait()
         assert errors == [], f"round {round}"
         assert handle.pids() == []
+
+
+def test_another_users_scope_is_refused_with_a_clear_error(rig: Dict[str, str]) -> None:
+    """Another user's scope sits in the subtree delegated to that user, so its cgroup is that
+    user's: handed to uid 1000 here as delegation hands it (scripts/test-session.sh meets a real
+    one). Every route refuses it with a PermissionError naming the owner; given back, it is ours."""
+    proc = synaps_scope.Popen(["sleep", "1000"])
+    handle = handle_once_in_scope(proc)
+    assert proc.scope_unit is not None
+    unit = proc.scope_unit
+    os.chown(handle.cgroup, 1000, -1)
+    try:
+        expected = f"{unit} belongs to uid 1000, not to this user (uid 0); refusing it"
+        for ask in (
+            lambda: synaps_scope.ScopeHandle.from_pid(unit, proc.pid),
+            lambda: synaps_scope.ScopeHandle.of_process(proc.pid),
+            lambda: synaps_scope.ScopeHandle.from_manager(unit),
+        ):
+            with pytest.raises(synaps_scope.NotOurScopeError, match=re.escape(expected)) as refused:
+                ask()
+            assert isinstance(refused.value, PermissionError)
+        assert proc.poll() is None, "nothing in it was touched"
+    finally:
+        os.chown(handle.cgroup, 0, -1)
+    synaps_scope.ScopeHandle.of_process(proc.pid).kill(timeout=5)
+    assert proc.wait(timeout=5) == -signal.SIGKILL
 
 
 def test_the_scope_kill_reaches_an_escaped_descendant(rig: Dict[str, str], tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ pub fn to_json(report: &Report) -> String {
             Ok(version) => Manager::Version {
                 version: version.major,
                 version_string: &version.full,
+                oldest_supported: synaps_scope::doctor::OLDEST_SUPPORTED_SYSTEMD,
             },
             Err(error) => Manager::Error { error },
         });
@@ -122,6 +123,7 @@ enum Manager<'a> {
     Version {
         version: Option<u32>,
         version_string: &'a str,
+        oldest_supported: u32,
     },
     Error {
         error: &'a str,

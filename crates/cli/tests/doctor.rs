@@ -84,6 +84,10 @@ fn a_running_manager_gives_exit_0_with_version_timing_and_cgroup() {
         json_query(&out.stdout, "d['manager']['version']"),
         rig.version.to_string()
     );
+    assert_eq!(
+        json_query(&out.stdout, "d['manager']['oldest_supported']"),
+        "247"
+    );
     assert_eq!(json_query(&out.stdout, "d['warnings']"), "[]");
 
     let text = doctor(&[], &env);
@@ -100,6 +104,7 @@ fn a_running_manager_gives_exit_0_with_version_timing_and_cgroup() {
         text.contains(&format!("user manager:  systemd {}", rig.version)),
         "{text}"
     );
+    assert!(text.contains("(oldest supported: 247)"), "{text}");
     assert!(!text.contains("warning:"), "{text}");
 }
 

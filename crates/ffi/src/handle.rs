@@ -35,7 +35,9 @@ pub struct scope_stats {
 
 fn handle_failure(e: HandleError) -> Failure {
     let code = match &e {
-        HandleError::NotOurs { .. } | HandleError::HoldsCaller { .. } => scope_result::NotOurs,
+        HandleError::NotOurs { .. }
+        | HandleError::HoldsCaller { .. }
+        | HandleError::OtherUsers { .. } => scope_result::NotOurs,
         HandleError::NotInScope { .. } => scope_result::NotInScope,
         HandleError::NotFound { .. } => scope_result::NotFound,
         HandleError::NoCgroup2 => scope_result::NoCgroup2,

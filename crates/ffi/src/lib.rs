@@ -45,8 +45,8 @@ pub enum scope_result {
     RequiredUnavailable = 5,
     /// No such program (resolve), or no such running scope (handles).
     NotFound = 6,
-    /// The unit or cgroup is not a `synaps-*.scope` made by this library, or it holds the calling
-    /// process; refused.
+    /// The unit or cgroup is not a `synaps-*.scope` made by this library, it holds the calling
+    /// process, or it belongs to another user; refused.
     NotOurs = 7,
     /// The process is not in the scope named.
     NotInScope = 8,

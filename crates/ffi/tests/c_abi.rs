@@ -332,6 +332,13 @@ fn the_scope_kill_reaches_an_escaped_descendant() {
     scenario("scope_kill");
 }
 
+/// Another user's scope (its cgroup owned by that user, as delegation makes it) is refused, named.
+#[test]
+fn another_users_scope_is_refused_with_a_clear_error() {
+    let Some(_rig) = rig() else { return };
+    scenario("other_users_scope");
+}
+
 /// A scope whose cgroup is removed while another thread reads it reads as empty, never an error.
 #[test]
 fn a_scope_removed_while_it_is_read_is_empty_not_an_error() {

@@ -10,7 +10,8 @@ class ScopeRequiredError(ScopeError):
 
 
 class NotOurScopeError(ScopeError, PermissionError):
-    """The unit or cgroup is not a ``synaps-*.scope`` made by synaps-scope; refused."""
+    """The unit or cgroup is not a ``synaps-*.scope`` made by synaps-scope, holds the calling
+    process, or belongs to another user; refused."""
 
 
 class NotInScopeError(ScopeError, LookupError):

@@ -433,6 +433,41 @@ static int scenario_scope_kill(void) {
     return 0;
 }
 
+/* Another user's scope: its cgroup directory is that user's, as delegation makes it. Handed to
+ * uid 1000 here, the scope is refused by every route with a message naming the owner, nothing in it
+ * touched; given back, it is accepted. */
+static int scenario_other_users_scope(void) {
+    scope_launcher *launcher = must_launcher(NULL);
+    const char *argv[] = {"sleep", "1000", NULL};
+    scope_argv *wrapped = must_wrap(launcher, argv);
+    const char *unit = scope_argv_unit(wrapped);
+    pid_t pid = spawn(scope_argv_ptr(wrapped), 1);
+    scope_handle *handle = NULL;
+    for (int i = 0; i < 1000 && scope_handle_from_pid(unit, (uint32_t)pid, &handle) != SCOPE_RESULT_OK; i++) sleep_ms(5);
+    CHECK(handle != NULL, "the child is in its scope");
+    CHECK(chown(scope_handle_cgroup(handle), 1000, (gid_t)-1) == 0, "chown: %s", strerror(errno));
+    char expected[256];
+    snprintf(expected, sizeof expected, "%s belongs to uid 1000, not to this user (uid 0); refusing it", unit);
+    scope_handle *refused = SENTINEL;
+    CHECK(scope_handle_from_pid(unit, (uint32_t)pid, &refused) == SCOPE_RESULT_NOT_OURS, "from_pid refused");
+    CHECK(strstr(scope_last_error(), expected) != NULL, "message: %s", scope_last_error());
+    CHECK(scope_handle_of_process((uint32_t)pid, &refused) == SCOPE_RESULT_NOT_OURS, "of_process refused");
+    CHECK(scope_handle_from_manager(unit, NULL, 3000, &refused) == SCOPE_RESULT_NOT_OURS, "from_manager refused");
+    CHECK(strstr(scope_last_error(), expected) != NULL, "message: %s", scope_last_error());
+    CHECK(refused == SENTINEL, "out untouched");
+    CHECK(alive(pid), "nothing in it was touched");
+    CHECK(chown(scope_handle_cgroup(handle), 0, (gid_t)-1) == 0, "chown back: %s", strerror(errno));
+    scope_handle *again = NULL;
+    CHECK(scope_handle_of_process((uint32_t)pid, &again) == SCOPE_RESULT_OK, "given back, accepted");
+    CHECK(scope_handle_kill(again, 5000) == SCOPE_RESULT_OK, "killed");
+    CHECK(wait_exit(pid) == 128 + SIGKILL, "the child died of the kill");
+    scope_handle_free(again);
+    scope_handle_free(handle);
+    scope_argv_free(wrapped);
+    scope_launcher_free(launcher);
+    return 0;
+}
+
 static void expect(scope_result got, scope_result want, const char *what) {
     CHECK(got == want, "%s: result %u (%s), expected %u", what, (unsigned)got, scope_result_name(got), (unsigned)want);
     CHECK(strlen(scope_last_error()) > 0, "%s: a message explains it", what);
@@ -904,6 +939,7 @@ int main(int argc, char **argv) {
         {"busy_slice_check", scenario_busy_slice_check}, {"flush_warnings", scenario_flush_warnings},
         {"holds_caller", scenario_holds_caller},     {"log_callback_replaced", scenario_log_callback_replaced},
         {"doctor", scenario_doctor},                 {"removed_while_read", scenario_removed_while_read},
+        {"other_users_scope", scenario_other_users_scope},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Tests every artifact of scripts/dist.sh where users run it: as a normal user (alice, uid 1000) in
+# a real login session of a booted Debian 11, 12 and 13 (scripts/session-rig.sh), installed as
+# README says with that release's own python3, pip, gcc, g++, cmake and pkg-config, and an upstream
+# Node 20. In each release, as alice:
+#   - everything scripts/test-dist.sh checks (wheel in a venv, npm package, C tarball from C and
+#     C++ through pkg-config and CMake, shared and static), each child in a scope under
+#     user@1000.service;
+#   - the C tarball's command line: run, wrap, doctor (which names the release's systemd);
+#   - the wheel: run, Popen, asyncio, a login shell through a real PTY keeping its -bash argv[0],
+#     and scope handles: pids, stats, a kill of a tree with setsid escapees that leaves the caller
+#     untouched, the caller's own scope refused, and bob's (uid 1001) scope refused with a clear
+#     error (tests/dist/check_session.py).
+#
+#   scripts/test-session.sh DIST-DIRECTORY [RELEASE...]     # default: 11 12 13
+set -euo pipefail
+
+if [ "${1:-}" != --inside ]; then
+  here="$(dirname "$(readlink -f "$0")")"
+  repo="$(readlink -f "$here/..")"
+  dist="$(readlink -f "${1:?usage: $0 DIST-DIRECTORY [RELEASE...]}")"
+  shift
+  releases=("$@")
+  [ ${#releases[@]} -gt 0 ] || releases=(11 12 13)
+  version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml")
+  # What the session sees, read-only: the artifacts and the checks, never the repository.
+  stage="$(mktemp -d /tmp/synaps-session-stage.XXXXXX)"
+  trap 'rm -rf "$stage"' EXIT
+  mkdir -p "$stage/dist" "$stage/src"
+  cp "$dist"/* "$stage/dist/"
+  cp "$repo"/tests/dist/* "$repo/examples/c/spawn.c" "$stage/src/"
+  cp "$here/test-dist.sh" "$here/test-session.sh" "$stage/"
+  chmod -R a+rX "$stage"
+  summary=()
+  for release in "${releases[@]}"; do
+    echo "== Debian $release: the artifacts as a normal user in a login session"
+    log="$stage/session-$release.log"
+    started=$SECONDS
+    "$here/session-rig.sh" --release "$release" --bind-ro "$stage:/srv/synaps" -- \
+      "bash /srv/synaps/test-session.sh --inside $version" 2>&1 | tee "$log" \
+      || { echo "test-session: FAILED on Debian $release" >&2; exit 1; }
+    summary+=("Debian $release (systemd $(sed -n 's/.*booted (systemd \([0-9]*\)).*/\1/p' "$log" | head -n 1)): $(grep -c '^ok: ' "$log") checks passed as alice in $((SECONDS - started)) s")
+  done
+  printf '%s\n' "${summary[@]}"
+  exit 0
+fi
+
+version="$2"
+fail() { echo "test-session: $*" >&2; exit 1; }
+uid=$(id -u)
+[ "$uid" != 0 ] || fail "runs as a normal user, not root"
+[ -n "${XDG_RUNTIME_DIR:-}" ] && [ -S "$XDG_RUNTIME_DIR/bus" ] || fail "no session bus: XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-(unset)}"
+own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+[[ "$own" == /user.slice/user-"$uid".slice/session-*.scope ]] || fail "not in a logind session scope: $own"
+echo "ok: a login session of $(id -un) (uid $uid) in $own, $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | awk 'NR == 1 {print $NF}'), $(python3 --version), node $(node --version)"
+
+work="$(mktemp -d)"
+cp -r /srv/synaps/dist /srv/synaps/src "$work/"
+# The same checks as from outside the repository on the build machine; here with the release's tools.
+SYNAPS_DIST_HIDDEN=1 bash /srv/synaps/test-dist.sh "$work" "$version" /srv/synaps/no-repository
+
+cd "$work"
+prefix="$work/c/synaps-scope-$version-$(uname -m)-linux-gnu"
+pass() { echo "ok: $*"; }
+
+echo "== the C tarball's command line"
+out=$("$prefix/bin/synaps-scope" run -- sh -c 'grep ^0:: /proc/$$/cgroup')
+[[ "$out" == "0::/user.slice/user-$uid.slice/user@$uid.service/app.slice/synaps-tool-"*.scope ]] \
+  || fail "synaps-scope run did not land in a scope of user@$uid.service: $out"
+pass "synaps-scope run: ${out#0::}"
+out=$("$prefix/bin/synaps-scope" wrap -- true)
+grep -q -- "--unit=synaps-tool-[0-9a-f]\{32\}\.scope" <<<"$out" || fail "synaps-scope wrap printed no scope unit: $out"
+pass "synaps-scope wrap"
+report=$("$prefix/bin/synaps-scope" doctor) || fail "synaps-scope doctor exited $?: $report"
+grep -q "^user manager:  systemd $SYNAPS_SESSION_SYSTEMD[ .~-]" <<<"$report" || fail "doctor does not name systemd $SYNAPS_SESSION_SYSTEMD: $report"
+grep -qx 'verdict: *scopes will be used (exit 0)' <<<"$report" || fail "doctor does not say scopes will be used: $report"
+pass "synaps-scope doctor: systemd $SYNAPS_SESSION_SYSTEMD, scopes will be used"
+
+echo "== bob (uid 1001) starts a scope of his own, for the handle checks"
+bob_pid=$(sudo-bob "mkdir -p c && tar -C c -xzf /srv/synaps/dist/synaps-scope-$version-$(uname -m)-linux-gnu.tar.gz && { c/*/bin/synaps-scope run -- sleep 120 </dev/null >/dev/null 2>&1 & echo \$!; }")
+[[ "$bob_pid" =~ ^[0-9]+$ ]] || fail "bob's scope did not start: $bob_pid"
+for _ in $(seq 50); do
+  grep -q '/user@1001.service/app.slice/synaps-tool-' "/proc/$bob_pid/cgroup" 2>/dev/null && break
+  sleep 0.1
+done
+bob_cgroup=$(sed -n 's/^0:://p' "/proc/$bob_pid/cgroup")
+[[ "$bob_cgroup" == */user@1001.service/app.slice/synaps-tool-*.scope ]] || fail "bob's command is not in his scope: $bob_cgroup"
+pass "bob's scope: $bob_cgroup"
+
+echo "== the wheel: run, Popen, asyncio, a login shell on a PTY, scope handles"
+venv/bin/python src/check_session.py "$prefix" "$bob_pid"
+[ -d "/proc/$bob_pid" ] || fail "bob's command died"
+pass "bob's command still runs"
+echo "test-session: Debian $SYNAPS_SESSION_RELEASE, systemd $SYNAPS_SESSION_SYSTEMD: every check passed"

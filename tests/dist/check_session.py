@@ -1,0 +1,176 @@
+"""Run by a normal user in a login session of a booted release (scripts/test-session.sh), from a
+venv that installed the wheel: the module's launches land in scopes of the user's own manager
+(user@UID.service), and its scope handles work in the user's delegated subtree, refuse the
+caller's own scope, and refuse another user's scope with a clear error.
+Usage: python check_session.py C-TARBALL-PREFIX OTHER-USERS-PID (Python 3.9+)"""
+
+import asyncio
+import fcntl
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import termios
+import time
+
+import synaps_scope
+from synaps_scope import NotOurScopeError, ScopeHandle
+
+prefix, other_pid = sys.argv[1], int(sys.argv[2])
+uid = os.getuid()
+assert uid != 0, "run this as a normal user"
+own_before = open("/proc/self/cgroup").read()
+unit_re = r"synaps-tool-[0-9a-f]{32}\.scope"
+delegated = f"/user.slice/user-{uid}.slice/user@{uid}.service/app.slice/"
+
+
+def ok(what: str) -> None:
+    print(f"ok: {what}", flush=True)
+
+
+def in_own_scope(cgroup: str, unit: "str | None") -> None:
+    assert unit is not None and re.fullmatch(unit_re, unit), unit
+    assert cgroup.strip() == f"0::{delegated}{unit}", (cgroup, unit)
+
+
+where = ["sh", "-c", "grep ^0:: /proc/$$/cgroup"]
+
+done = synaps_scope.run(where, capture_output=True, check=True)
+in_own_scope(done.stdout.decode(), done.scope_unit)
+ok(f"synaps_scope.run: {done.scope_unit} under user@{uid}.service")
+
+with synaps_scope.Popen(where, stdout=subprocess.PIPE) as process:
+    out, _ = process.communicate(timeout=30)
+in_own_scope(out.decode(), process.scope_unit)
+ok(f"synaps_scope.Popen: {process.scope_unit}")
+
+
+async def async_launch() -> "tuple[bytes, str | None]":
+    child = await synaps_scope.create_subprocess_exec(*where, stdout=asyncio.subprocess.PIPE)
+    stdout, _ = await child.communicate()
+    return stdout, child.scope_unit
+
+
+out, unit = asyncio.run(async_launch())
+in_own_scope(out.decode(), unit)
+ok(f"synaps_scope.create_subprocess_exec: {unit}")
+
+
+def take_terminal() -> None:
+    """In the child, after setsid: the PTY on stdin becomes its controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+# A login shell on a real PTY, as a terminal starts one: a new session whose controlling terminal
+# is the PTY, and argv[0] "-bash".
+leader, follower = pty.openpty()
+with synaps_scope.Popen(
+    ["-bash"],
+    executable="/bin/bash",
+    stdin=follower,
+    stdout=follower,
+    stderr=follower,
+    start_new_session=True,
+    preexec_fn=take_terminal,
+) as shell:
+    os.close(follower)
+    os.write(leader, b'echo "argv0=[$0] tty=[$(tty)] sid=[$(ps -o sid= $$)]"; grep ^0:: /proc/$$/cgroup; exit 7\n')
+    seen = b""
+    deadline = time.monotonic() + 30
+    # Everything the shell writes, until it has exited and the PTY reads as closed (EIO).
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 1)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert shell.wait(timeout=30) == 7, seen
+os.close(leader)
+text = seen.decode(errors="replace")
+assert "argv0=[-bash]" in text, text
+assert re.search(r"tty=\[/dev/pts/\d+\]", text), text
+assert re.search(rf"sid=\[ *{shell.pid}\]", text), (text, shell.pid)
+assert f"0::{delegated}{shell.scope_unit}" in text, (text, shell.scope_unit)
+ok(f"a login shell on a PTY kept argv[0] -bash in {shell.scope_unit}")
+
+# A tree with escapees: two children leave the process group and session with setsid.
+tree = synaps_scope.Popen(
+    ["sh", "-c", "setsid sleep 300 & setsid sh -c 'sleep 300 & wait' & sleep 300 & wait"],
+    stdin=subprocess.DEVNULL,
+)
+assert tree.scope_unit is not None
+deadline = time.monotonic() + 10
+while True:
+    try:
+        handle = ScopeHandle.from_pid(tree.scope_unit, tree.pid)
+        break
+    except synaps_scope.NotInScopeError:
+        # The launcher program is still making the scope it will exec the command in.
+        assert time.monotonic() < deadline, "the tree never reached its scope"
+        time.sleep(0.01)
+assert handle.cgroup.endswith(f"{delegated}{tree.scope_unit}"), handle.cgroup
+deadline = time.monotonic() + 10
+while len(handle.pids()) < 5 and time.monotonic() < deadline:
+    time.sleep(0.05)
+pids = handle.pids()
+assert len(pids) >= 5, pids  # sh, two setsid escapees (one with a child), a sleep
+sessions = {os.getsid(p) for p in pids if os.path.exists(f"/proc/{p}")}
+assert len(sessions) >= 2, f"no setsid escapee among {pids}: sessions {sessions}"
+stats = handle.stats()
+# This machine's cgroup2 tree has no memory or pids controller delegated, so those read None;
+# said, not skipped: where the controllers are enabled they are numbers.
+controllers = open(os.path.join(handle.cgroup, "cgroup.controllers")).read().split()
+if "memory" in controllers:
+    assert stats.memory_current is not None and stats.memory_current > 0, stats
+else:
+    assert stats.memory_current is None, stats
+    print("note: no memory controller in this cgroup tree (this machine binds it to cgroup v1): memory figures are not shown")
+killed = handle.kill(10.0)
+assert set(pids) <= set(killed), (pids, killed)
+assert handle.pids() == [], handle.pids()
+assert all(not os.path.exists(f"/proc/{p}") or open(f"/proc/{p}/stat").read().split()[2] == "Z" for p in pids), pids
+tree.wait(timeout=10)
+assert open("/proc/self/cgroup").read() == own_before, "the caller's cgroup changed"
+ok(f"ScopeHandle: {len(pids)} processes in {len(sessions)} sessions listed and killed, the caller untouched")
+
+# The caller's own scope: this script run again inside a daemon scope asks for its own.
+probe = (
+    "import os, synaps_scope\n"
+    "try:\n"
+    "    synaps_scope.ScopeHandle.of_process(os.getpid())\n"
+    "except synaps_scope.NotOurScopeError as e:\n"
+    "    print('refused:', e)\n"
+    "else:\n"
+    "    print('ACCEPTED')\n"
+)
+own = subprocess.run(
+    [f"{prefix}/bin/synaps-scope", "run", "--kind", "daemon", "--", sys.executable, "-c", probe],
+    capture_output=True,
+    text=True,
+    timeout=60,
+)
+assert own.returncode == 0 and own.stdout.startswith("refused:") and "holds this process" in own.stdout, own
+ok(f"the caller's own scope is refused: {own.stdout.strip()}")
+
+# Another user's scope: readable, never this user's to kill.
+bob_cgroup = open(f"/proc/{other_pid}/cgroup").read().split("0::", 1)[1].strip()
+bob_unit = bob_cgroup.rsplit("/", 1)[-1]
+assert "/user@1001.service/" in bob_cgroup, bob_cgroup
+for ask in (lambda: ScopeHandle.of_process(other_pid), lambda: ScopeHandle.from_pid(bob_unit, other_pid)):
+    try:
+        ask()
+    except NotOurScopeError as e:
+        assert isinstance(e, PermissionError)
+        assert f"belongs to uid 1001, not to this user (uid {uid})" in str(e), str(e)
+        refusal = str(e)
+    else:
+        raise AssertionError(f"a handle on bob's scope {bob_unit} was handed out")
+assert os.path.exists(f"/proc/{other_pid}"), "bob's command died"
+ok(f"another user's scope is refused: {refusal}")
