@@ -42,10 +42,13 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 
+scratch="$(mktemp -d)"
+roots_pid=""
+trap 'rm -rf "$scratch"; [ -z "$roots_pid" ] || kill "$roots_pid" 2>/dev/null || true' EXIT
+
 # The booted roots take minutes to make (once); made in the background while everything builds.
 releases="${SYNAPS_SESSION_RELEASES-11 12 13}"
-roots_log="$(mktemp)"
-roots_pid=""
+roots_log="$scratch/roots.log"
 if [ -n "$releases" ]; then
   # shellcheck disable=SC2086 # one release per word
   scripts/session-rig.sh --fetch $releases >"$roots_log" 2>&1 &
@@ -58,8 +61,6 @@ cargo fmt --all --check
 cargo clippy --workspace --exclude synaps-scope-python --all-targets --locked -- -D warnings
 cargo clippy -p synaps-scope-python --features pyo3/extension-module --all-targets --locked -- -D warnings
 cargo build --all-targets --locked
-scratch="$(mktemp -d)"
-trap 'rm -rf "$scratch" "$roots_log"; [ -z "$roots_pid" ] || kill "$roots_pid" 2>/dev/null || true' EXIT
 
 echo "== dist: every artifact (scripts/dist.sh), tested after the suites from outside the repository"
 dist="$scratch/dist"

@@ -410,13 +410,14 @@ def test_another_users_scope_is_refused_with_a_clear_error(rig: Dict[str, str]) 
     os.chown(handle.cgroup, 1000, -1)
     try:
         expected = f"{unit} belongs to uid 1000, not to this user (uid 0); refusing it"
-        for ask in (
-            lambda: synaps_scope.ScopeHandle.from_pid(unit, proc.pid),
-            lambda: synaps_scope.ScopeHandle.of_process(proc.pid),
-            lambda: synaps_scope.ScopeHandle.from_manager(unit),
-        ):
+        for route in ("from_pid", "of_process", "from_manager"):
             with pytest.raises(synaps_scope.NotOurScopeError, match=re.escape(expected)) as refused:
-                ask()
+                if route == "from_pid":
+                    synaps_scope.ScopeHandle.from_pid(unit, proc.pid)
+                elif route == "of_process":
+                    synaps_scope.ScopeHandle.of_process(proc.pid)
+                else:
+                    synaps_scope.ScopeHandle.from_manager(unit)
             assert isinstance(refused.value, PermissionError)
         assert proc.poll() is None, "nothing in it was touched"
     finally:
