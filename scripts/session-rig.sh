@@ -55,14 +55,8 @@ need_tools() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
 }
 
-# The Debian mirror the machine already uses (host names stay out of the repository).
-debian_mirror() {
-  local mirror
-  mirror=$(grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -E '/debian/?$' | head -n1 || true)
-  [ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '{print $2}' | grep -E '/debian/?$' | head -n1 || true)
-  [ -n "$mirror" ] || { echo "session-rig: no Debian mirror named in /etc/apt" >&2; return 1; }
-  echo "$mirror"
-}
+# shellcheck source=scripts/debian-mirror.sh
+. "$here/debian-mirror.sh"
 
 # Makes the root of release $1 once; prints its path.
 prepare() {
@@ -115,6 +109,7 @@ if [ ${#fetch_only[@]} -gt 0 ]; then
 fi
 case " $releases_known " in *" $release "*) ;; *) echo "session-rig: --release ${releases_known// /|} is needed ($usage)" >&2; exit 2 ;; esac
 [ $# -gt 0 ] || { echo "session-rig: no command given ($usage)" >&2; exit 2; }
+need_tools
 root=$(prepare "$release")
 
 host="$(mktemp -d /tmp/synaps-session.XXXXXX)"
@@ -139,8 +134,9 @@ printf '#!/bin/sh\n# Written by scripts/session-rig.sh: asks the host side to ru
 chmod 0644 "$host"/*
 chmod 0755 "$host/as-bob"
 
-nspawn_pid="" leader=""
+nspawn_pid="" leader="" bob_server=""
 cleanup() {
+  [ -z "$bob_server" ] || kill "$bob_server" 2>/dev/null || true
   if [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null; then
     kill -TERM "$nspawn_pid" 2>/dev/null || true
     for _ in $(seq 100); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.1; done
@@ -184,11 +180,10 @@ mkfifo -m 0666 "$host/bob.fifo" "$host/bob.out.fifo"
   while read -r line <"$host/bob.fifo"; do
     nsenter -t "$leader" -a runuser -l bob -c "$line" >"$host/bob.out.fifo" 2>&1 || true
   done
-) &
+) </dev/null >/dev/null 2>&1 &
 bob_server=$!
 
 echo "session-rig: Debian $release booted (systemd $got); running the command as alice in a login session" >&2
 status=0
 nsenter -t "$leader" -a runuser -l alice -c "$*" </dev/null || status=$?
-kill "$bob_server" 2>/dev/null || true
 exit "$status"

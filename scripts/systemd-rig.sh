@@ -58,14 +58,8 @@ packages_of() {
   esac
 }
 
-# The Debian mirror the machine already uses (host names stay out of the repository).
-debian_mirror() {
-  local mirror
-  mirror=$(grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -E '/debian/?$' | head -n1 || true)
-  [ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '{print $2}' | grep -E '/debian/?$' | head -n1 || true)
-  [ -n "$mirror" ] || { echo "systemd-rig: no Debian mirror named in /etc/apt to fetch systemd from" >&2; return 1; }
-  echo "$mirror"
-}
+# shellcheck source=scripts/debian-mirror.sh
+. "$here/debian-mirror.sh"
 
 # The first of PATHS (relative to $1) that exists.
 first_in() {
