@@ -10,7 +10,8 @@
 #   - the wheel: run, Popen, asyncio, a login shell through a real PTY keeping its -bash argv[0],
 #     and scope handles: pids, stats, a kill of a tree with setsid escapees that leaves the caller
 #     untouched, the caller's own scope refused, and bob's (uid 1001) scope refused with a clear
-#     error (tests/dist/check_session.py).
+#     error (tests/dist/check_session.py); the same handles from C (tests/dist/handles.c, through
+#     pkg-config) and from Node (tests/dist/check_session.js).
 #
 #   scripts/test-session.sh DIST-DIRECTORY [RELEASE...]     # default: 11 12 13
 set -euo pipefail
@@ -89,6 +90,17 @@ pass "bob's scope: $bob_cgroup"
 
 echo "== the wheel: run, Popen, asyncio, a login shell on a PTY, scope handles"
 venv/bin/python src/check_session.py "$prefix" "$bob_pid"
+echo "== scope handles from C (the C tarball, the release's cc) and from Node (the npm package)"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+# shellcheck disable=SC2046 # pkg-config prints flags
+cc -std=c11 -Wall -Wextra -Werror -pedantic src/handles.c $(pkg-config --cflags --libs synaps_scope) \
+  -Wl,-rpath,"$prefix/lib" -o handles
+./handles "$bob_pid"
+pass "C handles"
+mv prebuilds-aside project/node_modules/synaps-scope/prebuilds
+cp src/check_session.js project/
+(cd project && node check_session.js "$bob_pid")
+pass "Node handles"
 [ -d "/proc/$bob_pid" ] || fail "bob's command died"
 pass "bob's command still runs"
 echo "test-session: Debian $SYNAPS_SESSION_RELEASE, systemd $SYNAPS_SESSION_SYSTEMD: every check passed"
