@@ -2,13 +2,14 @@
 
 use std::ffi::{c_char, c_void, CString, OsString};
 use std::os::unix::ffi::OsStringExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::time::Duration;
 
 use super::{
     argv_arg, c_string, env_arg, guard, guard_value, kind_arg, out_arg, path_arg, scope_kind,
-    scope_result, scope_wrapper, timeout_arg, Failure, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL,
-    SCOPE_WRAPPER_EXEC, SCOPE_WRAPPER_SYSTEMD_RUN,
+    scope_result, scope_wrapper, timeout_arg, Failure, PANIC_MESSAGE, SCOPE_KIND_DAEMON,
+    SCOPE_KIND_TOOL, SCOPE_WRAPPER_EXEC, SCOPE_WRAPPER_SYSTEMD_RUN,
 };
 use synaps_scope::resolve_program;
 use synaps_scope::{launcher_with_options, LauncherOptions, ScopeError, ScopeLauncher};
@@ -79,6 +80,8 @@ fn request(
     kind: ScopeKind,
     probe_timeout: Duration,
 ) -> Result<*mut scope_launcher, Failure> {
+    #[cfg(test)]
+    tests::panic_if_asked(env);
     let launcher =
         launcher_with_options(env, kind, &LauncherOptions { probe_timeout }).map_err(|e| {
             let code = match e {
@@ -515,7 +518,13 @@ pub unsafe extern "C" fn scope_launcher_for_env_async(
             .name("synaps-scope probe".into())
             .spawn(move || {
                 let userdata = userdata;
-                let (result, launcher, error) = match request(&env, kind, probe_timeout) {
+                // This thread is outside the export's guard: a panic in the request is caught
+                // here, so that `ready` still runs exactly once (a Node promise always settles).
+                let outcome = catch_unwind(AssertUnwindSafe(|| request(&env, kind, probe_timeout)))
+                    .unwrap_or_else(|_| {
+                        Err(Failure::new(scope_result::Panic, PANIC_MESSAGE.to_owned()))
+                    });
+                let (result, launcher, error) = match outcome {
                     Ok(launcher) => (scope_result::Ok, launcher, None),
                     Err(Failure(code, message)) => (code, ptr::null_mut(), Some(message)),
                 };
@@ -528,4 +537,77 @@ pub unsafe extern "C" fn scope_launcher_for_env_async(
             .map_err(|e| Failure::new(scope_result::Io, format!("cannot start a thread: {e}")))?;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::{c_char, c_void, CStr, CString, OsString};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::{scope_launcher, scope_launcher_for_env_async, scope_result, SCOPE_KIND_TOOL};
+
+    /// The one environment entry that makes a request of this test build panic.
+    const PANIC_ENTRY: &str = "SYNAPS_FFI_TEST_PANIC=1";
+
+    pub(super) fn panic_if_asked(env: &[(OsString, OsString)]) {
+        if env
+            .iter()
+            .any(|(k, v)| k == "SYNAPS_FFI_TEST_PANIC" && v == "1")
+        {
+            panic!("a panic inside the request, as asked by the test");
+        }
+    }
+
+    type Called = (scope_result, bool, String);
+
+    unsafe extern "C" fn ready(
+        userdata: *mut c_void,
+        result: scope_result,
+        launcher: *mut scope_launcher,
+        error: *const c_char,
+    ) {
+        // SAFETY: the test passes a Sender that outlives the request, and `error` is NULL or a
+        // NUL-terminated string valid during this call.
+        let (sender, error) = unsafe {
+            (
+                &*(userdata as *const mpsc::Sender<Called>),
+                if error.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(error).to_string_lossy().into_owned()
+                },
+            )
+        };
+        let _ = sender.send((result, launcher.is_null(), error));
+    }
+
+    #[test]
+    fn ready_runs_exactly_once_even_when_the_request_panics() {
+        let (sender, receiver) = mpsc::channel::<Called>();
+        let entry = CString::new(PANIC_ENTRY).unwrap();
+        let envp = [entry.as_ptr(), std::ptr::null()];
+        // SAFETY: `envp` is NULL-terminated and outlives the call; `ready` may run on another
+        // thread with the Sender, which lives until the receiver has seen the call.
+        let started = unsafe {
+            scope_launcher_for_env_async(
+                envp.as_ptr(),
+                SCOPE_KIND_TOOL,
+                1000,
+                Some(ready),
+                &sender as *const mpsc::Sender<Called> as *mut c_void,
+            )
+        };
+        assert_eq!(started, scope_result::Ok);
+        let (result, launcher_null, error) = receiver
+            .recv_timeout(Duration::from_secs(10))
+            .expect("ready was called");
+        assert_eq!(result, scope_result::Panic);
+        assert!(launcher_null, "no launcher on a panic");
+        assert_eq!(error, "synaps-scope panicked; this is a bug");
+        assert!(
+            receiver.recv_timeout(Duration::from_millis(500)).is_err(),
+            "ready was called a second time"
+        );
+    }
 }

@@ -106,6 +106,9 @@ fn set_last_error(message: String) {
 }
 
 /// Runs a fallible export behind the panic boundary, recording the message of a failure.
+/// The message of a panic caught at the boundary.
+pub(crate) const PANIC_MESSAGE: &str = "synaps-scope panicked; this is a bug";
+
 pub(crate) fn guard(body: impl FnOnce() -> Result<(), Failure>) -> scope_result {
     log::ensure_installed();
     match catch_unwind(AssertUnwindSafe(body)) {
@@ -115,7 +118,7 @@ pub(crate) fn guard(body: impl FnOnce() -> Result<(), Failure>) -> scope_result 
             code
         }
         Err(_) => {
-            set_last_error("synaps-scope panicked; this is a bug".into());
+            set_last_error(PANIC_MESSAGE.into());
             scope_result::Panic
         }
     }
