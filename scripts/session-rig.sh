@@ -158,9 +158,14 @@ SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 systemd-nspawn --register=no --keep-unit -q -
   --bind-ro="$host:/srv/synaps-host" "${binds[@]}" -b --console=pipe >"$log" 2>&1 </dev/null &
 nspawn_pid=$!
 state=""
-for _ in $(seq 300); do
+for _ in $(seq 600); do
   kill -0 "$nspawn_pid" 2>/dev/null || { cat "$log" >&2; echo "session-rig: the container exited while booting" >&2; exit 1; }
-  [ -n "$leader" ] || leader=$(pgrep -P "$nspawn_pid" | head -n 1 || true)
+  # The container's PID 1 is the child of nspawn that runs systemd; early on nspawn has another,
+  # short-lived child, which is never taken for it (CI once waited on that one until its bound).
+  leader=""
+  for child in $(pgrep -P "$nspawn_pid" || true); do
+    case "$(cat "/proc/$child/comm" 2>/dev/null)" in systemd|init) leader=$child; break ;; esac
+  done
   if [ -n "$leader" ]; then
     state=$(nsenter -t "$leader" -a systemctl is-system-running 2>/dev/null || true)
     case "$state" in running|degraded) break ;; esac
@@ -169,7 +174,7 @@ for _ in $(seq 300); do
 done
 case "$state" in
   running|degraded) ;;
-  *) tail -n 30 "$log" >&2; echo "session-rig: Debian $release did not finish booting within 30 s (state: ${state:-none})" >&2; exit 1 ;;
+  *) tail -n 30 "$log" >&2; echo "session-rig: Debian $release did not finish booting within 60 s (state: ${state:-none}, PID 1: ${leader:-not found})" >&2; exit 1 ;;
 esac
 got=$(nsenter -t "$leader" -a systemctl --version | awk 'NR == 1 {print $2}')
 [ "$got" = "$(systemd_of "$release")" ] || { echo "session-rig: Debian $release booted systemd $got, not $(systemd_of "$release")" >&2; exit 1; }
