@@ -547,14 +547,11 @@ mod tests {
 
     use super::{scope_launcher, scope_launcher_for_env_async, scope_result, SCOPE_KIND_TOOL};
 
-    /// The one environment entry that makes a request of this test build panic.
-    const PANIC_ENTRY: &str = "SYNAPS_FFI_TEST_PANIC=1";
+    /// The environment variable that, set to 1, makes a request of this test build panic.
+    const PANIC_VARIABLE: &str = "SYNAPS_FFI_TEST_PANIC";
 
     pub(super) fn panic_if_asked(env: &[(OsString, OsString)]) {
-        if env
-            .iter()
-            .any(|(k, v)| k == "SYNAPS_FFI_TEST_PANIC" && v == "1")
-        {
+        if env.iter().any(|(k, v)| k == PANIC_VARIABLE && v == "1") {
             panic!("a panic inside the request, as asked by the test");
         }
     }
@@ -585,7 +582,7 @@ mod tests {
     #[test]
     fn ready_runs_exactly_once_even_when_the_request_panics() {
         let (sender, receiver) = mpsc::channel::<Called>();
-        let entry = CString::new(PANIC_ENTRY).unwrap();
+        let entry = CString::new(format!("{PANIC_VARIABLE}=1")).unwrap();
         let envp = [entry.as_ptr(), std::ptr::null()];
         // SAFETY: `envp` is NULL-terminated and outlives the call; `ready` may run on another
         // thread with the Sender, which lives until the receiver has seen the call.
@@ -604,7 +601,7 @@ mod tests {
             .expect("ready was called");
         assert_eq!(result, scope_result::Panic);
         assert!(launcher_null, "no launcher on a panic");
-        assert_eq!(error, "synaps-scope panicked; this is a bug");
+        assert_eq!(error, super::PANIC_MESSAGE);
         assert!(
             receiver.recv_timeout(Duration::from_millis(500)).is_err(),
             "ready was called a second time"

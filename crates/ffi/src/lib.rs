@@ -105,10 +105,10 @@ fn set_last_error(message: String) {
     LAST_ERROR.with(|last| *last.borrow_mut() = message);
 }
 
-/// Runs a fallible export behind the panic boundary, recording the message of a failure.
 /// The message of a panic caught at the boundary.
 pub(crate) const PANIC_MESSAGE: &str = "synaps-scope panicked; this is a bug";
 
+/// Runs a fallible export behind the panic boundary, recording the message of a failure.
 pub(crate) fn guard(body: impl FnOnce() -> Result<(), Failure>) -> scope_result {
     log::ensure_installed();
     match catch_unwind(AssertUnwindSafe(body)) {
