@@ -266,10 +266,15 @@ impl Connection {
         Ok(())
     }
 
-    /// Reads more bytes into the buffer.
+    /// Reads more bytes into the buffer. The deadline is looked at before every read, not only
+    /// when one would block: a peer that never lets the socket run dry (a flood of signals, a reply
+    /// trickled byte by byte) still ends the conversation at the deadline.
     fn fill(&mut self, phase: &'static str) -> Result<(), BusError> {
         let mut chunk = [0u8; 16 * 1024];
         loop {
+            if Instant::now() >= self.deadline {
+                return Err(self.timed_out(phase));
+            }
             match net::recv(&self.fd, &mut chunk[..], RecvFlags::DONTWAIT) {
                 Ok((0, _)) => {
                     return Err(BusError::Broken("the manager closed the connection".into()))
