@@ -30,6 +30,12 @@ enum Flood {
     OtherReturns,
     /// A return for the client's first call, one byte every 2 ms, never finished in time.
     Trickle,
+    /// Four `JobRemoved` signals of 15 MiB each (a byte array), then a 15 MiB return for the
+    /// client's first call: what a client that reads every message whole pays for in memory.
+    Huge,
+    /// `JobRemoved` signals of 60 KiB each (long job paths), back to back: each small enough to
+    /// be read whole, none the awaited job.
+    LongSignals,
 }
 
 /// Appends `value` padded to `align`.
@@ -69,6 +75,40 @@ fn job_removed_signal(serial: u32) -> Vec<u8> {
     message(4, serial, fields, &[])
 }
 
+/// A `JobRemoved` signal whose body is `signature` with `body` (already laid out).
+fn job_removed_with(serial: u32, signature: &str, body: &[u8]) -> Vec<u8> {
+    let mut fields = Vec::new();
+    string_field(&mut fields, 1, b'o', "/org/freedesktop/systemd1");
+    string_field(&mut fields, 2, b's', "org.freedesktop.systemd1.Manager");
+    string_field(&mut fields, 3, b's', "JobRemoved");
+    pad(&mut fields, 8);
+    fields.extend_from_slice(&[8, 1, b'g', 0, signature.len() as u8]);
+    fields.extend_from_slice(signature.as_bytes());
+    fields.push(0);
+    message(4, serial, fields, body)
+}
+
+/// A body `ay` of `len` bytes.
+fn byte_array(len: usize) -> Vec<u8> {
+    let mut body = (len as u32).to_le_bytes().to_vec();
+    body.resize(4 + len, 7);
+    body
+}
+
+/// A `JobRemoved(u id, o job, s unit, s result)` body whose job path is `job`.
+fn job_removed_body(id: u32, job: &str) -> Vec<u8> {
+    let mut body = id.to_le_bytes().to_vec();
+    for text in [job, "x.scope", "done"] {
+        while body.len() % 4 != 0 {
+            body.push(0);
+        }
+        body.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        body.extend_from_slice(text.as_bytes());
+        body.push(0);
+    }
+    body
+}
+
 fn method_return(serial: u32, reply_serial: u32) -> Vec<u8> {
     let mut fields = vec![5, 1, b'u', 0];
     fields.extend_from_slice(&reply_serial.to_le_bytes());
@@ -90,7 +130,23 @@ fn long_return(reply_serial: u32, len: usize) -> Vec<u8> {
 
 /// Serves one client on `stream`: answers its authentication, then floods it as `flood` says
 /// until it goes away or `stop` is set.
-fn serve(mut stream: UnixStream, flood: Flood, stop: &AtomicBool) {
+/// The bytes of the [`Flood::Huge`] burst, made once before any client connects (they take a
+/// while to lay out in a debug build, which must not eat into the client's bound).
+fn huge_burst() -> Vec<u8> {
+    const HUGE: usize = 15 << 20;
+    let mut burst = Vec::new();
+    for serial in 2..6 {
+        burst.extend(job_removed_with(serial, "ay", &byte_array(HUGE)));
+    }
+    let mut fields = vec![5, 1, b'u', 0];
+    fields.extend_from_slice(&1u32.to_le_bytes());
+    pad(&mut fields, 8);
+    fields.extend_from_slice(&[8, 1, b'g', 0, 2, b'a', b'y', 0]);
+    burst.extend(message(2, 6, fields, &byte_array(HUGE)));
+    burst
+}
+
+fn serve(mut stream: UnixStream, flood: Flood, burst: &[u8], stop: &AtomicBool) {
     let mut auth = Vec::new();
     let mut byte = [0u8; 1];
     while !auth.ends_with(b"BEGIN\r\n") {
@@ -114,6 +170,21 @@ fn serve(mut stream: UnixStream, flood: Flood, stop: &AtomicBool) {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        Flood::Huge => {
+            let _ = stream.write_all(burst);
+            // Then keep the connection open and quiet until the client gives up.
+            while !stop.load(Ordering::Relaxed) && stream.read(&mut byte).is_ok_and(|n| n > 0) {}
+        }
+        Flood::LongSignals => {
+            let job = format!("/org/freedesktop/systemd1/job/{}", "9".repeat(60 * 1024));
+            loop {
+                serial = serial.wrapping_add(1).max(1);
+                let signal = job_removed_with(serial, "uoss", &job_removed_body(serial, &job));
+                if stop.load(Ordering::Relaxed) || stream.write_all(&signal).is_err() {
+                    return;
+                }
             }
         }
         Flood::Signals | Flood::OtherReturns => loop {
@@ -146,6 +217,10 @@ impl FakeManager {
         let listener = UnixListener::bind(runtime.path().join("systemd/private")).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
+        let burst = Arc::new(match flood {
+            Flood::Huge => huge_burst(),
+            _ => Vec::new(),
+        });
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { return };
@@ -153,7 +228,8 @@ impl FakeManager {
                     return;
                 }
                 let stop = Arc::clone(&stopping);
-                std::thread::spawn(move || serve(stream, flood, &stop));
+                let burst = Arc::clone(&burst);
+                std::thread::spawn(move || serve(stream, flood, &burst, &stop));
             }
         });
         FakeManager { stop, runtime }
@@ -188,7 +264,13 @@ impl Drop for FakeManager {
     }
 }
 
-const FLOODS: [Flood; 3] = [Flood::Signals, Flood::OtherReturns, Flood::Trickle];
+const FLOODS: [Flood; 5] = [
+    Flood::Signals,
+    Flood::OtherReturns,
+    Flood::Trickle,
+    Flood::Huge,
+    Flood::LongSignals,
+];
 
 #[test]
 fn the_probe_ends_at_its_bound_however_fast_the_peer_sends() {
@@ -214,45 +296,128 @@ fn the_probe_ends_at_its_bound_however_fast_the_peer_sends() {
     }
 }
 
+/// What one run of the launcher program against a flooding peer came to.
+struct Run {
+    status: std::process::ExitStatus,
+    stderr: String,
+    took: Duration,
+    /// The largest `VmHWM` (peak resident set) seen while it ran, in KiB.
+    peak_kib: u64,
+    ran: bool,
+}
+
+/// Runs the launcher program in `--required` mode against a fake manager flooding as `flood`,
+/// under an address-space limit of `limit_bytes` when given, watching its peak resident set.
+fn run_launcher(flood: Flood, limit_bytes: Option<u64>) -> Run {
+    let manager = FakeManager::start(flood);
+    let config = TempDir::new("hostile-peer-config");
+    let marker = config.path().join("ran");
+    let mut cmd = match limit_bytes {
+        Some(limit) => {
+            let mut cmd = Command::new("prlimit");
+            cmd.arg(format!("--as={limit}"))
+                .arg("--")
+                .arg(exec_program());
+            cmd
+        }
+        None => Command::new(exec_program()),
+    };
+    cmd.arg("--unit=synaps-tool-0123456789abcdef0123456789abcdef.scope")
+        .arg("--description=synaps tool: /bin/sh")
+        .arg(format!("--timeout-ms={}", BOUND.as_millis()))
+        .arg("--required")
+        .arg("--")
+        .arg("/bin/sh")
+        .arg("sh")
+        .arg("-c")
+        .arg(format!("touch '{}'", marker.display()))
+        .env_clear()
+        .envs(manager.env(&config))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("the launcher program starts");
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr_pipe.read_to_string(&mut text);
+        text
+    });
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let hwm = std::fs::read_to_string(&status_file)
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            })
+            .unwrap_or(0);
+        peak_kib = peak_kib.max(hwm);
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let took = started.elapsed();
+    Run {
+        status,
+        stderr: reader.join().unwrap(),
+        took,
+        peak_kib,
+        ran: marker.exists(),
+    }
+}
+
 #[test]
 fn the_launcher_program_ends_at_its_bound_and_never_runs_the_command_when_required() {
     for flood in FLOODS {
-        let manager = FakeManager::start(flood);
-        let config = TempDir::new("hostile-peer-config");
-        let marker = config.path().join("ran");
-        let mut cmd = Command::new(exec_program());
-        cmd.arg("--unit=synaps-tool-0123456789abcdef0123456789abcdef.scope")
-            .arg("--description=synaps tool: /bin/sh")
-            .arg(format!("--timeout-ms={}", BOUND.as_millis()))
-            .arg("--required")
-            .arg("--")
-            .arg("/bin/sh")
-            .arg("sh")
-            .arg("-c")
-            .arg(format!("touch '{}'", marker.display()))
-            .env_clear()
-            .envs(manager.env(&config))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let started = Instant::now();
-        let out = cmd.output().expect("the launcher program runs");
-        let took = started.elapsed();
-        println!("launcher program, {flood:?}: {took:?} (bound {BOUND:?})");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let run = run_launcher(flood, None);
+        println!(
+            "launcher program, {flood:?}: {:?} (bound {BOUND:?}), peak RSS {} KiB",
+            run.took, run.peak_kib
+        );
         assert_eq!(
-            out.status.code(),
+            run.status.code(),
             Some(synaps_scope::EXEC_FAILED_STATUS),
-            "{flood:?}: {stderr}"
+            "{flood:?}: {}",
+            run.stderr
         );
         assert!(
-            stderr.contains("timed out"),
-            "{flood:?}: the reason says the deadline passed: {stderr}"
+            run.stderr.contains("timed out") || run.stderr.contains("larger than any answer"),
+            "{flood:?}: the reason says why: {}",
+            run.stderr
         );
-        assert!(!marker.exists(), "{flood:?}: the command ran");
+        assert!(!run.ran, "{flood:?}: the command ran");
         assert!(
-            took < BOUND + SLACK,
-            "{flood:?}: the launcher program took {took:?}, past its bound {BOUND:?} + {SLACK:?}"
+            run.took < BOUND + SLACK,
+            "{flood:?}: the launcher program took {:?}, past its bound {BOUND:?} + {SLACK:?}",
+            run.took
         );
+        assert!(
+            run.peak_kib < 8 * 1024,
+            "{flood:?}: the launcher program's peak RSS was {} KiB, 8 MiB or more",
+            run.peak_kib
+        );
+    }
+}
+
+/// What the peer sends costs the launcher program no memory it does not need: under a 64 MiB
+/// address-space limit, a `--required` launch against each flood ends with status 125 and the
+/// reason, never by a signal (an allocation failure aborts a Rust program).
+#[test]
+fn under_a_64_mib_address_space_limit_a_required_launch_ends_125_never_by_a_signal() {
+    for flood in FLOODS {
+        let run = run_launcher(flood, Some(64 << 20));
+        assert_eq!(
+            run.status.code(),
+            Some(synaps_scope::EXEC_FAILED_STATUS),
+            "{flood:?}: {:?} {}",
+            run.status,
+            run.stderr
+        );
+        assert!(!run.ran, "{flood:?}: the command ran");
     }
 }

@@ -23,8 +23,17 @@ pub(crate) const SYSTEMD: &str = "org.freedesktop.systemd1";
 pub(crate) const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
 pub(crate) const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
-/// `JobRemoved` signals kept while waiting for a reply (every job's, on the private socket).
-const MAX_KEPT_SIGNALS: usize = 4096;
+/// `JobRemoved` signals kept while waiting for a reply (every job's, on the private socket), as
+/// their job path and result only. systemd sends a job's `JobRemoved` after the reply that names
+/// the job, so these are a safety margin, not a queue: a flood beyond it is dropped.
+const MAX_KEPT_SIGNALS: usize = 64;
+/// The longest job path or result a kept `JobRemoved` may carry.
+const MAX_KEPT_WORD: usize = 256;
+/// Messages larger than this are not read whole: nothing the client asks for comes near it (a
+/// reply names a unit or a job; `JobRemoved` carries two paths and two words). A larger reply is
+/// refused as soon as its header says so; a larger signal is skipped as it streams in, unbuffered.
+/// So what a conversation holds is bounded by what it needs, not by what the peer sends.
+const MAX_READ_WHOLE: usize = 64 * 1024;
 
 /// What became of a bus conversation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,8 +151,11 @@ pub(crate) struct Connection {
     deadline: Instant,
     /// Through a bus broker (the session bus) rather than the manager's private socket.
     pub(crate) via_broker: bool,
-    /// Signals that arrived while waiting for a reply, kept for a later wait.
-    signals: VecDeque<Message>,
+    /// `JobRemoved` signals (job path, result) that arrived while waiting for a reply, kept for a
+    /// later wait.
+    signals: VecDeque<(String, String)>,
+    /// Bytes of a skipped message still to come and be dropped.
+    skipping: usize,
     /// Whether `JobRemoved` signals are kept; when not, every signal is skipped unparsed (the
     /// private socket carries every unit change of the session to every connection).
     keeps_signals: bool,
@@ -205,6 +217,7 @@ impl Connection {
             deadline,
             via_broker,
             signals: VecDeque::new(),
+            skipping: 0,
             keeps_signals: true,
         };
         connection.authenticate()?;
@@ -318,20 +331,40 @@ impl Connection {
         }
     }
 
-    /// The next whole message.
+    /// The next whole message that is worth parsing: signals are skipped unparsed when none are
+    /// kept, and whenever they are too large to be anything asked for.
     fn read_message(&mut self, phase: &'static str) -> Result<Message, BusError> {
         loop {
-            let len = wire::message_len(&self.buf).map_err(|e| BusError::Broken(e.to_string()))?;
-            if let Some(len) = len.filter(|&len| self.buf.len() >= len) {
-                if !self.keeps_signals && wire::is_signal(&self.buf) {
-                    self.buf.drain(..len);
+            if self.skipping > 0 {
+                let dropped = self.skipping.min(self.buf.len());
+                self.buf.drain(..dropped);
+                self.skipping -= dropped;
+                if self.skipping > 0 {
+                    self.fill(phase)?;
                     continue;
                 }
-                let message = wire::parse(&self.buf[..len]);
-                self.buf.drain(..len);
-                return message.map_err(|e| BusError::Broken(e.to_string()));
             }
-            self.fill(phase)?;
+            let len = wire::message_len(&self.buf).map_err(|e| BusError::Broken(e.to_string()))?;
+            match len {
+                Some(len)
+                    if wire::is_signal(&self.buf)
+                        && (!self.keeps_signals || len > MAX_READ_WHOLE) =>
+                {
+                    self.skipping = len;
+                }
+                Some(len) if len > MAX_READ_WHOLE => {
+                    return Err(BusError::Broken(format!(
+                        "the peer sent a message of {len} bytes, larger than any answer asked for \
+                         ({MAX_READ_WHOLE} bytes at most)"
+                    )));
+                }
+                Some(len) if self.buf.len() >= len => {
+                    let message = wire::parse(&self.buf[..len]);
+                    self.buf.drain(..len);
+                    return message.map_err(|e| BusError::Broken(e.to_string()));
+                }
+                _ => self.fill(phase)?,
+            }
         }
     }
 
@@ -366,11 +399,14 @@ impl Connection {
                         })
                     };
                 }
-                Kind::Signal
-                    if message.member.as_deref() == Some("JobRemoved")
-                        && self.signals.len() < MAX_KEPT_SIGNALS =>
-                {
-                    self.signals.push_back(message);
+                Kind::Signal if self.signals.len() < MAX_KEPT_SIGNALS => {
+                    // A job path the manager makes is short (`/org/freedesktop/systemd1/job/N`);
+                    // a longer one is no job of ours and is not worth keeping.
+                    if let Some(removed) = job_removed(&message).filter(|(job, result)| {
+                        job.len() <= MAX_KEPT_WORD && result.len() <= MAX_KEPT_WORD
+                    }) {
+                        self.signals.push_back(removed);
+                    }
                 }
                 _ => {}
             }
@@ -435,28 +471,28 @@ impl Connection {
 
     /// Waits for the manager's `JobRemoved` for `job` and returns its result (`done`, `failed`…).
     pub(crate) fn wait_for_job(&mut self, job: &str) -> Result<String, BusError> {
-        let is_ours = |m: &Message| {
-            m.kind == Kind::Signal
-                && m.member.as_deref() == Some("JobRemoved")
-                && m.body.get(1).and_then(|v| v.as_str()) == Some(job)
-        };
-        let result = |m: &Message| {
-            m.body
-                .get(3)
-                .and_then(|v| v.as_str())
-                .unwrap_or("")
-                .to_owned()
-        };
-        if let Some(found) = self.signals.iter().find(|m| is_ours(m)) {
-            return Ok(result(found));
+        if let Some((_, result)) = self.signals.iter().find(|(removed, _)| removed == job) {
+            return Ok(result.clone());
         }
         loop {
             let message = self.read_message("waiting for the scope's job")?;
-            if is_ours(&message) {
-                return Ok(result(&message));
+            if let Some((removed, result)) = job_removed(&message) {
+                if removed == job {
+                    return Ok(result);
+                }
             }
         }
     }
+}
+
+/// The job path and result of a `JobRemoved(id, job, unit, result)` signal.
+fn job_removed(message: &Message) -> Option<(String, String)> {
+    if message.kind != Kind::Signal || message.member.as_deref() != Some("JobRemoved") {
+        return None;
+    }
+    let job = message.body.get(1)?.as_str()?;
+    let result = message.body.get(3).and_then(|v| v.as_str()).unwrap_or("");
+    Some((job.to_owned(), result.to_owned()))
 }
 
 /// A non-blocking, close-on-exec stream socket connected to `address`, checked to belong to us
