@@ -12,13 +12,22 @@ use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::{env_with, exec_program, TempDir};
 use synaps_scope::{decide, Decision, LauncherOptions, ScopeKind};
 
 const BOUND: Duration = Duration::from_millis(500);
+/// One flood at a time: each keeps a core busy writing, and on a small machine the tests of this
+/// file side by side would measure the scheduler rather than the client's deadline.
+static ONE_FLOOD_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_flood_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_FLOOD_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 const SLACK: Duration = Duration::from_millis(100);
 
 /// What the fake manager sends once the client has authenticated.
@@ -275,6 +284,7 @@ const FLOODS: [Flood; 5] = [
 #[test]
 fn the_probe_ends_at_its_bound_however_fast_the_peer_sends() {
     for flood in FLOODS {
+        let _alone = one_flood_at_a_time();
         let manager = FakeManager::start(flood);
         let config = TempDir::new("hostile-peer-config");
         let env = manager.env(&config);
@@ -309,6 +319,7 @@ struct Run {
 /// Runs the launcher program in `--required` mode against a fake manager flooding as `flood`,
 /// under an address-space limit of `limit_bytes` when given, watching its peak resident set.
 fn run_launcher(flood: Flood, limit_bytes: Option<u64>) -> Run {
+    let _alone = one_flood_at_a_time();
     let manager = FakeManager::start(flood);
     let config = TempDir::new("hostile-peer-config");
     let marker = config.path().join("ran");
@@ -414,8 +425,10 @@ fn under_a_64_mib_address_space_limit_a_required_launch_ends_125_never_by_a_sign
         assert_eq!(
             run.status.code(),
             Some(synaps_scope::EXEC_FAILED_STATUS),
-            "{flood:?}: {:?} {}",
+            "{flood:?}: {:?} after {:?}, peak RSS {} KiB: {}",
             run.status,
+            run.took,
+            run.peak_kib,
             run.stderr
         );
         assert!(!run.ran, "{flood:?}: the command ran");
