@@ -1,5 +1,6 @@
-//! Running a helper process (systemd-run, systemctl) with a hard deadline (R6): on time-out it is
-//! killed and reaped, and the caller is never held past the deadline.
+//! Running a helper process (`systemd-run --version`, the one the library still starts) with a
+//! hard deadline (R6): on time-out it is killed and reaped, and the caller is never held past the
+//! deadline.
 
 use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -7,17 +8,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// How much of each captured stream is kept; the rest is read and dropped so the child never
-/// blocks on a full pipe.
+/// How much of its output is kept; the rest is read and dropped so the child never blocks on a
+/// full pipe.
 const CAPTURE_LIMIT: usize = 16 * 1024;
-
-/// What a helper that finished in time left behind.
-#[derive(Debug)]
-pub(crate) struct Finished {
-    pub status: ExitStatus,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-}
 
 /// Why a helper gave no answer.
 #[derive(Debug)]
@@ -37,55 +30,28 @@ impl std::fmt::Display for RunFailure {
     }
 }
 
-enum Stream {
-    Stdout,
-    Stderr,
-}
-
-/// Runs `cmd` (stdin null; stderr captured; stdout captured when `capture_stdout`, else null)
-/// until it exits or `deadline` passes. Readers run on threads so the caller wakes as soon as
-/// the pipes close instead of polling on a timer.
-pub(crate) fn run(
-    mut cmd: Command,
-    capture_stdout: bool,
-    deadline: Instant,
-) -> Result<Finished, RunFailure> {
+/// Runs `cmd` (stdin and stderr null) until it exits or `deadline` passes, and returns what it
+/// wrote on stdout. The reader runs on a thread so the caller wakes as soon as the pipe closes
+/// instead of polling on a timer.
+pub(crate) fn run(mut cmd: Command, deadline: Instant) -> Result<Vec<u8>, RunFailure> {
     let started = Instant::now();
     cmd.stdin(Stdio::null())
-        .stdout(if capture_stdout {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stderr(Stdio::piped());
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
     let mut child = cmd.spawn().map_err(RunFailure::Spawn)?;
 
     let (tx, rx) = mpsc::channel();
-    let mut readers = 0;
+    let mut stdout = Vec::new();
     if let Some(out) = child.stdout.take() {
-        readers += spawn_reader(out, Stream::Stdout, tx.clone());
-    }
-    if let Some(err) = child.stderr.take() {
-        readers += spawn_reader(err, Stream::Stderr, tx);
-    }
-
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    for _ in 0..readers {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((Stream::Stdout, bytes)) => stdout = bytes,
-            Ok((Stream::Stderr, bytes)) => stderr = bytes,
-            // A grandchild may hold a pipe open after the child exits: fall through to waiting.
-            Err(mpsc::RecvTimeoutError::Timeout) => break,
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        if spawn_reader(out, tx) {
+            // A grandchild may hold the pipe open after the child exits: then wait for the child.
+            if let Ok(bytes) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                stdout = bytes;
+            }
         }
     }
     match reap_by(&mut child, deadline) {
-        Some(status) => Ok(Finished {
-            status,
-            stdout,
-            stderr,
-        }),
+        Some(_) => Ok(stdout),
         None => {
             let _ = child.kill();
             let _ = child.wait();
@@ -95,13 +61,9 @@ pub(crate) fn run(
 }
 
 /// Starts a thread that reads `pipe` to its end, keeping the first [`CAPTURE_LIMIT`] bytes.
-/// Returns how many readers were started (0 if no thread could be had, when the pipe is dropped
-/// and the child sees EPIPE rather than the caller waiting on it).
-fn spawn_reader<R: Read + Send + 'static>(
-    mut pipe: R,
-    stream: Stream,
-    tx: mpsc::Sender<(Stream, Vec<u8>)>,
-) -> usize {
+/// Returns whether it started (if no thread could be had, the pipe is dropped and the child sees
+/// EPIPE rather than the caller waiting on it).
+fn spawn_reader<R: Read + Send + 'static>(mut pipe: R, tx: mpsc::Sender<Vec<u8>>) -> bool {
     let spawned = thread::Builder::new()
         .name("synaps-scope-pipe".into())
         .spawn(move || {
@@ -118,9 +80,9 @@ fn spawn_reader<R: Read + Send + 'static>(
                     Err(_) => break,
                 }
             }
-            let _ = tx.send((stream, kept));
+            let _ = tx.send(kept);
         });
-    usize::from(spawned.is_ok())
+    spawned.is_ok()
 }
 
 /// Reaps `child` if it exits by `deadline`. The child has normally exited already (its pipes
@@ -150,33 +112,16 @@ pub(crate) fn deadline_after(bound: Duration) -> Instant {
         .unwrap_or(now)
 }
 
-/// A helper's complaint on stderr, on one line, bounded in length.
-pub(crate) fn stderr_summary(stderr: &[u8]) -> String {
-    let text = String::from_utf8_lossy(stderr);
-    let joined = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ");
-    match joined.char_indices().nth(400) {
-        Some((cut, _)) => format!("{}…", &joined[..cut]),
-        None => joined,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn captures_output_and_status() {
+    fn captures_stdout_only() {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
-        let done = run(cmd, true, Instant::now() + Duration::from_secs(5)).unwrap();
-        assert_eq!(done.status.code(), Some(3));
-        assert_eq!(done.stdout, b"out\n");
-        assert_eq!(done.stderr, b"err\n");
+        let stdout = run(cmd, Instant::now() + Duration::from_secs(5)).unwrap();
+        assert_eq!(stdout, b"out\n");
     }
 
     #[test]
@@ -184,7 +129,7 @@ mod tests {
         let mut cmd = Command::new("sleep");
         cmd.arg("30");
         let start = Instant::now();
-        let failure = run(cmd, false, start + Duration::from_millis(200)).unwrap_err();
+        let failure = run(cmd, start + Duration::from_millis(200)).unwrap_err();
         assert!(matches!(failure, RunFailure::TimedOut(_)), "{failure}");
         assert!(
             start.elapsed() < Duration::from_millis(700),
@@ -198,8 +143,7 @@ mod tests {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "sleep 3 & exit 0"]);
         let start = Instant::now();
-        let done = run(cmd, false, start + Duration::from_millis(300)).unwrap();
-        assert!(done.status.success());
+        assert!(run(cmd, start + Duration::from_millis(300)).is_ok());
         assert!(
             start.elapsed() < Duration::from_millis(800),
             "{:?}",
@@ -210,17 +154,16 @@ mod tests {
     #[test]
     fn output_beyond_the_limit_is_drained_and_dropped() {
         let mut cmd = Command::new("sh");
-        cmd.args(["-c", "head -c 1000000 /dev/zero >&2"]);
-        let done = run(cmd, false, Instant::now() + Duration::from_secs(5)).unwrap();
-        assert!(done.status.success());
-        assert_eq!(done.stderr.len(), CAPTURE_LIMIT);
+        cmd.args(["-c", "head -c 1000000 /dev/zero"]);
+        let stdout = run(cmd, Instant::now() + Duration::from_secs(5)).unwrap();
+        assert_eq!(stdout.len(), CAPTURE_LIMIT);
     }
 
     #[test]
     fn a_missing_program_is_a_spawn_failure() {
         let cmd = Command::new("/nonexistent/synaps-scope-test");
         assert!(matches!(
-            run(cmd, false, Instant::now() + Duration::from_secs(1)),
+            run(cmd, Instant::now() + Duration::from_secs(1)),
             Err(RunFailure::Spawn(_))
         ));
     }
@@ -231,14 +174,5 @@ mod tests {
         assert!(far > Instant::now() + Duration::from_secs(365 * 86_400));
         let near = deadline_after(Duration::from_millis(10));
         assert!(near <= Instant::now() + Duration::from_millis(10));
-    }
-
-    #[test]
-    fn stderr_is_summarised_on_one_bounded_line() {
-        assert_eq!(
-            stderr_summary(b"\nFailed to start: no\n  second  \n"),
-            "Failed to start: no; second"
-        );
-        assert_eq!(stderr_summary(&[b'x'; 1000]).chars().count(), 401);
     }
 }

@@ -13,6 +13,27 @@ use tracing::{Event, Level, Metadata, Subscriber};
 /// The `tracing` target of every event the library emits.
 pub const TARGET: &str = "synaps_scope";
 
+/// The dispatcher a thread the library starts for a request must report to: the requesting
+/// thread's own when that thread set one for itself (`with_default`, `set_default`); None when it
+/// uses the process's global one (or none), which the new thread reaches by itself. The global one
+/// is not entered as a scoped one on the new thread: that takes every thread of the process off
+/// tracing's fast path while it runs, and a caller inside a dispatch (a log callback calling back
+/// into the library) is handed no dispatcher at all, which must not silence the new thread.
+/// (tracing tells the kinds apart only in `Debug`; its tests below pin that.)
+pub(crate) fn dispatch_for_another_thread() -> Option<tracing::Dispatch> {
+    let current = tracing::dispatcher::get_default(|d| d.clone());
+    let global = format!("{current:?}").starts_with("Dispatch::Global");
+    (!global).then_some(current)
+}
+
+/// Runs `f` reporting to `dispatch` when given, else to the thread's default.
+pub(crate) fn with_dispatch<T>(dispatch: Option<&tracing::Dispatch>, f: impl FnOnce() -> T) -> T {
+    match dispatch {
+        Some(dispatch) => tracing::dispatcher::with_default(dispatch, f),
+        None => f(),
+    }
+}
+
 /// A `tracing` subscriber that formats each event at or above `max_level` into one line (the
 /// message, then `key=value` for any other field) and hands it to a callback.
 pub struct CallbackSubscriber<F> {
@@ -115,6 +136,18 @@ impl Visit for LineVisitor {
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn only_a_scoped_dispatcher_is_carried_to_another_thread() {
+        assert!(dispatch_for_another_thread().is_none(), "no dispatcher set");
+        let scoped = tracing::Dispatch::new(CallbackSubscriber::new(Level::INFO, |_, _, _| {}));
+        let carried = tracing::dispatcher::with_default(&scoped, dispatch_for_another_thread)
+            .expect("a scoped dispatcher is carried");
+        assert!(
+            format!("{carried:?}").starts_with("Dispatch::Scoped"),
+            "{carried:?}"
+        );
+    }
 
     #[test]
     fn events_become_lines_with_their_fields() {

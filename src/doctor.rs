@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::bounded::deadline_after;
+use crate::bus::Route;
 use crate::config::{Config, LauncherChoice, Mode, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
 use crate::env::lookup_non_empty;
 use crate::handle::process_cgroup;
@@ -17,8 +18,8 @@ use crate::launcher::{
     choose_wrapper, decide_with, locate_systemd_run, Decision, LauncherOptions, ScopeError,
     SliceCheck, Wrapper, EXEC_PROGRAM,
 };
+use crate::manager::{self, ManagerVersion};
 use crate::slice_check::{self, SliceLimits};
-use crate::systemctl::{self, ManagerVersion};
 use crate::version;
 
 /// What became of one kind's request.
@@ -90,10 +91,10 @@ pub fn diagnose(
     options: &LauncherOptions,
 ) -> Report {
     let config = Config::load(env);
-    let kinds: Vec<KindReport> = kinds
+    let (kinds, routes): (Vec<KindReport>, Vec<Option<Route>>) = kinds
         .iter()
         .map(|&kind| diagnose_kind(env, kind, &config, options))
-        .collect();
+        .unzip();
     let systemd_run = locate_systemd_run(env);
     let wrapper = choose_wrapper(env, config.launcher.value);
     // After the requests the version is normally cached; asking first could spend a bound twice.
@@ -106,11 +107,13 @@ pub fn diagnose(
         }
         _ => None,
     };
-    // Only a manager that answered a probe is asked: one that did not would cost another bound.
-    let manager_version = kinds
+    // Only a manager that answered a probe is asked (the way the probe reached it): one that did
+    // not would cost another bound.
+    let manager_version = routes
         .iter()
-        .any(|k| matches!(k.outcome, Outcome::Scoped))
-        .then(|| systemctl::manager_version(env, options.probe_timeout));
+        .flatten()
+        .next()
+        .map(|route| manager::manager_version(route, deadline_after(options.probe_timeout)));
     let warnings = version_mismatch(systemd_version, manager_version.as_ref())
         .into_iter()
         .chain(older_than_supported(manager_version.as_ref()))
@@ -184,11 +187,15 @@ fn diagnose_kind(
     kind: ScopeKind,
     config: &Config,
     options: &LauncherOptions,
-) -> KindReport {
+) -> (KindReport, Option<Route>) {
     let slice = config.slice_setting(kind).clone();
     let started = Instant::now();
     let decision = decide_with(env, kind, options, SliceCheck::Skip);
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let route = match &decision {
+        Ok(Decision::Scoped(launcher)) => Some(launcher.wrapper().route(env)),
+        _ => None,
+    };
     let (outcome, probed) = match decision {
         Ok(Decision::Scoped(_)) => (Outcome::Scoped, true),
         Ok(Decision::Direct(reason)) => {
@@ -206,10 +213,10 @@ fn diagnose_kind(
             (Outcome::Refused(error), probed)
         }
     };
-    let slice_limits = match (&slice.value, &outcome) {
-        (Some(name), Outcome::Scoped) => Some(slice_check::read_slice_limits(
+    let slice_limits = match (&slice.value, &route) {
+        (Some(name), Some(route)) => Some(slice_check::read_slice_limits(
             name,
-            env,
+            route,
             options.probe_timeout,
         )),
         _ => None,
@@ -218,14 +225,15 @@ fn diagnose_kind(
         (Some(name), Some(Ok(limits))) => slice_check::slice_warning(name, limits),
         _ => None,
     };
-    KindReport {
+    let report = KindReport {
         kind,
         slice,
         outcome,
         probe_ms: probed.then_some(elapsed),
         slice_limits,
         slice_warning,
-    }
+    };
+    (report, route)
 }
 
 impl Report {

@@ -18,7 +18,9 @@ use rustix::io::Errno;
 use rustix::process::{kill_process, Pid, Signal};
 
 use crate::bounded::deadline_after;
-use crate::systemctl;
+use crate::bus::wire::Value;
+use crate::bus::{Fallback, Route};
+use crate::manager;
 use crate::unit_name::parse_unit_name;
 
 /// Why a scope handle could not be made or used.
@@ -194,11 +196,18 @@ impl ScopeHandle {
         timeout: Duration,
     ) -> Result<ScopeHandle, HandleError> {
         ensure_ours(unit)?;
-        let show = systemctl::systemctl_show(Some(unit), "ControlGroup", env, timeout)
-            .map_err(HandleError::Manager)?;
-        let relative = show
-            .lines()
-            .find_map(|l| l.strip_prefix("ControlGroup="))
+        // Private socket first, then the session bus, as `systemctl --user` of any era finds it.
+        let route = Route::from_env(env, Fallback::UpTo256);
+        let values = manager::properties(
+            &route,
+            &manager::unit_path(unit),
+            &[(manager::SCOPE, "ControlGroup")],
+            deadline_after(timeout),
+        )
+        .map_err(|e| HandleError::Manager(e.to_string()))?;
+        let relative = values
+            .first()
+            .and_then(Value::as_str)
             .unwrap_or("")
             .trim()
             .to_owned();

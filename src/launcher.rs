@@ -178,6 +178,16 @@ impl Wrapper {
             Wrapper::SystemdRun { .. } => LauncherChoice::SystemdRun.as_str(),
         }
     }
+
+    /// How this wrapper reaches the manager with the effective environment `env`: every question
+    /// of a request goes the same way, so it meets the manager the launch will meet.
+    pub(crate) fn route(&self, env: &[(OsString, OsString)]) -> Route {
+        let fallback = match self {
+            Wrapper::SystemdRun { version, .. } => Fallback::of_systemd_run(*version),
+            Wrapper::Exec { .. } => Fallback::Since257,
+        };
+        Route::from_env(env, fallback)
+    }
 }
 
 /// Turns `program args…` into an argv that runs it in a new scope of one kind, after a successful
@@ -478,17 +488,13 @@ fn find_launcher(
         .map(mangle_slice)
         .transpose()
         .map_err(failed)?;
-    let fallback = match &mut wrapper {
-        Wrapper::SystemdRun { path, version } => {
-            *version = version::systemd_version(path, env, deadline).map_err(failed)?;
-            Fallback::of_systemd_run(*version)
-        }
-        Wrapper::Exec { .. } => Fallback::Since257,
-    };
-    let route = Route::from_env(env, fallback);
+    if let Wrapper::SystemdRun { path, version } = &mut wrapper {
+        *version = version::systemd_version(path, env, deadline).map_err(failed)?;
+    }
+    let route = wrapper.route(env);
     probe::probe(&route, unit_slice.as_deref(), deadline).map_err(failed)?;
     if let (Some(slice), SliceCheck::Background) = (&slice, slice_check) {
-        slice_check::check_slice_limits_in_background(slice, env, options.probe_timeout);
+        slice_check::check_slice_limits_in_background(slice, &route, options.probe_timeout);
     }
     Ok(ScopeLauncher {
         kind,

@@ -28,11 +28,11 @@ pub mod handle;
 mod install;
 mod kind;
 mod launcher;
+mod manager;
 mod own_scope;
 mod probe;
 mod resolve;
 mod slice_check;
-mod systemctl;
 mod unit_name;
 mod version;
 mod warn;
@@ -46,9 +46,9 @@ pub use launcher::{
     DirectReason, LauncherOptions, ScopeError, ScopeLauncher, Wrapped, Wrapper,
     DEFAULT_PROBE_TIMEOUT, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
 };
+pub use manager::ManagerVersion;
 pub use resolve::resolve_program;
 pub use slice_check::{flush_warnings, SliceLimits};
-pub use systemctl::ManagerVersion;
 
 /// Entry points for the fuzz targets in `fuzz/`; not part of the supported API.
 #[doc(hidden)]

@@ -1,15 +1,16 @@
 //! A slice without limits (R12): the manager is asked for the slice's limits on a background thread
 //! that never delays a launch, and a slice with none is warned about once per slice name per
-//! process. A check that could not get an answer (a busy or stopped manager) is tried again by a
-//! later request, after a pause that doubles each time, so the warning still comes once the manager
-//! answers; a check that keeps failing is reported once at WARN, with the slice and why.
+//! process. A check that gets no answer (a busy or stopped manager) asks again on its own, after a
+//! pause that doubles each time, so the warning still comes once the manager answers, with no
+//! further request; a check that keeps failing is reported once at WARN, with the slice and why.
 
-use std::ffi::OsString;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::diag::TARGET;
-use crate::systemctl::systemctl_show;
+use crate::bus::wire::Value;
+use crate::bus::Route;
+use crate::diag::{self, TARGET};
+use crate::manager::{self, format_timespan, SLICE, UNIT};
 use crate::warn::Shared;
 
 /// The limits whose absence makes a slice suspicious (R12).
@@ -21,208 +22,211 @@ const LIMIT_PROPERTIES: [&str; 5] = [
     "TasksMax",
 ];
 
-/// The pause before a failed check may be tried again; it doubles after each failure, up to
+/// The pause before a failed check asks again; it doubles after each failure, up to
 /// [`LONGEST_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_secs(1);
 const LONGEST_PAUSE: Duration = Duration::from_secs(60);
 
-/// After this many failed checks of one slice in a row, the failure is reported at WARN (once).
+/// After this many failed attempts in a row, the failure is reported at WARN (once).
 const FAILURES_BEFORE_WARNING: u32 = 3;
+/// After this many (about eight minutes of pauses), the thread stops asking; a later request of
+/// the slice starts again.
+const ATTEMPTS_PER_THREAD: u32 = 14;
 
 /// Where the check of one slice name stands.
 enum Check {
-    /// A thread is asking the manager now; the slice is named for a WARN should it not finish.
+    /// A thread is asking the manager now, or pausing before it asks again. The slice is named
+    /// (and the last failure kept) for a WARN should the process exit first.
     Running {
         slice: String,
-        unfinished_warned: bool,
+        last_failure: Option<String>,
+        warned: bool,
     },
     /// The manager answered, and any warning due was given: never checked again.
     Answered,
-    /// The last attempt got no answer; a request after `retry_at` tries again.
-    Failed {
+    /// The thread gave up; a request after `retry_at` starts one again.
+    GaveUp {
         failures: u32,
-        /// The WARN for this failure, should it be the last.
-        warning: String,
         retry_at: Instant,
-        failure_warned: bool,
+        warned: bool,
     },
 }
 
 /// Every slice name's check (the last [`crate::warn::NAMES_REMEMBERED`] names).
 static CHECKS: Shared<Check> = Shared::new();
 
-/// How many checks are running, so that a program about to exit can wait for their warnings.
-static RUNNING: Mutex<usize> = Mutex::new(0);
-static RUNNING_CHANGED: Condvar = Condvar::new();
+/// How many checks are asking the manager right now (not pausing), so that a program about to
+/// exit can wait for their warnings.
+static ASKING: Mutex<usize> = Mutex::new(0);
+static ASKING_CHANGED: Condvar = Condvar::new();
 
-/// The R12 check for `slice`, on a background thread that reports to the caller's current
-/// `tracing` dispatcher, unless it was answered already, is running, or failed too recently.
-/// Never delays the caller.
-pub(crate) fn check_slice_limits_in_background(
-    slice: &str,
-    env: &[(OsString, OsString)],
-    bound: Duration,
-) {
+/// The R12 check for `slice`, asked on `route` (the request's own, so a kept connection serves
+/// it) on a background thread that reports to the caller's logging, unless it was answered
+/// already, is running, or gave up too recently. Never delays the caller.
+pub(crate) fn check_slice_limits_in_background(slice: &str, route: &Route, bound: Duration) {
     let now = Instant::now();
-    let (failures, failure_warned) = {
+    let (failures, warned) = {
         let mut checks = CHECKS.lock();
         let attempt = match checks.get_mut(slice) {
             None => (0, false),
-            Some(Check::Failed {
+            Some(Check::GaveUp {
                 failures,
                 retry_at,
-                failure_warned,
-                ..
-            }) if *retry_at <= now => (*failures, *failure_warned),
+                warned,
+            }) if *retry_at <= now => (*failures, *warned),
             Some(_) => return,
         };
         checks.insert(
             slice,
             Check::Running {
                 slice: slice.to_owned(),
-                unfinished_warned: false,
+                last_failure: None,
+                warned: attempt.1,
             },
         );
         attempt
     };
-    *lock_running() += 1;
-    let dispatch = tracing::dispatcher::get_default(|d| d.clone());
-    let (name, env) = (slice.to_owned(), env.to_vec());
+    // Counted before the thread starts, so that a flush right after this request waits for it.
+    *lock_asking() += 1;
+    let dispatch = diag::dispatch_for_another_thread();
+    let (name, route) = (slice.to_owned(), route.clone());
     let spawned = std::thread::Builder::new()
         .name("synaps-slice-check".into())
         .spawn(move || {
-            tracing::dispatcher::with_default(&dispatch, || {
-                check_slice_limits(&name, &env, bound, failures, failure_warned)
-            });
-            finished_running();
+            diag::with_dispatch(dispatch.as_ref(), || {
+                keep_checking(&name, &route, bound, failures, warned)
+            })
         });
     if let Err(e) = spawned {
-        record_failure(
+        finished_asking();
+        let why = format!("the check could not start: {e}");
+        CHECKS.lock().insert(
             slice,
-            format!("the check could not start: {e}"),
-            failures,
-            failure_warned,
-        );
-        finished_running();
-    }
-}
-
-fn check_slice_limits(
-    slice: &str,
-    env: &[(OsString, OsString)],
-    bound: Duration,
-    failures: u32,
-    failure_warned: bool,
-) {
-    match read_slice_limits(slice, env, bound) {
-        Ok(limits) => {
-            CHECKS.lock().insert(slice, Check::Answered);
-            if let Some(warning) = slice_warning(slice, &limits) {
-                tracing::warn!(target: TARGET, "{warning}");
-            }
-            tracing::debug!(target: TARGET, slice, limited = !limits.set.is_empty(), "slice check finished");
-        }
-        Err(why) => {
-            tracing::debug!(target: TARGET, slice, "could not read the limits of slice {slice}: {why}");
-            record_failure(slice, why, failures, failure_warned);
-        }
-    }
-}
-
-/// Records a failed check: the next one may start after a pause; the [`FAILURES_BEFORE_WARNING`]th
-/// failure in a row is reported at WARN, unless [`flush_warnings`] already reported this one.
-fn record_failure(slice: &str, why: String, failures: u32, failure_warned: bool) {
-    let failures = failures.saturating_add(1);
-    let warning = check_failed_warning(slice, failures, &why);
-    let pause = FIRST_PAUSE
-        .saturating_mul(1 << (failures - 1).min(6))
-        .min(LONGEST_PAUSE);
-    let warn_now = {
-        let mut checks = CHECKS.lock();
-        let flushed = matches!(
-            checks.get_mut(slice),
-            Some(Check::Running {
-                unfinished_warned: true,
-                ..
-            })
-        );
-        let warned = failure_warned || flushed;
-        let warn_now = !warned && failures >= FAILURES_BEFORE_WARNING;
-        checks.insert(
-            slice,
-            Check::Failed {
-                failures,
-                warning: warning.clone(),
-                retry_at: Instant::now() + pause,
-                failure_warned: warned || warn_now,
+            Check::GaveUp {
+                failures: failures + 1,
+                retry_at: now + FIRST_PAUSE,
+                warned,
             },
         );
-        warn_now
-    };
-    // Logged with no lock held: a host's log callback may call back into the library.
-    if warn_now {
-        tracing::warn!(target: TARGET, "{warning}");
+        tracing::debug!(target: TARGET, slice, "{why}");
+    }
+}
+
+/// Asks until the manager answers, pausing longer after each failure; warns once after
+/// [`FAILURES_BEFORE_WARNING`] failures in a row, and gives up after [`ATTEMPTS_PER_THREAD`].
+/// The first attempt was counted as asking by the caller.
+fn keep_checking(slice: &str, route: &Route, bound: Duration, mut failures: u32, mut warned: bool) {
+    for attempt in 1..=ATTEMPTS_PER_THREAD {
+        if attempt > 1 {
+            *lock_asking() += 1;
+        }
+        // An attempt counts as asking until what it found is logged: a flush that saw it end
+        // must find its warning said.
+        let why = match read_slice_limits(slice, route, bound) {
+            Ok(limits) => {
+                CHECKS.lock().insert(slice, Check::Answered);
+                if let Some(warning) = slice_warning(slice, &limits) {
+                    tracing::warn!(target: TARGET, "{warning}");
+                }
+                tracing::debug!(target: TARGET, slice, limited = !limits.set.is_empty(), "slice check finished");
+                finished_asking();
+                return;
+            }
+            Err(why) => why,
+        };
+        tracing::debug!(target: TARGET, slice, "could not read the limits of slice {slice}: {why}");
+        failures = failures.saturating_add(1);
+        let warning = check_failed_warning(slice, failures, &why);
+        let pause = FIRST_PAUSE
+            .saturating_mul(1 << (failures - 1).min(6))
+            .min(LONGEST_PAUSE);
+        let giving_up = attempt == ATTEMPTS_PER_THREAD;
+        let warn_now = {
+            let mut checks = CHECKS.lock();
+            // flush_warnings may have reported this check meanwhile.
+            warned |= matches!(
+                checks.get_mut(slice),
+                Some(Check::Running { warned: true, .. })
+            );
+            let warn_now = !warned && failures >= FAILURES_BEFORE_WARNING;
+            warned |= warn_now;
+            let check = if giving_up {
+                Check::GaveUp {
+                    failures,
+                    retry_at: Instant::now() + pause,
+                    warned,
+                }
+            } else {
+                Check::Running {
+                    slice: slice.to_owned(),
+                    last_failure: Some(warning.clone()),
+                    warned,
+                }
+            };
+            checks.insert(slice, check);
+            warn_now
+        };
+        // Logged with no lock held: a host's log callback may call back into the library.
+        if warn_now {
+            tracing::warn!(target: TARGET, "{warning}");
+        }
+        finished_asking();
+        if !giving_up {
+            std::thread::sleep(pause);
+        }
     }
 }
 
 fn check_failed_warning(slice: &str, failures: u32, why: &str) -> String {
     format!(
         "could not check whether slice {slice} sets any limits ({failures} attempt{}, the last: \
-         {why}); scopes in it may be uncapped; later launches will ask again",
+         {why}); scopes in it may be uncapped; the library keeps asking in the background",
         if failures == 1 { "" } else { "s" },
     )
 }
 
-fn lock_running() -> std::sync::MutexGuard<'static, usize> {
-    RUNNING
+fn lock_asking() -> std::sync::MutexGuard<'static, usize> {
+    ASKING
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn finished_running() {
-    *lock_running() -= 1;
-    RUNNING_CHANGED.notify_all();
+fn finished_asking() {
+    *lock_asking() -= 1;
+    ASKING_CHANGED.notify_all();
 }
 
 /// For a program about to exit (the command line, a script): waits at most `bound` for the slice
-/// checks still running, so that their warnings are logged, then reports at WARN each slice whose
-/// check failed or is still unanswered and was not reported yet, since no later request of this
-/// process will ask again. Returns whether every check had finished.
+/// checks asking the manager right now, so that their warnings are logged, then reports at WARN
+/// each slice whose check is still without an answer and was not reported yet, since this process
+/// may exit before the check asks again. Returns whether no check was still asking.
 pub fn flush_warnings(bound: Duration) -> bool {
     let deadline = crate::bounded::deadline_after(bound);
-    let mut running = lock_running();
-    while *running > 0 {
+    let mut asking = lock_asking();
+    while *asking > 0 {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break;
         }
-        running = RUNNING_CHANGED
-            .wait_timeout(running, left)
+        asking = ASKING_CHANGED
+            .wait_timeout(asking, left)
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .0;
     }
-    let all_finished = *running == 0;
-    drop(running);
+    let all_finished = *asking == 0;
+    drop(asking);
     let mut due = Vec::new();
     for check in CHECKS.lock().values_mut() {
-        match check {
-            Check::Failed {
-                warning,
-                failure_warned: failure_warned @ false,
-                ..
-            } => {
-                *failure_warned = true;
-                due.push(warning.clone());
-            }
-            Check::Running {
-                slice,
-                unfinished_warned: unfinished_warned @ false,
-            } => {
-                *unfinished_warned = true;
-                let why = format!("no answer within {bound:?}");
-                due.push(check_failed_warning(slice, 1, &why));
-            }
-            _ => {}
+        if let Check::Running {
+            slice,
+            last_failure,
+            warned: warned @ false,
+        } = check
+        {
+            *warned = true;
+            due.push(last_failure.clone().unwrap_or_else(|| {
+                check_failed_warning(slice, 1, &format!("no answer within {bound:?}"))
+            }));
         }
     }
     // Logged with no lock held: a host's log callback may call back into the library.
@@ -258,30 +262,49 @@ pub struct SliceLimits {
     pub fragment: Option<String>,
 }
 
-/// Asks the manager for `slice`'s limits and unit file, within `bound`.
+/// Asks the manager on `route` for `slice`'s limits and unit file, within `bound`.
 pub(crate) fn read_slice_limits(
     slice: &str,
-    env: &[(OsString, OsString)],
+    route: &Route,
     bound: Duration,
 ) -> Result<SliceLimits, String> {
-    let properties = format!("{},FragmentPath", LIMIT_PROPERTIES.join(","));
-    systemctl_show(Some(slice), &properties, env, bound).map(|show| parse_slice_limits(&show))
+    let asked: Vec<(&str, &str)> = LIMIT_PROPERTIES
+        .iter()
+        .map(|name| (SLICE, *name))
+        .chain([(UNIT, "FragmentPath")])
+        .collect();
+    let deadline = crate::bounded::deadline_after(bound);
+    let values = manager::properties(route, &manager::unit_path(slice), &asked, deadline)
+        .map_err(|e| e.to_string())?;
+    slice_limits(&values)
 }
 
-/// Reads `Property=value` lines; a limit is set unless it is `infinity` or empty.
-pub(crate) fn parse_slice_limits(show: &str) -> SliceLimits {
+/// The limits among `values` (the [`LIMIT_PROPERTIES`], then `FragmentPath`), each shown as
+/// `systemctl show` shows it; a limit is set unless it is infinity.
+fn slice_limits(values: &[Value]) -> Result<SliceLimits, String> {
     let mut limits = SliceLimits {
         set: Vec::new(),
         fragment: None,
     };
-    for (key, value) in show.lines().filter_map(|l| l.split_once('=')) {
-        if key == "FragmentPath" {
-            limits.fragment = Some(value.to_owned()).filter(|v| !v.is_empty());
-        } else if LIMIT_PROPERTIES.contains(&key) && !matches!(value, "" | "infinity") {
-            limits.set.push((key.to_owned(), value.to_owned()));
+    for (name, value) in LIMIT_PROPERTIES.iter().zip(values) {
+        let number = value
+            .as_u64()
+            .ok_or_else(|| format!("the manager's {name} is not a number"))?;
+        if number != u64::MAX {
+            let shown = if name.ends_with("USec") {
+                format_timespan(number)
+            } else {
+                number.to_string()
+            };
+            limits.set.push(((*name).to_owned(), shown));
         }
     }
-    limits
+    let fragment = values
+        .get(LIMIT_PROPERTIES.len())
+        .and_then(Value::as_str)
+        .ok_or("the manager gave no FragmentPath")?;
+    limits.fragment = Some(fragment.to_owned()).filter(|f| !f.is_empty());
+    Ok(limits)
 }
 
 #[cfg(test)]
@@ -289,26 +312,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn limits_are_set_unless_infinity_or_empty() {
-        let none = parse_slice_limits(
-            "MemoryMax=infinity\nMemoryHigh=infinity\nMemorySwapMax=infinity\nCPUQuotaPerSecUSec=infinity\nTasksMax=infinity\nFragmentPath=\n",
-        );
+    fn limits_are_set_unless_infinity() {
+        let none: Vec<Value> = [u64::MAX; 5]
+            .into_iter()
+            .map(|n| Value::Int(n.into()))
+            .chain([Value::Str(String::new())])
+            .collect();
         assert_eq!(
-            none,
-            SliceLimits {
+            slice_limits(&none),
+            Ok(SliceLimits {
                 set: vec![],
                 fragment: None
-            }
+            })
         );
-        let some = parse_slice_limits(
-            "MemoryMax=1073741824\nTasksMax=infinity\nFragmentPath=/u/a.slice\n",
-        );
+        let some = [1 << 30, u64::MAX, u64::MAX, 500_000, 100]
+            .into_iter()
+            .map(|n| Value::Variant(Box::new(Value::Int(n.into()))))
+            .chain([Value::Str("/u/a.slice".into())])
+            .collect::<Vec<_>>();
         assert_eq!(
-            some,
-            SliceLimits {
-                set: vec![("MemoryMax".into(), "1073741824".into())],
+            slice_limits(&some),
+            Ok(SliceLimits {
+                set: vec![
+                    ("MemoryMax".into(), "1073741824".into()),
+                    ("CPUQuotaPerSecUSec".into(), "500ms".into()),
+                    ("TasksMax".into(), "100".into()),
+                ],
                 fragment: Some("/u/a.slice".into())
-            }
+            })
         );
+        assert!(slice_limits(&[Value::Bool(true)]).is_err());
     }
 }

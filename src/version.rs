@@ -118,9 +118,9 @@ pub(crate) fn systemd_version(
     let mut cmd = Command::new(path);
     cmd.arg("--version").current_dir("/");
     set_env(&mut cmd, env);
-    let done = bounded::run(cmd, true, deadline)
+    let stdout = bounded::run(cmd, deadline)
         .map_err(|failure| format!("`{} --version` {failure}", path.display()))?;
-    let version = parse_version(&done.stdout);
+    let version = parse_version(&stdout);
     guard.answer = Some(version);
     Ok(version)
 }

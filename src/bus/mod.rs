@@ -11,4 +11,4 @@ mod connection;
 pub(crate) mod pool;
 pub(crate) mod wire;
 
-pub(crate) use connection::{BusError, Connection, Fallback, Route};
+pub(crate) use connection::{BusError, Connection, Fallback, Route, MANAGER, MANAGER_PATH};

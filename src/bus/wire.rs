@@ -42,6 +42,15 @@ impl Value {
             _ => None,
         }
     }
+
+    /// An unsigned integer that fits 64 bits (a `t` property, for one).
+    pub(crate) fn as_u64(&self) -> Option<u64> {
+        match self {
+            Value::Int(n) => u64::try_from(*n).ok(),
+            Value::Variant(inner) => inner.as_u64(),
+            _ => None,
+        }
+    }
 }
 
 /// A parsed message.

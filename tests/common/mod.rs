@@ -511,25 +511,69 @@ pub fn unit_status(env: &[(OsString, OsString)], pattern: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A PATH whose first directory (made in `dir`) has a `systemctl` that waits `seconds` (only the
-/// first time it is asked, with `first_only`), then runs the real one: a manager that answers
-/// `systemctl` that late, and everything else at once.
-pub fn path_with_slow_systemctl(dir: &TempDir, seconds: &str, first_only: bool) -> OsString {
-    let real = synaps_scope::resolve_program("systemctl".as_ref(), &inherited_env(), None).unwrap();
-    fs::create_dir_all(dir.path().join("bin")).unwrap();
-    let wait = if first_only {
-        let marker = dir.path().join("asked");
-        let marker = marker.display();
-        format!("[ -e '{marker}' ] || {{ : > '{marker}'; sleep {seconds}; }}")
-    } else {
-        format!("sleep {seconds}")
-    };
-    dir.write(
-        "bin/systemctl",
-        &format!("#!/bin/sh\n{wait}\nexec '{}' \"$@\"\n", real.display()),
-        true,
-    );
-    path_with_first(&dir.path().join("bin"))
+/// A stand-in for a manager's private socket (`tests/tools/slow_manager.py`) that forwards every
+/// byte both ways at once, except the slice check's questions (its `Get`s on the Slice interface),
+/// held `seconds` first (only the first one with `first_only`): a manager too busy to answer a
+/// slice check within its bound, while it answers every probe and launch at once.
+pub struct SlowSliceChecks {
+    child: Child,
+    runtime: TempDir,
+}
+
+impl SlowSliceChecks {
+    /// In front of the manager whose runtime directory is `real_runtime`.
+    pub fn start(real_runtime: &Path, seconds: &str, first_only: bool) -> SlowSliceChecks {
+        let runtime = TempDir::new("slow-manager");
+        fs::create_dir(runtime.path().join("systemd")).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .map(|d| d.join("tests/tools/slow_manager.py"))
+            .find(|p| p.exists())
+            .expect("tests/tools/slow_manager.py in the workspace");
+        let mut cmd = Command::new("python3");
+        cmd.arg(script)
+            .arg("--listen")
+            .arg(runtime.path().join("systemd/private"))
+            .arg("--to")
+            .arg(real_runtime.join("systemd/private"))
+            .args([
+                "--needle",
+                "org.freedesktop.systemd1.Slice",
+                "--delay",
+                seconds,
+            ])
+            .args(first_only.then_some("--first-only"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .expect("python3 runs tests/tools/slow_manager.py");
+        let mut ready = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert_eq!(ready.trim(), "ready", "slow_manager.py did not start");
+        SlowSliceChecks { child, runtime }
+    }
+
+    /// In front of the rig's own manager (this process's `XDG_RUNTIME_DIR`).
+    pub fn in_front_of_the_rig(seconds: &str, first_only: bool) -> SlowSliceChecks {
+        let real = std::env::var_os("XDG_RUNTIME_DIR").expect("the rig sets XDG_RUNTIME_DIR");
+        Self::start(Path::new(&real), seconds, first_only)
+    }
+
+    /// The runtime directory whose `systemd/private` is the stand-in.
+    pub fn runtime_dir(&self) -> OsString {
+        self.runtime.path().as_os_str().to_owned()
+    }
+}
+
+impl Drop for SlowSliceChecks {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Whether the kernel may run `binfmt_misc` formats here (then a file that is neither ELF nor `#!`

@@ -1,7 +1,7 @@
 // @ts-check
 'use strict';
 const assert = require('node:assert/strict');
-const { execFileSync, spawnSync } = require('node:child_process');
+const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -96,22 +96,29 @@ test('a refused slice warns once through the logger', async (t) => {
 });
 
 /**
- * An environment whose slice is `slice` and whose first `systemctl` on PATH answers 5 s late (only
- * the first time it is asked, with `firstOnly`), then runs the real one: a manager too busy to
- * answer a slice check within its bound.
+ * An environment whose slice is `slice` and whose manager answers slice checks 5 s late (only the
+ * first one, with `firstOnly`) and everything else at once: a stand-in for the rig manager's
+ * private socket (tests/tools/slow_manager.py) holds back the slice check's questions. Call
+ * `stop()` when done.
  * @param {string} slice
  * @param {boolean} firstOnly
  */
-function slowSliceCheckEnv(slice, firstOnly) {
+async function slowSliceCheckEnv(slice, firstOnly) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
   const config = path.join(dir, 'config');
   fs.writeFileSync(config, `tool_scope_slice = ${slice}\n`);
-  const real = scope.resolveProgram('systemctl');
-  const marker = path.join(dir, 'asked');
-  const wait = firstOnly ? `[ -e '${marker}' ] || { : > '${marker}'; sleep 5; }` : 'sleep 5';
-  fs.mkdirSync(path.join(dir, 'bin'));
-  fs.writeFileSync(path.join(dir, 'bin', 'systemctl'), `#!/bin/sh\n${wait}\nexec '${real}' "$@"\n`, { mode: 0o755 });
-  return { ...process.env, SYNAPS_CONFIG: config, PATH: `${path.join(dir, 'bin')}:${process.env.PATH}` };
+  fs.mkdirSync(path.join(dir, 'systemd'));
+  const script = path.join(__dirname, '..', '..', '..', 'tests', 'tools', 'slow_manager.py');
+  const args = [script, '--listen', path.join(dir, 'systemd', 'private'),
+    '--to', path.join(String(process.env.XDG_RUNTIME_DIR), 'systemd', 'private'),
+    '--needle', 'org.freedesktop.systemd1.Slice', '--delay', '5', ...(firstOnly ? ['--first-only'] : [])];
+  const proxy = spawn('python3', args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((resolve, reject) => {
+    proxy.stdout.once('data', resolve);
+    proxy.once('exit', (code) => reject(new Error(`slow_manager.py exited ${code}`)));
+  });
+  const stop = () => { proxy.kill('SIGKILL'); };
+  return { env: { ...process.env, SYNAPS_CONFIG: config, XDG_RUNTIME_DIR: dir }, stop };
 }
 
 /** Runs `body` with the logger collecting [level, message] lines, then puts the default back. */
@@ -126,18 +133,20 @@ async function withLines(/** @type {(lines: Array<[string, string]>) => Promise<
   }
 }
 
-test('a slice check the busy manager did not answer is asked again and warns once', async (t) => {
+test('a slice check the busy manager did not answer asks again on its own and warns once', async (t) => {
   if (!requireRig(t)) return;
-  const env = slowSliceCheckEnv('nodebusy.slice', true);
+  const { env, stop } = await slowSliceCheckEnv('nodebusy.slice', true);
+  t.after(stop);
   await withLines(async (lines) => {
     const warned = () => lines.filter(([level, message]) => level === 'warn' && message.includes('nodebusy.slice'));
-    const deadline = Date.now() + 15_000;
+    const started = Date.now();
+    assert.ok(await scope.launcherForEnv({ env, probeTimeoutMs: 300 }));
+    assert.ok(Date.now() - started < 400, 'a request waited for the check');
+    // No further request: the check asks again by itself after its pause.
+    const deadline = Date.now() + 10_000;
     while (warned().length === 0) {
       assert.ok(Date.now() < deadline, `the warning never came: ${JSON.stringify(lines)}`);
-      const started = Date.now();
-      assert.ok(await scope.launcherForEnv({ env, probeTimeoutMs: 300 }));
-      assert.ok(Date.now() - started < 400, 'a request waited for the check');
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
     for (let i = 0; i < 5; i++) assert.ok(await scope.launcherForEnv({ env, probeTimeoutMs: 300 }));
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -148,7 +157,8 @@ test('a slice check the busy manager did not answer is asked again and warns onc
 
 test('flushWarnings reports a slice check without an answer', async (t) => {
   if (!requireRig(t)) return;
-  const env = slowSliceCheckEnv('nodeflush.slice', false);
+  const { env, stop } = await slowSliceCheckEnv('nodeflush.slice', false);
+  t.after(stop);
   await withLines(async (lines) => {
     assert.ok(await scope.launcherForEnv({ env, probeTimeoutMs: 500 }));
     const started = Date.now();

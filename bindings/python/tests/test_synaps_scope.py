@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -12,7 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Awaitable, Dict, List, Tuple, TypeVar
+from typing import Awaitable, Dict, Iterator, List, Tuple, TypeVar
 
 import pytest
 
@@ -227,39 +228,51 @@ def test_a_refused_slice_warns_once_through_logging(
     assert "is not a slice" in warnings[0]
 
 
-def slow_systemctl_path(tmp_path: Path, first_only: bool) -> str:
-    """A PATH whose first directory has a systemctl that answers 5 s late (only the first time it is
-    asked, with ``first_only``), then runs the real one: a manager too busy to answer a slice
-    check within its bound."""
-    real = synaps_scope.resolve_program("systemctl")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    marker = tmp_path / "asked"
-    wait = f"[ -e '{marker}' ] || {{ : > '{marker}'; sleep 5; }}" if first_only else "sleep 5"
-    script = bin_dir / "systemctl"
-    script.write_text(f"#!/bin/sh\n{wait}\nexec '{real}' \"$@\"\n")
-    script.chmod(0o755)
-    return f"{bin_dir}:{os.environ['PATH']}"
+SLOW_MANAGER = Path(__file__).resolve().parents[3] / "tests" / "tools" / "slow_manager.py"
 
 
-def test_a_slice_check_the_busy_manager_did_not_answer_is_asked_again_and_warns_once(
+@contextlib.contextmanager
+def slow_slice_checks(tmp_path: Path, first_only: bool) -> Iterator[str]:
+    """A stand-in for the rig manager's private socket that forwards everything at once but the
+    slice check's questions, held 5 s (only the first, with ``first_only``): a manager too busy to
+    answer a slice check within its bound. Yields the runtime directory to use."""
+    runtime = tmp_path / "slow-runtime"
+    (runtime / "systemd").mkdir(parents=True)
+    args = [
+        sys.executable, str(SLOW_MANAGER),
+        "--listen", str(runtime / "systemd" / "private"),
+        "--to", os.path.join(os.environ["XDG_RUNTIME_DIR"], "systemd", "private"),
+        "--needle", "org.freedesktop.systemd1.Slice", "--delay", "5",
+    ] + (["--first-only"] if first_only else [])
+    proxy = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proxy.stdout is not None and proxy.stdout.readline().strip() == "ready"
+        yield str(runtime)
+    finally:
+        proxy.kill()
+        proxy.wait()
+
+
+def test_a_slice_check_the_busy_manager_did_not_answer_asks_again_on_its_own_and_warns_once(
     rig: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="synaps_scope")
-    env = {
-        **config_env(tmp_path, "tool_scope_slice = pybusy.slice\n"),
-        "PATH": slow_systemctl_path(tmp_path, first_only=True),
-    }
-    deadline = time.monotonic() + 15
-    while not scope_warnings(caplog, "pybusy.slice"):
-        assert time.monotonic() < deadline, "the warning never came"
+    with slow_slice_checks(tmp_path, first_only=True) as runtime:
+        env = {
+            **config_env(tmp_path, "tool_scope_slice = pybusy.slice\n"),
+            "XDG_RUNTIME_DIR": runtime,
+        }
         started = time.monotonic()
         assert synaps_scope.launcher_for_env(env, probe_timeout=0.3) is not None
         assert time.monotonic() - started < 0.4, "a request waited for the check"
-        time.sleep(0.1)
-    for _ in range(5):
-        assert synaps_scope.launcher_for_env(env, probe_timeout=0.3) is not None
-    time.sleep(1.5)
+        # No further request: the check asks again by itself after its pause.
+        deadline = time.monotonic() + 10
+        while not scope_warnings(caplog, "pybusy.slice"):
+            assert time.monotonic() < deadline, "the warning never came"
+            time.sleep(0.05)
+        for _ in range(5):
+            assert synaps_scope.launcher_for_env(env, probe_timeout=0.3) is not None
+        time.sleep(1.5)
     warnings = scope_warnings(caplog, "pybusy.slice")
     assert len(warnings) == 1 and "slice pybusy.slice sets no limits" in warnings[0], warnings
 
@@ -268,14 +281,15 @@ def test_flush_warnings_reports_a_slice_check_without_an_answer(
     rig: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="synaps_scope")
-    env = {
-        **config_env(tmp_path, "tool_scope_slice = pyflush.slice\n"),
-        "PATH": slow_systemctl_path(tmp_path, first_only=False),
-    }
-    assert synaps_scope.launcher_for_env(env, probe_timeout=0.5) is not None
-    started = time.monotonic()
-    assert synaps_scope.flush_warnings(0.3) is False
-    assert time.monotonic() - started < 0.5
+    with slow_slice_checks(tmp_path, first_only=False) as runtime:
+        env = {
+            **config_env(tmp_path, "tool_scope_slice = pyflush.slice\n"),
+            "XDG_RUNTIME_DIR": runtime,
+        }
+        assert synaps_scope.launcher_for_env(env, probe_timeout=0.5) is not None
+        started = time.monotonic()
+        assert synaps_scope.flush_warnings(0.3) is False
+        assert time.monotonic() - started < 0.5
     warnings = scope_warnings(caplog, "pyflush.slice")
     assert len(warnings) == 1, warnings
     assert "could not check whether slice pyflush.slice sets any limits" in warnings[0], warnings

@@ -9,7 +9,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{env_with, env_without, path_with_slow_systemctl, rig, TempDir};
+use common::{env_with, env_without, rig, SlowSliceChecks, TempDir};
 use synaps_scope::inherited_env;
 
 fn cli(args: &[&str], env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Output {
@@ -204,9 +204,10 @@ fn a_slice_check_without_an_answer_is_reported_within_the_bound() {
     let dir = TempDir::new("cli-r12-slow");
     let slice = "clir12slow.slice";
     // The manager answers the slice check later than the request's bound.
+    let slow = SlowSliceChecks::in_front_of_the_rig("5", false);
     let env = env_with(&[
         ("SYNAPS_CONFIG", &slice_config(&dir, slice)),
-        ("PATH", &path_with_slow_systemctl(&dir, "5", false)),
+        ("XDG_RUNTIME_DIR", &slow.runtime_dir()),
     ]);
     let started = Instant::now();
     let out = cli(&["wrap", "--probe-timeout-ms", "500", "--", "true"], &env);

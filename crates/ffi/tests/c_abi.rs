@@ -251,20 +251,17 @@ fn a_refused_slice_warns_once_through_the_callback() {
     scenario("refused_slice");
 }
 
-/// The environment of a slice-check scenario: `slice` for tool launches, and a `systemctl` that
-/// answers 5 s late (the first time only, with `first_only`).
+/// The environment of a slice-check scenario: `slice` for tool launches, reaching the manager
+/// through `slow`.
 fn slow_slice_check_env(
     dir: &common::TempDir,
     slice: &str,
-    first_only: bool,
+    slow: &common::SlowSliceChecks,
 ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     let config = dir.write("config", &format!("tool_scope_slice = {slice}\n"), false);
     common::env_with(&[
         ("SYNAPS_CONFIG", &config.into_os_string()),
-        (
-            "PATH",
-            &common::path_with_slow_systemctl(dir, "5", first_only),
-        ),
+        ("XDG_RUNTIME_DIR", &slow.runtime_dir()),
     ])
 }
 
@@ -272,9 +269,11 @@ fn slow_slice_check_env(
 fn a_slice_check_the_busy_manager_did_not_answer_warns_once_through_the_callback() {
     let Some(_rig) = rig() else { return };
     let dir = common::TempDir::new("cabibusy");
+    // The manager answers the first slice check 5 s late.
+    let slow = common::SlowSliceChecks::in_front_of_the_rig("5", true);
     scenario_with_env(
         "busy_slice_check",
-        &slow_slice_check_env(&dir, "cabibusy.slice", true),
+        &slow_slice_check_env(&dir, "cabibusy.slice", &slow),
     );
 }
 
@@ -282,9 +281,11 @@ fn a_slice_check_the_busy_manager_did_not_answer_warns_once_through_the_callback
 fn scope_flush_warnings_reports_a_slice_check_without_an_answer() {
     let Some(_rig) = rig() else { return };
     let dir = common::TempDir::new("cabiflush");
+    // The manager answers every slice check 5 s late.
+    let slow = common::SlowSliceChecks::in_front_of_the_rig("5", false);
     scenario_with_env(
         "flush_warnings",
-        &slow_slice_check_env(&dir, "cabiflush.slice", false),
+        &slow_slice_check_env(&dir, "cabiflush.slice", &slow),
     );
 }
 
