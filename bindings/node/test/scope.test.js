@@ -652,3 +652,43 @@ test('64 requests against a stopped manager each settle within their own bound',
     manager.close();
   }
 });
+
+test('a slice warning reaches the logger once while other requests launch, in 20 fresh processes', async (t) => {
+  // Issue 21: tracing decides a callsite's interest once per process, so each run is a new one.
+  if (!requireRig(t)) return;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+  const plain = path.join(dir, 'plain.config');
+  fs.writeFileSync(plain, '');
+  const host = `
+    const scope = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const [slice, undefinedConfig, plainConfig] = process.argv.slice(1);
+    const warned = [];
+    scope.setLogger((level, message) => {
+      if (level === 'warn' && message.includes(\`slice \${slice} sets no limits\`)) warned.push(message);
+    });
+    const launchPlain = async () => {
+      for (let i = 0; i < 5; i++) {
+        if (!(await scope.launcherForEnv({ env: { ...process.env, SYNAPS_CONFIG: plainConfig } }))) throw new Error('direct');
+      }
+    };
+    (async () => {
+      const others = Array.from({ length: 6 }, launchPlain);
+      if (!(await scope.launcherForEnv({ env: { ...process.env, SYNAPS_CONFIG: undefinedConfig } }))) throw new Error('direct');
+      await Promise.all(others);
+      const deadline = Date.now() + 10_000;
+      while (warned.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await new Promise((r) => setTimeout(r, 300));
+      console.log(warned.length);
+    })();
+  `;
+  const counts = [];
+  for (let run = 0; run < 20; run++) {
+    const slice = `nodeconcurrent${run}.slice`;
+    const config = path.join(dir, `${run}.config`);
+    fs.writeFileSync(config, `tool_scope_slice = ${slice}\n`);
+    const out = spawnSync(process.execPath, ['-e', host, slice, config, plain], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(out.status, 0, out.stderr);
+    counts.push(Number(out.stdout.trim().split('\n').pop()));
+  }
+  assert.deepEqual(counts, Array(20).fill(1));
+});

@@ -310,6 +310,61 @@ def test_a_slice_without_limits_warns_from_the_background_thread(
     assert len(warnings) == 1 and "sets no limits" in warnings[0], warnings
 
 
+CONCURRENT_HOST = """
+import logging, os, sys, threading, time
+import synaps_scope
+
+slice_name, undefined, plain = sys.argv[1:4]
+warned = []
+
+class Collect(logging.Handler):
+    def emit(self, record):
+        if record.levelno == logging.WARNING and f"slice {slice_name} sets no limits" in record.getMessage():
+            warned.append(record.getMessage())
+
+logging.getLogger("synaps_scope").addHandler(Collect())
+logging.getLogger("synaps_scope").setLevel(logging.DEBUG)
+
+def launch_plain():
+    for _ in range(5):
+        assert synaps_scope.launcher_for_env({**os.environ, "SYNAPS_CONFIG": plain}) is not None
+
+threads = [threading.Thread(target=launch_plain) for _ in range(6)]
+for t in threads:
+    t.start()
+assert synaps_scope.launcher_for_env({**os.environ, "SYNAPS_CONFIG": undefined}) is not None
+for t in threads:
+    t.join()
+deadline = time.monotonic() + 10
+while not warned and time.monotonic() < deadline:
+    time.sleep(0.01)
+time.sleep(0.3)
+print(len(warned))
+"""
+
+
+def test_a_slice_warning_reaches_python_logging_once_while_other_threads_launch(
+    rig: Dict[str, str], tmp_path: Path
+) -> None:
+    """In each of 20 fresh interpreters (tracing decides a callsite's interest once per process):
+    six threads launch with a config naming no slice while one request names an undefined one;
+    its warning reaches Python logging exactly once."""
+    plain = tmp_path / "plain.config"
+    plain.write_text("")
+    counts = []
+    for run in range(20):
+        slice_name = f"pyconcurrent{run}.slice"
+        undefined = tmp_path / f"{run}.config"
+        undefined.write_text(f"tool_scope_slice = {slice_name}\n")
+        out = subprocess.run(
+            [sys.executable, "-c", CONCURRENT_HOST, slice_name, str(undefined), str(plain)],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        counts.append(int(out.stdout.strip().splitlines()[-1]))
+    assert counts == [1] * 20, counts
+
+
 def test_required_raises(rig: Dict[str, str]) -> None:
     env = {**no_bus_env(), "SYNAPS_PROCESS_SCOPES": "required"}
     with pytest.raises(synaps_scope.ScopeRequiredError, match="required") as raised:

@@ -277,6 +277,29 @@ fn a_slice_check_the_busy_manager_did_not_answer_warns_once_through_the_callback
     );
 }
 
+/// The R12 warning reaches the C callback exactly once while other threads launch, in each of 20
+/// fresh processes (tracing decides a callsite's interest once per process).
+#[test]
+fn a_slice_warning_reaches_the_callback_once_while_other_threads_launch() {
+    let Some(_rig) = rig() else { return };
+    let dir = common::TempDir::new("cabiconcurrent");
+    for run in 0..20 {
+        let slice = format!("cabiconcurrent{run}.slice");
+        let config = dir.write(
+            &format!("{run}.config"),
+            &format!("tool_scope_slice = {slice}\n"),
+            false,
+        );
+        scenario_with_env(
+            "concurrent_slice_warning",
+            &common::env_with(&[
+                ("SYNAPS_CONFIG", &config.into_os_string()),
+                ("SYNAPS_TEST_SLICE", &slice.into()),
+            ]),
+        );
+    }
+}
+
 #[test]
 fn scope_flush_warnings_reports_a_slice_check_without_an_answer() {
     let Some(_rig) = rig() else { return };

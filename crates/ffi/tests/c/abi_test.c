@@ -846,6 +846,55 @@ static int scenario_flush_warnings(void) {
     return 0;
 }
 
+/* The environment names an undefined slice (SYNAPS_TEST_SLICE, for tool launches); six threads
+ * launch with a config naming none while the main thread makes the one request that names it:
+ * the warning reaches the callback exactly once. Run in 20 fresh processes by the Rust test. */
+static char concurrent_needle[160];
+static int concurrent_warned;
+
+static void count_concurrent(void *userdata, scope_log_level level, const char *message, size_t len) {
+    (void)userdata;
+    (void)len;
+    if (level != SCOPE_LOG_LEVEL_WARN || strstr(message, concurrent_needle) == NULL) return;
+    pthread_mutex_lock(&log_lock);
+    concurrent_warned++;
+    pthread_mutex_unlock(&log_lock);
+}
+
+static void *launch_plain(void *envp) {
+    for (int i = 0; i < 5; i++) {
+        scope_launcher *launcher = must_launcher(envp);
+        scope_launcher_free(launcher);
+    }
+    return NULL;
+}
+
+static int scenario_concurrent_slice_warning(void) {
+    const char *slice = getenv("SYNAPS_TEST_SLICE");
+    CHECK(slice != NULL, "SYNAPS_TEST_SLICE names the undefined slice");
+    snprintf(concurrent_needle, sizeof concurrent_needle, "slice %s sets no limits", slice);
+    char *plain = scratch_path("plain.config");
+    write_file(plain, "");
+    char config_entry[300];
+    snprintf(config_entry, sizeof config_entry, "SYNAPS_CONFIG=%s", plain);
+    const char *drop[] = {"SYNAPS_CONFIG", NULL};
+    const char *add[] = {config_entry, NULL};
+    const char **plain_env = env_edit(drop, add);
+    scope_set_log_callback(count_concurrent, NULL);
+    pthread_t threads[6];
+    for (int i = 0; i < 6; i++) CHECK(pthread_create(&threads[i], NULL, launch_plain, plain_env) == 0, "pthread_create");
+    scope_launcher_free(must_launcher(NULL));
+    for (int i = 0; i < 6; i++) CHECK(pthread_join(threads[i], NULL) == 0, "pthread_join");
+    double deadline = now_ms() + 10000;
+    while (counted(&concurrent_warned) == 0 && now_ms() < deadline) sleep_ms(10);
+    sleep_ms(300);
+    CHECK(counted(&concurrent_warned) == 1, "the R12 warning came %d times", counted(&concurrent_warned));
+    scope_set_log_callback(NULL, NULL);
+    free(plain_env);
+    free(plain);
+    return 0;
+}
+
 /* The doctor's report goes to stderr for the test to read; bad input gets its code and a message. */
 static int scenario_doctor(void) {
     char *report = NULL;
@@ -941,6 +990,7 @@ int main(int argc, char **argv) {
         {"holds_caller", scenario_holds_caller},     {"log_callback_replaced", scenario_log_callback_replaced},
         {"doctor", scenario_doctor},                 {"removed_while_read", scenario_removed_while_read},
         {"other_users_scope", scenario_other_users_scope},
+        {"concurrent_slice_warning", scenario_concurrent_slice_warning},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
