@@ -291,10 +291,19 @@ fn the_probe_ends_at_its_bound_however_fast_the_peer_sends() {
         let options = LauncherOptions {
             probe_timeout: BOUND,
         };
+        // The peak resident set starts again from the current one (clear_refs 5), so what the
+        // probe adds to its host is the peak afterwards less the resident set before.
+        std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak resident set");
+        let before = status_kib("VmRSS");
         let started = Instant::now();
         let decision = decide(&env, ScopeKind::Tool, &options).expect("on mode never errs");
         let took = started.elapsed();
-        println!("probe, {flood:?}: {took:?} (bound {BOUND:?})");
+        let added_kib = status_kib("VmHWM").saturating_sub(before);
+        println!("probe, {flood:?}: {took:?} (bound {BOUND:?}), added {added_kib} KiB to its host");
+        assert!(
+            added_kib < 4 * 1024,
+            "{flood:?}: the probe added {added_kib} KiB to its host, 4 MiB or more"
+        );
         assert!(
             matches!(decision, Decision::Direct(_)),
             "{flood:?}: the flooding peer gave no verdict, yet the request was scoped: {decision:?}"
@@ -304,6 +313,16 @@ fn the_probe_ends_at_its_bound_however_fast_the_peer_sends() {
             "{flood:?}: the probe took {took:?}, past its bound {BOUND:?} + {SLACK:?}"
         );
     }
+}
+
+/// A `/proc/self/status` figure in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
 }
 
 /// What one run of the launcher program against a flooding peer came to.

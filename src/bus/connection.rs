@@ -34,6 +34,8 @@ const MAX_KEPT_WORD: usize = 256;
 /// refused as soon as its header says so; a larger signal is skipped as it streams in, unbuffered.
 /// So what a conversation holds is bounded by what it needs, not by what the peer sends.
 const MAX_READ_WHOLE: usize = 64 * 1024;
+/// The most one read takes from the socket.
+const READ_SIZE: usize = 16 * 1024;
 
 /// What became of a bus conversation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,6 +161,8 @@ pub(crate) struct Connection {
     /// Whether `JobRemoved` signals are kept; when not, every signal is skipped unparsed (the
     /// private socket carries every unit change of the session to every connection).
     keeps_signals: bool,
+    /// The most one read takes (the fuzz target makes it small, to split a peer's bytes anywhere).
+    read_size: usize,
 }
 
 impl Connection {
@@ -209,6 +213,19 @@ impl Connection {
                 (fd, true)
             }
         };
+        Connection::over(fd, via_broker, READ_SIZE, started, deadline)
+    }
+
+    /// Starts a conversation over the connected socket `fd` (begun at `started`): authenticates
+    /// and, through a broker, says Hello, by `deadline`. Each read takes at most `read_size` bytes
+    /// (1 to 16 KiB; the fuzz target makes it small, so a peer's bytes arrive split anywhere).
+    pub(crate) fn over(
+        fd: OwnedFd,
+        via_broker: bool,
+        read_size: usize,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Self, BusError> {
         let mut connection = Connection {
             fd,
             buf: Vec::with_capacity(4096),
@@ -219,6 +236,7 @@ impl Connection {
             signals: VecDeque::new(),
             skipping: 0,
             keeps_signals: true,
+            read_size: read_size.clamp(1, READ_SIZE),
         };
         connection.authenticate()?;
         if via_broker {
@@ -283,12 +301,13 @@ impl Connection {
     /// when one would block: a peer that never lets the socket run dry (a flood of signals, a reply
     /// trickled byte by byte) still ends the conversation at the deadline.
     fn fill(&mut self, phase: &'static str) -> Result<(), BusError> {
-        let mut chunk = [0u8; 16 * 1024];
+        let mut chunk = [0u8; READ_SIZE];
+        let size = self.read_size;
         loop {
             if Instant::now() >= self.deadline {
                 return Err(self.timed_out(phase));
             }
-            match net::recv(&self.fd, &mut chunk[..], RecvFlags::DONTWAIT) {
+            match net::recv(&self.fd, &mut chunk[..size], RecvFlags::DONTWAIT) {
                 Ok((0, _)) => {
                     return Err(BusError::Broken("the manager closed the connection".into()))
                 }
@@ -359,7 +378,20 @@ impl Connection {
                     )));
                 }
                 Some(len) if self.buf.len() >= len => {
-                    let message = wire::parse(&self.buf[..len]);
+                    let bytes = &self.buf[..len];
+                    // A signal's body is parsed only when it is a `JobRemoved`: any other is
+                    // dropped from its header alone.
+                    let message = if wire::is_signal(bytes) {
+                        wire::parse_header(bytes).and_then(|header| {
+                            if may_be_job_removed(&header) {
+                                wire::parse(bytes)
+                            } else {
+                                Ok(header)
+                            }
+                        })
+                    } else {
+                        wire::parse(bytes)
+                    };
                     self.buf.drain(..len);
                     return message.map_err(|e| BusError::Broken(e.to_string()));
                 }
@@ -483,6 +515,13 @@ impl Connection {
             }
         }
     }
+}
+
+/// Whether a signal's header is that of the manager's `JobRemoved(uoss)`.
+fn may_be_job_removed(header: &Message) -> bool {
+    header.member.as_deref() == Some("JobRemoved")
+        && header.interface.as_deref() == Some(MANAGER)
+        && header.signature == "uoss"
 }
 
 /// The job path and result of a `JobRemoved(id, job, unit, result)` signal.

@@ -20,7 +20,9 @@ pub(crate) enum Kind {
 }
 
 /// One parsed value. Only the types a peer may send us are kept apart; the rest parse (so a
-/// message is never misread) into the nearest shape.
+/// message is never misread) into the nearest shape. A value costs at most 16 times its wire size
+/// (32 bytes for the smallest element, two bytes of an `ag` or `an`), a byte array no more than its
+/// bytes; and only messages of at most 64 KiB are parsed (see `connection`).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Value {
     Bool(bool),
@@ -29,7 +31,9 @@ pub(crate) enum Value {
     Str(String),
     ObjectPath(String),
     Signature(String),
-    /// Arrays, structs and dict entries alike.
+    /// A byte array (`ay`), kept as its bytes: one byte each, as on the wire.
+    Bytes(Vec<u8>),
+    /// Arrays of any other type, structs and dict entries alike.
     List(Vec<Value>),
     Variant(Box<Value>),
 }
@@ -63,6 +67,9 @@ pub(crate) struct Message {
     pub interface: Option<String>,
     pub member: Option<String>,
     pub error_name: Option<String>,
+    /// The body's signature.
+    pub signature: String,
+    /// Empty when only the header was parsed ([`parse_header`]).
     pub body: Vec<Value>,
 }
 
@@ -235,6 +242,10 @@ impl<'a> Reader<'a> {
                 if end > self.buf.len() {
                     return Err(WireError("truncated"));
                 }
+                if element == b"y" {
+                    let bytes = self.take(len)?.to_vec();
+                    return Ok((Value::Bytes(bytes), &rest[element_end..]));
+                }
                 let mut items = Vec::new();
                 while self.pos < end {
                     items.push(self.value(element, depth + 1)?.0);
@@ -305,6 +316,29 @@ fn alignment(code: u8) -> usize {
 
 /// Parses one whole message (exactly `message_len` bytes).
 pub(crate) fn parse(buf: &[u8]) -> Result<Message, WireError> {
+    let (mut message, mut reader) = header(buf)?;
+    let mut sig = message.signature.as_bytes();
+    let mut body = Vec::new();
+    while !sig.is_empty() {
+        let (value, rest) = reader.value(sig, 0)?;
+        body.push(value);
+        sig = rest;
+    }
+    if reader.pos != buf.len() {
+        return Err(WireError("body longer than its signature"));
+    }
+    message.body = body;
+    Ok(message)
+}
+
+/// Parses the header of one whole message (exactly `message_len` bytes), not its body: enough to
+/// tell whether the message is worth more (a signal the client does not wait for is not).
+pub(crate) fn parse_header(buf: &[u8]) -> Result<Message, WireError> {
+    header(buf).map(|(message, _)| message)
+}
+
+/// The header of a whole message, and a reader at the start of its body.
+fn header(buf: &[u8]) -> Result<(Message, Reader<'_>), WireError> {
     let total = message_len(buf)?.ok_or(WireError("truncated"))?;
     if buf.len() != total {
         return Err(WireError("length mismatch"));
@@ -331,9 +365,9 @@ pub(crate) fn parse(buf: &[u8]) -> Result<Message, WireError> {
         interface: None,
         member: None,
         error_name: None,
+        signature: String::new(),
         body: Vec::new(),
     };
-    let mut signature = String::new();
     let Value::List(fields) = fields else {
         return Err(WireError("header fields"));
     };
@@ -352,22 +386,13 @@ pub(crate) fn parse(buf: &[u8]) -> Result<Message, WireError> {
             (3, Value::Str(_)) => message.member = text,
             (4, Value::Str(_)) => message.error_name = text,
             (5, Value::Int(n)) => message.reply_serial = u32::try_from(*n).ok(),
-            (8, Value::Signature(_)) => signature = text.unwrap_or_default(),
+            (8, Value::Signature(_)) => message.signature = text.unwrap_or_default(),
             (1..=5 | 8, _) => return Err(WireError("header field of the wrong type")),
             _ => {}
         }
     }
     reader.align(8)?;
-    let mut sig = signature.as_bytes();
-    while !sig.is_empty() {
-        let (value, rest) = reader.value(sig, 0)?;
-        message.body.push(value);
-        sig = rest;
-    }
-    if reader.pos != buf.len() {
-        return Err(WireError("body longer than its signature"));
-    }
-    Ok(message)
+    Ok((message, reader))
 }
 
 /// Builds a little-endian method call.
@@ -607,6 +632,22 @@ mod tests {
             panic!("GetAll returns a{{sv}}")
         };
         assert!(properties.len() > 50, "{}", properties.len());
+    }
+
+    #[test]
+    fn a_byte_array_costs_its_bytes_and_a_header_alone_parses_no_body() {
+        // A signal, serial 3, signature "ay", body: 5 bytes (hand-assembled, little-endian).
+        let mut m = vec![b'l', 4, 0, 1, 9, 0, 0, 0, 3, 0, 0, 0, 8, 0, 0, 0];
+        m.extend_from_slice(&[8, 1, b'g', 0, 2, b'a', b'y', 0]);
+        m.extend_from_slice(&[5, 0, 0, 0, 1, 2, 3, 4, 5]);
+        let message = parse(&m).unwrap();
+        assert_eq!(message.body, vec![Value::Bytes(vec![1, 2, 3, 4, 5])]);
+        let header = parse_header(&m).unwrap();
+        assert_eq!(
+            (header.kind, header.signature.as_str()),
+            (Kind::Signal, "ay")
+        );
+        assert!(header.body.is_empty());
     }
 
     #[test]
