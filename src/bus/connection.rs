@@ -526,7 +526,7 @@ fn may_be_job_removed(header: &Message) -> bool {
 
 /// The job path and result of a `JobRemoved(id, job, unit, result)` signal.
 fn job_removed(message: &Message) -> Option<(String, String)> {
-    if message.kind != Kind::Signal || message.member.as_deref() != Some("JobRemoved") {
+    if message.kind != Kind::Signal || !may_be_job_removed(message) {
         return None;
     }
     let job = message.body.get(1)?.as_str()?;
