@@ -20,6 +20,18 @@ fn config_for(dir: &TempDir, slice: &str) -> std::ffi::OsString {
     .into_os_string()
 }
 
+/// A PATH whose one directory (made in `dir`) holds systemd-run and nothing else: either wrapper
+/// can be found, and no `systemctl`.
+fn path_with_systemd_run_alone(dir: &TempDir) -> std::ffi::OsString {
+    let real =
+        synaps_scope::resolve_program("systemd-run".as_ref(), &synaps_scope::inherited_env(), None)
+            .expect("systemd-run on PATH");
+    let bin = dir.path().join("systemd-run-alone");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(real, bin.join("systemd-run")).unwrap();
+    bin.into_os_string()
+}
+
 #[test]
 fn an_undefined_slice_warns_once_after_the_request_has_returned() {
     let Some(_rig) = rig() else { return };
@@ -29,7 +41,7 @@ fn an_undefined_slice_warns_once_after_the_request_has_returned() {
     let slow = SlowSliceChecks::in_front_of_the_rig("1", false);
     let env = env_with(&[
         ("XDG_RUNTIME_DIR", &slow.runtime_dir()),
-        ("PATH", &std::ffi::OsString::from("/nonexistent")),
+        ("PATH", &path_with_systemd_run_alone(&dir)),
         ("SYNAPS_CONFIG", &config_for(&dir, "r12undefined.slice")),
     ]);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for a user manager's private socket, for tests: every byte is forwarded both ways
 to the real manager's socket at once, except that a client's call whose bytes mention NEEDLE is
-held back DELAY seconds first (only the first such call of the proxy's life with --first-only).
+held back DELAY seconds from its arrival (only the first such call of the proxy's life with --first-only).
 So a test can make the manager slow to answer one question (the slice check's, say) while it
 answers every other at once, with no stand-in for systemd itself.
 
@@ -11,6 +11,7 @@ answers every other at once, with no stand-in for systemd itself.
 Prints "ready" on stdout once listening; runs until killed.
 """
 import argparse
+import queue
 import socket
 import sys
 import threading
@@ -29,21 +30,38 @@ def main() -> None:
     held_once = threading.Event()
 
     def pump(source: socket.socket, sink: socket.socket, hold: bool) -> None:
+        """Forwards source to sink. With ``hold``, a chunk that mentions the needle is due DELAY
+        seconds after it arrived, and chunks keep their order; so each held call is late by
+        DELAY, however many chunks it arrives in, rather than by DELAY once per chunk."""
+        due_chunks: "queue.Queue[tuple[float, bytes] | None]" = queue.Queue()
+
+        def send_when_due() -> None:
+            try:
+                while (item := due_chunks.get()) is not None:
+                    due, chunk = item
+                    time.sleep(max(0.0, due - time.monotonic()))
+                    sink.sendall(chunk)
+            except OSError:
+                pass
+            hang_up(source, sink)
+
+        threading.Thread(target=send_when_due, daemon=True).start()
         tail = b""
         try:
-            while True:
-                chunk = source.recv(65536)
-                if not chunk:
-                    break
+            while chunk := source.recv(65536):
                 seen = tail + chunk
+                due = time.monotonic()
                 if hold and needle in seen and not (args.first_only and held_once.is_set()):
                     held_once.set()
-                    time.sleep(args.delay)
+                    due += args.delay
                 tail = seen[-len(needle):]
-                sink.sendall(chunk)
+                due_chunks.put((due, chunk))
         except OSError:
             pass
-        for end in (source, sink):
+        due_chunks.put(None)
+
+    def hang_up(*ends: socket.socket) -> None:
+        for end in ends:
             try:
                 end.shutdown(socket.SHUT_RDWR)
             except OSError:
