@@ -8,12 +8,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::bus::turn::{self, Turn};
 use crate::bus::{Fallback, Route};
 use crate::config::{Config, LauncherChoice, Mode, Origin};
 use crate::diag::TARGET;
 use crate::env::{lookup_non_empty, refused_entry};
 use crate::install::locate_exec_program;
 use crate::kind::ScopeKind;
+use crate::own_scope::{self, NotMade as ScopeNotMade, ScopeRequest};
 use crate::probe;
 use crate::resolve::{execve_refuses_format, resolve_program};
 use crate::unit_name::{description, mangle_slice, unit_name};
@@ -316,21 +318,9 @@ impl ScopeLauncher {
         let Some((argv0, args)) = argv.split_first() else {
             return unchanged();
         };
-        let program = match resolve_program(program, env, cwd) {
-            Ok(path) => path,
-            Err(e) => {
-                tracing::debug!(target: TARGET, "not wrapping: {e}");
-                return unchanged();
-            }
-        };
-        if execve_refuses_format(&program) {
-            tracing::debug!(
-                target: TARGET,
-                "not wrapping {}: neither ELF nor a #! script, so execve refuses it (ENOEXEC)",
-                program.display()
-            );
+        let Some(program) = scopable_program(program, env, cwd) else {
             return unchanged();
-        }
+        };
         let unit = unit_name(self.kind);
         let description = description(self.kind, program.as_os_str().as_bytes());
         let mut wrapped = Vec::with_capacity(args.len() + 12);
@@ -365,6 +355,143 @@ impl ScopeLauncher {
             unit: Some(unit),
         }
     }
+}
+
+impl ScopeLauncher {
+    /// For a caller that execs the command in place itself (the command line's `run`): resolves
+    /// `program` as [`ScopeLauncher::wrap`] would and names its scope, for [`ScopeLauncher::enter`].
+    /// None when the program cannot be resolved or execve would refuse it: exec it as given, so
+    /// that it fails as it would without scopes (R4).
+    pub fn in_place(
+        &self,
+        program: &OsStr,
+        env: &[(OsString, OsString)],
+        cwd: Option<&Path>,
+    ) -> Option<InPlace> {
+        let program = scopable_program(program, env, cwd)?;
+        Some(InPlace {
+            unit: unit_name(self.kind),
+            description: description(self.kind, program.as_os_str().as_bytes()),
+            route: Route::from_env(env, Fallback::Since257),
+            program,
+        })
+    }
+
+    /// Puts the calling process in the scope of `launch` now, as the launcher program does before
+    /// its exec, within this launcher's bound: one process and one connection to the manager fewer
+    /// per launch than running the launcher program (the probe's connection is used again). On
+    /// Err the command has not run: the caller runs it anyway with [`ScopeNotMade::message`] on
+    /// stderr, or, when [`ScopeLauncher::required`], exits [`EXEC_FAILED_STATUS`] with it.
+    ///
+    /// # Errors
+    /// Why the scope was not made, and whether the manager may still move the process into it.
+    pub fn enter(&self, launch: &InPlace) -> Result<(), ScopeNotMade> {
+        let deadline = bounded::deadline_after(self.bound);
+        self.enter_in(turn::take(&launch.route, deadline), launch)
+    }
+
+    /// [`ScopeLauncher::enter`] in `turn`, which ends with the manager's answer.
+    fn enter_in(&self, turn: Turn, launch: &InPlace) -> Result<(), ScopeNotMade> {
+        let request = ScopeRequest {
+            unit: &launch.unit,
+            slice: self.unit_slice.as_deref(),
+            description: &launch.description,
+        };
+        own_scope::enter_own_scope(
+            &launch.route,
+            turn,
+            &request,
+            bounded::deadline_after(self.bound),
+        )
+    }
+}
+
+/// What a request for a command that the caller execs in place comes to ([`decide_in_place`]).
+#[derive(Debug)]
+pub enum InPlaceDecision {
+    /// The launcher program's way, done by the calling process: exec `launch.program` (with the
+    /// caller's own `argv[0]`) now. `entered` says whether the process is in its scope; on Err,
+    /// say [`ScopeNotMade::message`] on stderr and exec anyway, or, when `launcher` is
+    /// [`ScopeLauncher::required`], exit [`EXEC_FAILED_STATUS`] without running the command.
+    Entered {
+        /// The launcher the request decided on.
+        launcher: ScopeLauncher,
+        /// The command and its scope.
+        launch: InPlace,
+        /// Whether the scope was made.
+        entered: Result<(), ScopeNotMade>,
+    },
+    /// Anything else, as [`decide`] decided it: systemd-run as the wrapper (wrap and exec its
+    /// argv), a direct launch, or a program that cannot be resolved (exec it as given, R4).
+    Decided(Decision),
+}
+
+/// For a caller that execs the command in place itself (the command line's `run`): [`decide`],
+/// and, when the launcher program would make the scope, [`ScopeLauncher::in_place`] and
+/// [`ScopeLauncher::enter`] at once, over the probe's connection, in the same turn with the
+/// manager (one conversation per user at a time; see docs/guarantees.md on bursts).
+///
+/// # Errors
+/// As [`decide`].
+pub fn decide_in_place(
+    env: &[(OsString, OsString)],
+    kind: ScopeKind,
+    options: &LauncherOptions,
+    program: &OsStr,
+    cwd: Option<&Path>,
+) -> Result<InPlaceDecision, ScopeError> {
+    let route = Route::from_env(env, Fallback::Since257);
+    let turn = turn::take(&route, bounded::deadline_after(options.probe_timeout));
+    Ok(match decide(env, kind, options)? {
+        Decision::Scoped(launcher) if matches!(launcher.wrapper, Wrapper::Exec { .. }) => {
+            match launcher.in_place(program, env, cwd) {
+                Some(launch) => InPlaceDecision::Entered {
+                    entered: launcher.enter_in(turn, &launch),
+                    launcher,
+                    launch,
+                },
+                None => InPlaceDecision::Decided(Decision::Scoped(launcher)),
+            }
+        }
+        decision => InPlaceDecision::Decided(decision),
+    })
+}
+
+/// A command to exec in place once the calling process is in its scope ([`ScopeLauncher::enter`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InPlace {
+    /// The resolved program to exec (with the caller's own `argv[0]`).
+    pub program: PathBuf,
+    /// The scope's unit name (`synaps-<kind>-<32 hex>.scope`).
+    pub unit: String,
+    description: String,
+    /// How the launcher program would reach the manager.
+    route: Route,
+}
+
+/// `program` resolved for a scoped launch; None (and left unwrapped) when it cannot be resolved
+/// or execve would refuse it.
+fn scopable_program(
+    program: &OsStr,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+) -> Option<PathBuf> {
+    let program = match resolve_program(program, env, cwd) {
+        Ok(path) => path,
+        Err(e) => {
+            tracing::debug!(target: TARGET, "not wrapping: {e}");
+            return None;
+        }
+    };
+    if execve_refuses_format(&program) {
+        tracing::debug!(
+            target: TARGET,
+            "not wrapping {}: neither ELF nor a #! script, so execve refuses it (ENOEXEC)",
+            program.display()
+        );
+        return None;
+    }
+    Some(program)
 }
 
 /// Decides between a scope and a direct launch for one request, with reasons: what
@@ -471,13 +598,14 @@ fn find_launcher(
     if !cfg!(target_os = "linux") {
         return Err(DirectReason::UnsupportedPlatform);
     }
-    let slice = config.slice_for(kind).map(str::to_owned);
-    let mut wrapper = choose_wrapper(env, config.launcher.value)?;
+    // R7's cheap negative first: without a bus nothing on disk is worth looking for.
     if lookup_non_empty(env, "XDG_RUNTIME_DIR").is_none()
         && lookup_non_empty(env, "DBUS_SESSION_BUS_ADDRESS").is_none()
     {
         return Err(DirectReason::NoUserBus);
     }
+    let slice = config.slice_for(kind).map(str::to_owned);
+    let mut wrapper = choose_wrapper(env, config.launcher.value)?;
     let deadline = bounded::deadline_after(options.probe_timeout);
     let failed = |detail: String| DirectReason::ProbeFailed {
         slice: slice.clone(),

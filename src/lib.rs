@@ -42,11 +42,12 @@ pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
 pub use install::{ExecProgram, FoundBy};
 pub use kind::{ScopeKind, UnknownKind};
 pub use launcher::{
-    decide, launcher_for_effective_env, launcher_for_env, launcher_with_options, Decision,
-    DirectReason, LauncherOptions, ScopeError, ScopeLauncher, Wrapped, Wrapper,
-    DEFAULT_PROBE_TIMEOUT, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
+    decide, decide_in_place, launcher_for_effective_env, launcher_for_env, launcher_with_options,
+    Decision, DirectReason, InPlace, InPlaceDecision, LauncherOptions, ScopeError, ScopeLauncher,
+    Wrapped, Wrapper, DEFAULT_PROBE_TIMEOUT, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
 };
 pub use manager::ManagerVersion;
+pub use own_scope::NotMade as ScopeNotMade;
 pub use resolve::resolve_program;
 pub use slice_check::{flush_warnings, SliceLimits};
 

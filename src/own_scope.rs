@@ -3,10 +3,11 @@
 //! wait for the scope's start job, all by one deadline.
 
 use std::ffi::OsString;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use crate::bus::turn::{self, Turn};
 use crate::bus::wire::{Call, Property};
-use crate::bus::{BusError, Connection, Fallback, Route};
+use crate::bus::{pool, BusError, Connection, Fallback, Route};
 use crate::DirectReason;
 
 /// One scope to make for the calling process.
@@ -31,6 +32,24 @@ pub struct NotMade {
 }
 
 impl NotMade {
+    /// What the launcher says on stderr before it runs `program` anyway (or, `required`, instead
+    /// of running it) when the scope `unit` was not made.
+    pub fn message(&self, program: &str, unit: &str, required: bool) -> String {
+        let why = &self.why;
+        if required {
+            format!(
+                "not running {program}: no scope {unit} ({why}), and process scopes are required"
+            )
+        } else if self.may_yet_be_made {
+            format!(
+                "warning: running {program} before its scope {unit} was confirmed ({why}); the \
+                 manager may still move it there"
+            )
+        } else {
+            format!("warning: running {program} without a scope: {unit} could not be made ({why})")
+        }
+    }
+
     fn before_sending(why: impl Into<String>) -> Self {
         NotMade {
             why: why.into(),
@@ -57,8 +76,37 @@ pub fn make_own_scope(
     if !route.is_configured() {
         return Err(NotMade::before_sending(DirectReason::NoUserBus.to_string()));
     }
+    let turn = turn::take(&route, deadline);
+    let bus =
+        Connection::open(&route, deadline).map_err(|e| NotMade::before_sending(e.to_string()))?;
+    make_own_scope_over(bus, turn, request, deadline)
+}
+
+/// [`make_own_scope`] along `route` in the request's `turn`, over the connection the request's
+/// probe left open if there is one: for a caller that execs the command itself (the command
+/// line's `run`).
+pub(crate) fn enter_own_scope(
+    route: &Route,
+    turn: Turn,
+    request: &ScopeRequest<'_>,
+    deadline: Instant,
+) -> Result<(), NotMade> {
+    let bus =
+        pool::take_or_open(route, deadline).map_err(|e| NotMade::before_sending(e.to_string()))?;
+    make_own_scope_over(bus, turn, request, deadline)
+}
+
+/// [`make_own_scope`] over an open connection, in the request's `turn`, which ends with the
+/// manager's answer; the connection is let go once the scope's start job is under way.
+fn make_own_scope_over(
+    mut bus: Connection,
+    turn: Turn,
+    request: &ScopeRequest<'_>,
+    deadline: Instant,
+) -> Result<(), NotMade> {
     let before = |e: BusError| NotMade::before_sending(e.to_string());
-    let mut bus = Connection::open(&route, deadline).map_err(before)?;
+    bus.renew(deadline);
+    bus.listen_for_jobs();
     bus.subscribe_job_removed().map_err(before)?;
     let pid = [std::process::id()];
     let mut properties = vec![
@@ -80,19 +128,79 @@ pub fn make_own_scope(
     let reply = bus
         .call_manager("StartTransientUnit", call)
         .map_err(NotMade::after_sending)?;
+    drop(turn);
     let job = reply
         .first_str()
         .ok_or_else(|| NotMade::before_sending("StartTransientUnit gave no job path"))?
         .to_owned();
-    match bus
-        .wait_for_job(&job)
-        .map_err(NotMade::after_sending)?
-        .as_str()
-    {
-        "done" => Ok(()),
-        result => Err(NotMade::before_sending(format!(
-            "the start job of {} finished with result '{result}'",
-            request.unit
-        ))),
+    wait_for_start(bus, &job, request.unit, deadline)
+}
+
+/// How long the launcher listens on its connection for the end of its scope's start job before
+/// it lets the connection go and watches its own cgroup instead. On a quiet manager the job ends
+/// within a few milliseconds of the reply, so a job that fails is reported at once, with its
+/// result, as systemd-run reports it. Beyond this no connection is held: the manager sends every
+/// unit's signals to every connection on its private socket, and runs jobs only when no message
+/// is waiting, so a burst of launchers that each held theirs until their job ended would cost it
+/// on the order of n² messages and hold back every job of the burst.
+const LISTEN_FOR_JOB_END: Duration = Duration::from_millis(25);
+/// The longest pause between two looks at the cgroup.
+const LONGEST_PAUSE: Duration = Duration::from_millis(8);
+
+/// Waits, by `deadline`, for the start job `job` of the scope `unit` that holds this process.
+fn wait_for_start(
+    mut bus: Connection,
+    job: &str,
+    unit: &str,
+    deadline: Instant,
+) -> Result<(), NotMade> {
+    let cgroup_readable = in_unit(unit).is_some();
+    let listen_until = if cgroup_readable {
+        deadline.min(Instant::now() + LISTEN_FOR_JOB_END)
+    } else {
+        deadline
+    };
+    bus.set_deadline(listen_until);
+    match bus.wait_for_job(job) {
+        Ok(result) if result == "done" => return Ok(()),
+        Ok(result) => {
+            return Err(NotMade::before_sending(format!(
+                "the start job of {unit} finished with result '{result}'"
+            )))
+        }
+        Err(BusError::TimedOut { .. }) if listen_until < deadline => {}
+        Err(e) => return Err(NotMade::after_sending(e)),
     }
+    drop(bus);
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if in_unit(unit) == Some(true) {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(NotMade {
+                why: format!(
+                    "the user manager had not started {unit}: its start job was still waiting \
+                     when the bound ran out"
+                ),
+                may_yet_be_made: true,
+            });
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(LONGEST_PAUSE);
+    }
+}
+
+/// Whether this process is in the cgroup of `unit` (in any hierarchy /proc/self/cgroup lists:
+/// the unified one, or systemd's own named one on a legacy system); None when the file cannot be
+/// read. The manager moves the process there as its last step before the scope's start job ends.
+fn in_unit(unit: &str) -> Option<bool> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    Some(text.lines().any(|line| {
+        line.splitn(3, ':')
+            .nth(2)
+            .and_then(|path| path.rsplit('/').next())
+            == Some(unit)
+    }))
 }

@@ -2,7 +2,7 @@
 //! single deadline with `poll`, so a stopped or dead manager costs a request its bound and no more.
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -74,6 +74,8 @@ impl fmt::Display for BusError {
 /// connected; from 257 it does not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Route {
+    /// `XDG_RUNTIME_DIR`, where the private socket and the turn lock (`super::turn`) are.
+    runtime: Option<OsString>,
     private: Option<OsString>,
     session: Option<Vec<u8>>,
     fallback: bool,
@@ -119,10 +121,16 @@ impl Route {
             None => None,
         };
         Route {
+            runtime: runtime.map(OsStr::to_owned),
             private,
             session,
             fallback: fallback == Fallback::UpTo256,
         }
+    }
+
+    /// The runtime directory (`XDG_RUNTIME_DIR`), if there is one.
+    pub(crate) fn runtime_dir(&self) -> Option<&OsStr> {
+        self.runtime.as_deref()
     }
 
     /// Whether any way to the manager is configured at all (R7's cheap negative).
@@ -256,6 +264,16 @@ impl Connection {
     pub(crate) fn ignore_signals(&mut self) {
         self.keeps_signals = false;
         self.signals.clear();
+    }
+
+    /// Keeps `JobRemoved` signals from now on: for a conversation that waits for a job.
+    pub(crate) fn listen_for_jobs(&mut self) {
+        self.keeps_signals = true;
+    }
+
+    /// Moves the end of the current conversation to `deadline`.
+    pub(crate) fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = deadline;
     }
 
     fn timed_out(&self, phase: &'static str) -> BusError {

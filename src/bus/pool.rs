@@ -9,7 +9,7 @@
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{BusError, Connection, Route};
+use super::{turn, BusError, Connection, Route};
 
 /// How long an idle connection is kept.
 const KEEP_FOR: Duration = Duration::from_millis(500);
@@ -43,6 +43,7 @@ pub(crate) fn with_connection<T>(
     deadline: Instant,
     mut ask: impl FnMut(&mut Connection, bool) -> Result<T, BusError>,
 ) -> Result<T, BusError> {
+    let _turn = turn::take(route, deadline);
     if let Some(mut connection) = take(route) {
         connection.renew(deadline);
         match ask(&mut connection, false) {
@@ -60,6 +61,18 @@ pub(crate) fn with_connection<T>(
     let outcome = ask(&mut connection, true);
     keep_if_sound(route, connection, &outcome);
     outcome
+}
+
+/// A kept connection for `route`, renewed for `deadline`, else a new one: for a conversation that
+/// ends with the connection let go (a scope made for the calling process, which then execs).
+pub(crate) fn take_or_open(route: &Route, deadline: Instant) -> Result<Connection, BusError> {
+    match take(route) {
+        Some(mut connection) => {
+            connection.renew(deadline);
+            Ok(connection)
+        }
+        None => Connection::open(route, deadline),
+    }
 }
 
 fn keep_if_sound<T>(route: &Route, connection: Connection, outcome: &Result<T, BusError>) {

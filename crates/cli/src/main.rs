@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 use clap::{Args, Parser, Subcommand};
 use synaps_scope::doctor::diagnose;
 use synaps_scope::{
-    decide, flush_warnings, inherited_env, set_env, Decision, DirectReason, LauncherOptions,
-    ScopeError, ScopeKind,
+    decide, decide_in_place, flush_warnings, inherited_env, set_env, Decision, DirectReason,
+    InPlace, InPlaceDecision, LauncherOptions, ScopeError, ScopeKind, ScopeLauncher, ScopeNotMade,
+    EXEC_FAILED_STATUS,
 };
 
 /// Exit status when `required` mode refuses a launch.
@@ -160,7 +161,26 @@ fn main() -> ExitCode {
     }
     let options = request.options();
     let started = Instant::now();
-    let (argv, unit) = match decide(&env, kind, &options) {
+    // This process ends with the exec (or the print) below, and a slice check still running on
+    // its background thread would end with it, its warning unsaid: it gets what is left of the
+    // request's bound, so the whole request still waits no longer than the bound.
+    let flush = || {
+        flush_warnings(options.probe_timeout.saturating_sub(started.elapsed()));
+    };
+    let decided = match nul_separated {
+        // `run` with the launcher program: made by this process, as the launcher program would.
+        None => match decide_in_place(&env, kind, &options, &program, None) {
+            Ok(InPlaceDecision::Entered {
+                launcher,
+                launch,
+                entered,
+            }) => return exec_in_scope(&launcher, &launch, entered, &command_argv, &env, flush),
+            Ok(InPlaceDecision::Decided(decision)) => Ok(decision),
+            Err(e) => Err(e),
+        },
+        Some(_) => decide(&env, kind, &options),
+    };
+    let (argv, unit) = match decided {
         Ok(Decision::Scoped(launcher)) => {
             let wrapped = launcher.wrap_program(&program, &command_argv, &env, None);
             match wrapped.unit {
@@ -200,26 +220,63 @@ fn main() -> ExitCode {
         }
     };
 
-    // This process ends with the exec (or the print) below, and a slice check still running on
-    // its background thread would end with it, its warning unsaid: it gets what is left of the
-    // request's bound, so the whole request still waits no longer than the bound.
-    let flush = || flush_warnings(options.probe_timeout.saturating_sub(started.elapsed()));
     if let Some(nul_separated) = nul_separated {
         let status = print_argv(&argv, unit.as_deref(), nul_separated);
         flush();
         return status;
     }
     flush();
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]);
-    if let Some(argv0) = direct_argv0 {
-        cmd.arg0(argv0);
+    let program = argv[0].clone();
+    exec(
+        &program,
+        direct_argv0.as_ref().unwrap_or(&program),
+        &argv[1..],
+        &env,
+    )
+}
+
+/// `run` with the launcher program as the wrapper, done by this process itself as the launcher
+/// program would do it: the scope was made for this process (`entered`), and the command is now
+/// exec'd in place. One process and one connection to the manager fewer per launch, which is what
+/// a burst of launches costs the manager most.
+fn exec_in_scope(
+    launcher: &ScopeLauncher,
+    launch: &InPlace,
+    entered: Result<(), ScopeNotMade>,
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    flush: impl Fn(),
+) -> ExitCode {
+    if let Err(not_made) = entered {
+        let shown = launch.program.to_string_lossy();
+        let required = launcher.required();
+        eprintln!(
+            "synaps-scope: {}",
+            not_made.message(&shown, &launch.unit, required)
+        );
+        if required {
+            flush();
+            return ExitCode::from(EXEC_FAILED_STATUS as u8);
+        }
     }
-    set_env(&mut cmd, &env);
+    flush();
+    exec(launch.program.as_os_str(), &argv[0], &argv[1..], env)
+}
+
+/// Execs `program` in place with `argv0` and `args`; returns only if the exec failed.
+fn exec(
+    program: &std::ffi::OsStr,
+    argv0: &OsString,
+    args: &[OsString],
+    env: &[(OsString, OsString)],
+) -> ExitCode {
+    let mut cmd = Command::new(program);
+    cmd.arg0(argv0).args(args);
+    set_env(&mut cmd, env);
     let error = cmd.exec();
     eprintln!(
         "synaps-scope: cannot run {}: {error}",
-        argv[0].to_string_lossy()
+        program.to_string_lossy()
     );
     ExitCode::from(if error.kind() == std::io::ErrorKind::NotFound {
         127

@@ -83,25 +83,12 @@ fn run() -> i32 {
         description: &args.description,
     };
     if let Err(not_made) = make_own_scope(&env, &request, deadline) {
-        let why = &not_made.why;
+        say(format_args!(
+            "{}",
+            not_made.message(&shown, &args.unit, args.required)
+        ));
         if args.required {
-            say(format_args!(
-                "not running {shown}: no scope {} ({why}), and process scopes are required",
-                args.unit
-            ));
             return EXEC_FAILED_STATUS;
-        }
-        if not_made.may_yet_be_made {
-            say(format_args!(
-                "warning: running {shown} before its scope {} was confirmed ({why}); the manager \
-                 may still move it there",
-                args.unit
-            ));
-        } else {
-            say(format_args!(
-                "warning: running {shown} without a scope: {} could not be made ({why})",
-                args.unit
-            ));
         }
     }
     let to_c = |s: &OsString| CString::new(s.as_bytes()).expect("argv holds no NUL");

@@ -1,0 +1,362 @@
+//! Turns: one conversation with the user manager at a time, per user, across every process that
+//! uses this library, so that a burst of launches is scoped as a single one is.
+//!
+//! The manager runs jobs (a scope's start among them) only when no message is waiting on any of
+//! its connections: its run queue has the lowest priority of its event loop (systemd
+//! src/core/manager.h, `EVENT_PRIORITY_RUN_QUEUE`). Launchers that all talk at once keep it
+//! answering for as long as the burst lasts, and it starts no scope until the last of them has
+//! spoken: of 256 launcher programs started at once here, the first was moved into its scope
+//! after 2 to 6 s, past the bound of most of them. Taking turns, each scope's start job runs in
+//! the gap before the next turn's first message, and the manager's moves of processes into
+//! their scopes come a few milliseconds apart, where the kernel makes them cheap (the first move
+//! after a pause waits for an RCU grace period, 7 to 16 ms here; those that follow within one
+//! take about 0.1 ms).
+//!
+//! A turn is an exclusive `flock` on `$XDG_RUNTIME_DIR/synaps-scope.turn`, which the kernel
+//! releases when its holder closes it, execs or dies, however it dies. It is held from the
+//! connection to the last answer the conversation needs, never while waiting for a job. Waiting
+//! costs no CPU: within a process, requests wait on a condition variable; across processes, one
+//! thread per process at most waits in a blocking `flock` for all of that process's requests. A
+//! request waits for its turn at most half of what is left of its bound, then talks to the
+//! manager anyway: turns are how a burst goes fast, never a reason for a request to fail (a
+//! holder stopped in the middle of its turn, say). A thread already in a turn takes no second
+//! one, so a caller can hold one turn across several conversations (a probe and then a scope
+//! made in place).
+
+use std::cell::Cell;
+use std::ffi::OsString;
+use std::marker::PhantomData;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+use rustix::fs::{self, FlockOperation, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::Route;
+
+/// The turn lock's name in the runtime directory.
+const LOCK_NAME: &str = "synaps-scope.turn";
+
+thread_local! {
+    /// How many turns this thread is in (the outermost holds the lock).
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A turn to talk to the manager, held until dropped.
+#[must_use = "a turn ends when it is dropped"]
+pub(crate) struct Turn {
+    /// The lock this turn holds, and the process's side of it; None when the turn holds no lock
+    /// (nested in another, none could be had, or the wait was given up).
+    held: Option<(OwnedFd, Arc<Local>)>,
+    /// A turn ends on the thread that took it (it counts in that thread's [`DEPTH`]).
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Turn {
+    /// Whether this turn holds the lock.
+    #[cfg(test)]
+    fn is_held(&self) -> bool {
+        self.held.is_some()
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        DEPTH.with(|depth| depth.set(depth.get().saturating_sub(1)));
+        if let Some((lock, local)) = self.held.take() {
+            let mut state = local.state();
+            state.busy = false;
+            // Closing the lock releases it for the other processes too.
+            drop(lock);
+            local.changed.notify_all();
+        }
+    }
+}
+
+/// One process's side of one turn lock.
+struct Local {
+    path: OsString,
+    pid: u32,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// The lock, taken by this process's waiting thread and not yet handed to a request.
+    ready: Option<OwnedFd>,
+    /// A request of this process is in its turn.
+    busy: bool,
+    /// Requests of this process waiting for a turn.
+    waiting: usize,
+    /// A thread of this process is waiting in `flock` for the lock.
+    waiter: bool,
+}
+
+impl Local {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// This process's side of the lock at `path`.
+fn local_for(path: OsString) -> Arc<Local> {
+    static LOCALS: Mutex<Vec<Arc<Local>>> = Mutex::new(Vec::new());
+    let mut locals = LOCALS.lock().unwrap_or_else(|p| p.into_inner());
+    let pid = std::process::id();
+    // A forked child starts afresh: its parent's waiting thread is not its own.
+    locals.retain(|local| local.pid == pid);
+    if let Some(local) = locals.iter().find(|local| local.path == path) {
+        return Arc::clone(local);
+    }
+    let local = Arc::new(Local {
+        path,
+        pid,
+        state: Mutex::new(State::default()),
+        changed: Condvar::new(),
+    });
+    locals.push(Arc::clone(&local));
+    local
+}
+
+fn open_lock(path: &OsString) -> rustix::io::Result<OwnedFd> {
+    fs::open(
+        path,
+        OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY,
+        Mode::RUSR | Mode::WUSR,
+    )
+}
+
+/// Waits for this request's turn to talk to the manager on `route`, for at most half of the time
+/// left until `deadline`. Routes without a runtime directory (the session bus alone) take no
+/// turns; nor does a thread already in one.
+pub(crate) fn take(route: &Route, deadline: Instant) -> Turn {
+    let depth = DEPTH.with(|depth| depth.replace(depth.get() + 1));
+    let unheld = || Turn {
+        held: None,
+        _not_send: PhantomData,
+    };
+    if depth > 0 {
+        return unheld();
+    }
+    let Some(dir) = route.runtime_dir() else {
+        return unheld();
+    };
+    let mut path = dir.to_owned();
+    path.push("/");
+    path.push(LOCK_NAME);
+    let started = Instant::now();
+    let give_up = started + deadline.saturating_duration_since(started) / 2;
+    let local = local_for(path);
+    let mut state = local.state();
+    state.waiting += 1;
+    let outcome = loop {
+        if !state.busy {
+            if let Some(lock) = state.ready.take() {
+                break Ok(lock);
+            }
+            if !state.waiter {
+                match try_lock(&local.path) {
+                    Ok(Some(lock)) => break Ok(lock),
+                    Ok(None) => state.waiter = wait_in_flock(&local),
+                    Err(e) => break Err(format!("turn lock: {e}")),
+                }
+            }
+        }
+        let now = Instant::now();
+        if now >= give_up {
+            break Err(format!(
+                "no turn after {} ms",
+                now.duration_since(started).as_millis()
+            ));
+        }
+        state = local
+            .changed
+            .wait_timeout(state, give_up - now)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    };
+    state.waiting -= 1;
+    match outcome {
+        Ok(lock) => {
+            state.busy = true;
+            drop(state);
+            Turn {
+                held: Some((lock, local)),
+                _not_send: PhantomData,
+            }
+        }
+        Err(why) => {
+            tracing::debug!(target: crate::diag::TARGET, "{why}; talking to the manager without a turn");
+            unheld()
+        }
+    }
+}
+
+/// The lock at `path` if it is free now; None if another holds it.
+fn try_lock(path: &OsString) -> rustix::io::Result<Option<OwnedFd>> {
+    let lock = open_lock(path)?;
+    match fs::flock(&lock, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(lock)),
+        Err(Errno::WOULDBLOCK | Errno::INTR) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Starts this process's thread that waits in `flock` and leaves the lock ready for the next
+/// waiting request (or releases it if none is left). Whether it started.
+fn wait_in_flock(local: &Arc<Local>) -> bool {
+    let Ok(lock) = open_lock(&local.path) else {
+        return false;
+    };
+    let local = Arc::clone(local);
+    std::thread::Builder::new()
+        .name("synaps-scope turn".into())
+        .spawn(move || {
+            let locked = loop {
+                match fs::flock(&lock, FlockOperation::LockExclusive) {
+                    Err(Errno::INTR) => continue,
+                    other => break other,
+                }
+            };
+            let mut state = local.state();
+            state.waiter = false;
+            if locked.is_ok() && state.waiting > 0 && state.ready.is_none() {
+                state.ready = Some(lock);
+            }
+            local.changed.notify_all();
+        })
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::Fallback;
+    use std::time::Duration;
+
+    fn route_in(dir: &std::path::Path) -> Route {
+        let env = [(
+            OsString::from("XDG_RUNTIME_DIR"),
+            dir.as_os_str().to_owned(),
+        )];
+        Route::from_env(&env, Fallback::Since257)
+    }
+
+    fn scratch(label: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("synaps-turn-{label}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn one_turn_at_a_time_and_the_next_follows_at_once() {
+        let dir = scratch("order");
+        let route = route_in(&dir);
+        let far = Instant::now() + Duration::from_secs(10);
+        let first = take(&route, far);
+        assert!(first.is_held());
+        let waiters: Vec<_> = (0..8)
+            .map(|_| {
+                let route = route.clone();
+                std::thread::spawn(move || {
+                    let turn = take(&route, Instant::now() + Duration::from_secs(10));
+                    let got = Instant::now();
+                    std::thread::sleep(Duration::from_millis(5));
+                    (turn.is_held(), got)
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        let released = Instant::now();
+        drop(first);
+        let mut got: Vec<Instant> = waiters
+            .into_iter()
+            .map(|w| {
+                let (held, got) = w.join().unwrap();
+                assert!(held, "every waiter got a turn of its own");
+                got
+            })
+            .collect();
+        got.sort();
+        assert!(got[0] >= released, "none before the release");
+        for pair in got.windows(2) {
+            assert!(
+                pair[1] - pair[0] >= Duration::from_millis(5),
+                "one at a time"
+            );
+        }
+        assert!(
+            got[7] - released < Duration::from_millis(200),
+            "{:?} for eight 5 ms turns",
+            got[7] - released
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn another_process_holding_the_lock_delays_a_turn_at_most_half_the_time_left() {
+        let dir = scratch("give-up");
+        let route = route_in(&dir);
+        let path = dir.join(LOCK_NAME);
+        // `flock(1)` from util-linux: another process, holding the lock for 3 s (-o: the lock
+        // is its own, not its child's).
+        let mut holder = std::process::Command::new("flock")
+            .arg("-o")
+            .arg(&path)
+            .args(["sleep", "3"])
+            .spawn()
+            .expect("flock(1) runs");
+        while !matches!(try_lock(&path.clone().into_os_string()), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let started = Instant::now();
+        let turn = take(&route, started + Duration::from_millis(400));
+        let waited = started.elapsed();
+        assert!(!turn.is_held());
+        assert!(
+            waited >= Duration::from_millis(200) && waited < Duration::from_millis(300),
+            "{waited:?}"
+        );
+        drop(turn);
+        // Once the holder is gone the process's waiting thread gets the lock for the next turn.
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        let again = take(&route, Instant::now() + Duration::from_secs(2));
+        assert!(again.is_held());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_thread_in_a_turn_takes_no_second_one() {
+        let dir = scratch("nested");
+        let route = route_in(&dir);
+        let started = Instant::now();
+        let outer = take(&route, started + Duration::from_secs(4));
+        assert!(outer.is_held());
+        let inner = take(&route, started + Duration::from_secs(4));
+        assert!(!inner.is_held());
+        drop(inner);
+        drop(outer);
+        assert!(started.elapsed() < Duration::from_millis(100));
+        assert!(take(&route, Instant::now() + Duration::from_secs(1)).is_held());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn without_a_runtime_directory_or_a_usable_one_there_is_no_turn_and_no_wait() {
+        let started = Instant::now();
+        let no_dir = Route::from_env(
+            &[(
+                OsString::from("DBUS_SESSION_BUS_ADDRESS"),
+                OsString::from("unix:path=/x"),
+            )],
+            Fallback::Since257,
+        );
+        assert!(!take(&no_dir, started + Duration::from_secs(5)).is_held());
+        let missing = route_in(std::path::Path::new("/nonexistent/synaps"));
+        assert!(!take(&missing, started + Duration::from_secs(5)).is_held());
+        assert!(started.elapsed() < Duration::from_millis(50));
+    }
+}
