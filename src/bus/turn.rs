@@ -16,19 +16,20 @@
 //! releases when its holder closes it, execs or dies, however it dies. It is held from the
 //! connection to the last answer the conversation needs, never while waiting for a job. Waiting
 //! costs no CPU: within a process, requests wait on a condition variable; across processes, one
-//! thread per process at most waits in a blocking `flock` for all of that process's requests. A
-//! request waits for its turn at most half of what is left of its bound, then talks to the
-//! manager anyway: turns are how a burst goes fast, never a reason for a request to fail (a
-//! holder stopped in the middle of its turn, say). A thread already in a turn takes no second
-//! one, so a caller can hold one turn across several conversations (a probe and then a scope
-//! made in place).
+//! thread per process at most waits in a blocking `flock` for all of that process's requests.
+//! Each turn counts itself in the lock file, so that waiters see the turns go round. A request
+//! waits for its turn as long as they do, within its own bound; when no turn has begun for
+//! [`STALL`], it talks to the manager anyway: turns are how a burst goes fast, never a reason for
+//! a request to fail (a holder stopped in the middle of its turn, a manager that stopped
+//! answering). A thread already in a turn takes no second one, so a caller can hold one turn
+//! across several conversations (a probe and then a scope made in place).
 
 use std::cell::Cell;
 use std::ffi::OsString;
 use std::marker::PhantomData;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rustix::fs::{self, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
@@ -37,6 +38,11 @@ use super::Route;
 
 /// The turn lock's name in the runtime directory.
 const LOCK_NAME: &str = "synaps-scope.turn";
+/// How long the turns may stand still before a waiting request stops waiting: a turn takes a
+/// few milliseconds (a connection, an authentication and a call or two), tens under load.
+const STALL: Duration = Duration::from_millis(500);
+/// How often a waiting request looks whether the turns go round.
+const LOOK_EVERY: Duration = Duration::from_millis(50);
 
 thread_local! {
     /// How many turns this thread is in (the outermost holds the lock).
@@ -128,9 +134,9 @@ fn open_lock(path: &OsString) -> rustix::io::Result<OwnedFd> {
     )
 }
 
-/// Waits for this request's turn to talk to the manager on `route`, for at most half of the time
-/// left until `deadline`. Routes without a runtime directory (the session bus alone) take no
-/// turns; nor does a thread already in one.
+/// Waits for this request's turn to talk to the manager on `route`, by `deadline`, for as long as
+/// the turns go round. Routes without a runtime directory (the session bus alone) take no turns;
+/// nor does a thread already in one.
 pub(crate) fn take(route: &Route, deadline: Instant) -> Turn {
     let depth = DEPTH.with(|depth| depth.replace(depth.get() + 1));
     let unheld = || Turn {
@@ -147,8 +153,11 @@ pub(crate) fn take(route: &Route, deadline: Instant) -> Turn {
     path.push("/");
     path.push(LOCK_NAME);
     let started = Instant::now();
-    let give_up = started + deadline.saturating_duration_since(started) / 2;
     let local = local_for(path);
+    // What the lock file says of the turns taken, read while waiting.
+    let counter = open_lock(&local.path).ok();
+    let mut turns_seen = counter.as_ref().map(turns_taken);
+    let mut last_turn = started;
     let mut state = local.state();
     state.waiting += 1;
     let outcome = loop {
@@ -165,15 +174,26 @@ pub(crate) fn take(route: &Route, deadline: Instant) -> Turn {
             }
         }
         let now = Instant::now();
-        if now >= give_up {
+        if now >= deadline {
             break Err(format!(
-                "no turn after {} ms",
+                "no turn within the bound ({} ms of turns going round)",
                 now.duration_since(started).as_millis()
             ));
         }
+        let turns = counter.as_ref().map(turns_taken);
+        if turns != turns_seen {
+            turns_seen = turns;
+            last_turn = now;
+        } else if now.duration_since(last_turn) >= STALL {
+            break Err(format!(
+                "no turn has begun for {} ms",
+                now.duration_since(last_turn).as_millis()
+            ));
+        }
+        let wake = deadline.min(now + LOOK_EVERY);
         state = local
             .changed
-            .wait_timeout(state, give_up - now)
+            .wait_timeout(state, wake - now)
             .unwrap_or_else(|p| p.into_inner())
             .0;
     };
@@ -182,6 +202,7 @@ pub(crate) fn take(route: &Route, deadline: Instant) -> Turn {
         Ok(lock) => {
             state.busy = true;
             drop(state);
+            count_turn(&lock);
             Turn {
                 held: Some((lock, local)),
                 _not_send: PhantomData,
@@ -192,6 +213,22 @@ pub(crate) fn take(route: &Route, deadline: Instant) -> Turn {
             unheld()
         }
     }
+}
+
+/// How many turns the lock file says were taken (it wraps; only changes matter).
+fn turns_taken(lock: &OwnedFd) -> u64 {
+    let mut count = [0u8; 8];
+    match rustix::io::pread(lock, &mut count, 0) {
+        Ok(8) => u64::from_le_bytes(count),
+        _ => 0,
+    }
+}
+
+/// Counts one more turn in the lock file (best effort: waiters that cannot see the turns go
+/// round only stop waiting sooner).
+fn count_turn(lock: &OwnedFd) {
+    let next = turns_taken(lock).wrapping_add(1);
+    let _ = rustix::io::pwrite(lock, &next.to_le_bytes(), 0);
 }
 
 /// The lock at `path` if it is free now; None if another holds it.
@@ -296,35 +333,73 @@ mod tests {
     }
 
     #[test]
-    fn another_process_holding_the_lock_delays_a_turn_at_most_half_the_time_left() {
-        let dir = scratch("give-up");
+    fn a_turn_stuck_in_another_process_delays_a_request_by_the_stall_only() {
+        let dir = scratch("stall");
         let route = route_in(&dir);
         let path = dir.join(LOCK_NAME);
-        // `flock(1)` from util-linux: another process, holding the lock for 3 s (-o: the lock
+        // `flock(1)` from util-linux: another process, holding the lock for 5 s (-o: the lock
         // is its own, not its child's).
         let mut holder = std::process::Command::new("flock")
             .arg("-o")
             .arg(&path)
-            .args(["sleep", "3"])
+            .args(["sleep", "5"])
             .spawn()
             .expect("flock(1) runs");
         while !matches!(try_lock(&path.clone().into_os_string()), Ok(None)) {
             std::thread::sleep(Duration::from_millis(5));
         }
         let started = Instant::now();
-        let turn = take(&route, started + Duration::from_millis(400));
+        let turn = take(&route, started + Duration::from_secs(3));
         let waited = started.elapsed();
         assert!(!turn.is_held());
+        assert!(
+            waited >= STALL && waited < STALL + LOOK_EVERY * 3,
+            "{waited:?}"
+        );
+        drop(turn);
+        // A short bound ends the wait sooner.
+        let started = Instant::now();
+        let turn = take(&route, started + Duration::from_millis(200));
+        assert!(!turn.is_held());
+        let waited = started.elapsed();
         assert!(
             waited >= Duration::from_millis(200) && waited < Duration::from_millis(300),
             "{waited:?}"
         );
         drop(turn);
-        // Once the holder is gone the process's waiting thread gets the lock for the next turn.
+        // Once the holder is gone this process's waiting thread gets the lock for the next turn.
         holder.kill().unwrap();
         holder.wait().unwrap();
         let again = take(&route, Instant::now() + Duration::from_secs(2));
         assert!(again.is_held());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_request_waits_past_the_stall_while_the_turns_go_round() {
+        let dir = scratch("moving");
+        let route = route_in(&dir);
+        let path = dir.join(LOCK_NAME).into_os_string();
+        let holder = take(&route, Instant::now() + Duration::from_secs(10));
+        assert!(holder.is_held());
+        let route2 = route.clone();
+        let waiter = std::thread::spawn(move || {
+            let started = Instant::now();
+            let turn = take(&route2, started + Duration::from_secs(5));
+            (turn.is_held(), started.elapsed())
+        });
+        // While the lock stays taken, turns are counted every 25 ms for twice the stall, as a
+        // queue of other processes' turns would count them.
+        let lock = open_lock(&path).unwrap();
+        let until = Instant::now() + STALL * 2;
+        while Instant::now() < until {
+            count_turn(&lock);
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        drop(holder);
+        let (held, waited) = waiter.join().unwrap();
+        assert!(held, "waited for its turn, not past the turns");
+        assert!(waited >= STALL * 2, "{waited:?}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -1,0 +1,52 @@
+// @ts-check
+'use strict';
+// A burst of launches stays scoped (issue 22): 256 scope.spawn() at once from one Node process on
+// a healthy manager with the default bound, each command recording the cgroup it starts in.
+// Every one runs exactly once, in its own scope from its first instruction.
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { test } = require('node:test');
+
+const scope = require('..');
+const { collect, requireRig } = require('./helpers.js');
+
+const LAUNCHES = 256;
+const RECORD = 'printf "%s %s\\n" "$0" "$(grep "^0::" /proc/$$/cgroup | cut -c4-)" >> "$1"';
+
+test('256 spawns at once each start in their own scope, once', async (t) => {
+  if (!requireRig(t)) return;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-burst-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const log = path.join(dir, 'burst.log');
+  const env = { ...process.env, SYNAPS_SCOPE_LAUNCHER: 'synaps-scope-exec' };
+  const started = Date.now();
+  // Each child is collected as soon as it is spawned: an early one may end before the last spawns.
+  const results = await Promise.all(
+    Array.from({ length: LAUNCHES }, async (_, n) => {
+      const child = await scope.spawn('sh', ['-c', RECORD, String(n), log], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+      const { code } = await collect(child);
+      return { code, unit: child.scopeUnit };
+    }),
+  );
+  const took = (Date.now() - started) / 1000;
+  const units = results.map(({ code, unit }, n) => {
+    assert.equal(code, 0, `launch ${n}`);
+    assert.match(String(unit), /^synaps-tool-[0-9a-f]{32}\.scope$/, `launch ${n} went direct`);
+    return String(unit);
+  });
+  const lines = fs.readFileSync(log, 'utf8').trim().split('\n').map((line) => line.split(' '));
+  /** @type {Map<string, number>} */
+  const runs = new Map();
+  for (const [n] of lines) runs.set(n, (runs.get(n) ?? 0) + 1);
+  assert.deepEqual(
+    [...runs.entries()].filter(([, count]) => count !== 1),
+    [],
+    'no command runs twice',
+  );
+  assert.equal(runs.size, LAUNCHES, 'every command ran');
+  const unscoped = lines.filter(([n, cgroup]) => !cgroup.endsWith(`/${units[Number(n)]}`));
+  assert.deepEqual(unscoped.slice(0, 3), [], `${unscoped.length} started outside their scope`);
+  t.diagnostic(`${LAUNCHES} spawns at once: all scoped, last exit after ${took.toFixed(2)} s`);
+});
