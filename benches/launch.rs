@@ -329,7 +329,7 @@ fn main() {
         direct,
         "plain spawn of true",
         plain,
-        1.05,
+        1.02,
     );
 
     // 6. Many launches at once on a healthy manager: the launcher program, the systemd-run path

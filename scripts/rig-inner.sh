@@ -20,6 +20,9 @@ mkdir -p "$base/user@0.service" "$base/tests" "$base/command"
 export CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}"
 export XDG_RUNTIME_DIR="$scratch/runtime" XDG_CONFIG_HOME="$scratch/config" HOME="$scratch/home"
 mkdir -p -m 0700 "$XDG_RUNTIME_DIR"; mkdir -p "$XDG_CONFIG_HOME" "$HOME"
+# A tmpfs, as logind makes /run/user/UID: the manager writes each transient unit's file there, and
+# on the disk's filesystem that cost it a sixth of its time in a burst (ext4 inode allocation).
+mount -t tmpfs -o mode=0700 tmpfs "$XDG_RUNTIME_DIR"
 
 manager_pid=""
 cleanup() {
@@ -40,6 +43,7 @@ cleanup() {
     sleep 0.1
   done
   [ -d "$base" ] && echo "systemd-rig: could not remove $base" >&2
+  umount -l "$XDG_RUNTIME_DIR" 2>/dev/null || true
   rm -rf "$scratch"
 }
 trap cleanup EXIT

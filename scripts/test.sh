@@ -6,9 +6,9 @@
 # pkg-config, and the Python module's wheel in a fresh venv with pytest, mypy --strict and
 # stubtest, and the Node package (npm ci, tsc --strict on the tests' usage of index.d.ts,
 # node --test), a fuzz smoke run of every fuzz target, a short run of the benchmarks on each
-# systemd version, the long runs (scripts/long-run.sh) on the newest, and every artifact of
-# scripts/dist.sh (wheel, npm package, C tarball, crates) installed and used from outside the
-# repository (scripts/test-dist.sh) on the oldest and the newest, and again as a normal user in a
+# systemd version (among them 256 launches at once against 256 bare systemd-run), the long runs
+# (scripts/long-run.sh) on the newest, and every artifact of scripts/dist.sh (wheel, npm package,
+# C tarball, crates) installed and used from outside the repository (scripts/test-dist.sh) on the oldest and the newest, and again as a normal user in a
 # login session of booted Debian 11, 12 and 13 (scripts/test-session.sh: systemd 247, 252, 257).
 #
 #   scripts/test.sh                      # everything, every version (as root)
@@ -114,6 +114,8 @@ for version in $versions; do
     unset SYNAPS_SCOPE_LAUNCHER SYNAPS_SCOPE_EXEC
   done
   SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked --bench launch || status=$?
+  # 256 `synaps-scope run` at once against 256 bare systemd-run: every one scoped, and sooner.
+  SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked -p synaps-scope-cli --bench burst || status=$?
   # cargo's "test result: ok. N passed; N failed; N ignored", pytest's "N passed, N skipped in Ns",
   # node's TAP "# pass N", "# fail N", "# skipped N", "# todo N"
   read -r passed failed ignored < <(awk '

@@ -96,8 +96,9 @@ pub(crate) fn enter_own_scope(
     make_own_scope_over(bus, turn, request, deadline)
 }
 
-/// [`make_own_scope`] over an open connection, in the request's `turn`, which ends with the
-/// manager's answer; the connection is let go once the scope's start job is under way.
+/// [`make_own_scope`] over an open connection, in the request's `turn`, which ends once the
+/// scope's start job has run (or [`LISTEN_FOR_JOB_END`] after the manager's answer); the
+/// connection is let go then too.
 fn make_own_scope_over(
     mut bus: Connection,
     turn: Turn,
@@ -128,12 +129,11 @@ fn make_own_scope_over(
     let reply = bus
         .call_manager("StartTransientUnit", call)
         .map_err(NotMade::after_sending)?;
-    drop(turn);
     let job = reply
         .first_str()
         .ok_or_else(|| NotMade::before_sending("StartTransientUnit gave no job path"))?
         .to_owned();
-    wait_for_start(bus, &job, request.unit, deadline)
+    wait_for_start(bus, turn, &job, request.unit, deadline)
 }
 
 /// How long the launcher listens on its connection for the end of its scope's start job before
@@ -150,6 +150,7 @@ const LONGEST_PAUSE: Duration = Duration::from_millis(8);
 /// Waits, by `deadline`, for the start job `job` of the scope `unit` that holds this process.
 fn wait_for_start(
     mut bus: Connection,
+    turn: Turn,
     job: &str,
     unit: &str,
     deadline: Instant,
@@ -161,7 +162,12 @@ fn wait_for_start(
         deadline
     };
     bus.set_deadline(listen_until);
-    match bus.wait_for_job(job) {
+    let ended = bus.wait_for_job(job);
+    // The turn lasts until the job has run (or the listening ends): the manager runs jobs only
+    // when no message waits, so a next turn begun at the reply could hold this job back, and the
+    // turns after it theirs, for as long as the turns go round.
+    drop(turn);
+    match ended {
         Ok(result) if result == "done" => return Ok(()),
         Ok(result) => {
             return Err(NotMade::before_sending(format!(

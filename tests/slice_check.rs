@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{env_with, rig, signal, Capture, Manager, Signal, SlowSliceChecks, TempDir};
+use common::{env_with, rig, signal, Capture, Manager, Signal, SlowManager, TempDir};
 use synaps_scope::{decide, launcher_for_env, Decision, LauncherOptions, ScopeKind};
 
 fn config_for(dir: &TempDir, slice: &str) -> std::ffi::OsString {
@@ -38,7 +38,7 @@ fn an_undefined_slice_warns_once_after_the_request_has_returned() {
     let dir = TempDir::new("r12undefined");
     // The manager answers the slice check a second late: the request must not wait for it. No
     // systemctl on PATH: the library asks the manager itself.
-    let slow = SlowSliceChecks::in_front_of_the_rig("1", false);
+    let slow = SlowManager::slice_checks_in_front_of_the_rig("1", false);
     let env = env_with(&[
         ("XDG_RUNTIME_DIR", &slow.runtime_dir()),
         ("PATH", &path_with_systemd_run_alone(&dir)),
@@ -125,9 +125,9 @@ fn slow_checks(
     rig: &common::Rig,
     slice: &str,
     seconds: &str,
-) -> (Manager, SlowSliceChecks, TempDir, Env) {
+) -> (Manager, SlowManager, TempDir, Env) {
     let manager = Manager::start(rig);
-    let slow = SlowSliceChecks::start(&manager.runtime_dir, seconds, false);
+    let slow = SlowManager::slice_checks(&manager.runtime_dir, seconds, false);
     let dir = TempDir::new(slice.trim_end_matches(".slice"));
     let env = synaps_scope::with_overrides(
         &manager.env(),

@@ -512,17 +512,38 @@ pub fn unit_status(env: &[(OsString, OsString)], pattern: &str) -> String {
 }
 
 /// A stand-in for a manager's private socket (`tests/tools/slow_manager.py`) that forwards every
-/// byte both ways at once, except the slice check's questions (its `Get`s on the Slice interface),
-/// held `seconds` first (only the first one with `first_only`): a manager too busy to answer a
-/// slice check within its bound, while it answers every probe and launch at once.
-pub struct SlowSliceChecks {
+/// byte both ways at once, except the calls that mention a needle, held `seconds` first (only the
+/// first one with `first_only`): a manager too busy to answer one kind of question within its
+/// bound, while it answers every other at once.
+pub struct SlowManager {
     child: Child,
     runtime: TempDir,
 }
 
-impl SlowSliceChecks {
-    /// In front of the manager whose runtime directory is `real_runtime`.
-    pub fn start(real_runtime: &Path, seconds: &str, first_only: bool) -> SlowSliceChecks {
+impl SlowManager {
+    /// Slow to answer the slice check's questions (its `Get`s on the Slice interface), in front of
+    /// the manager whose runtime directory is `real_runtime`.
+    pub fn slice_checks(real_runtime: &Path, seconds: &str, first_only: bool) -> SlowManager {
+        Self::start(
+            real_runtime,
+            "org.freedesktop.systemd1.Slice",
+            seconds,
+            first_only,
+        )
+    }
+
+    /// [`SlowManager::slice_checks`] in front of the rig's own manager (this process's
+    /// `XDG_RUNTIME_DIR`).
+    pub fn slice_checks_in_front_of_the_rig(seconds: &str, first_only: bool) -> SlowManager {
+        Self::slice_checks(&rig_runtime_dir(), seconds, first_only)
+    }
+
+    /// Slow to answer every call that mentions `needle`, in front of the rig's own manager.
+    pub fn holding_in_front_of_the_rig(needle: &str, seconds: &str) -> SlowManager {
+        Self::start(&rig_runtime_dir(), needle, seconds, false)
+    }
+
+    fn start(real_runtime: &Path, needle: &str, seconds: &str, first_only: bool) -> SlowManager {
         let runtime = TempDir::new("slow-manager");
         fs::create_dir(runtime.path().join("systemd")).unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -536,12 +557,7 @@ impl SlowSliceChecks {
             .arg(runtime.path().join("systemd/private"))
             .arg("--to")
             .arg(real_runtime.join("systemd/private"))
-            .args([
-                "--needle",
-                "org.freedesktop.systemd1.Slice",
-                "--delay",
-                seconds,
-            ])
+            .args(["--needle", needle, "--delay", seconds])
             .args(first_only.then_some("--first-only"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
@@ -554,13 +570,7 @@ impl SlowSliceChecks {
             .read_line(&mut ready)
             .unwrap();
         assert_eq!(ready.trim(), "ready", "slow_manager.py did not start");
-        SlowSliceChecks { child, runtime }
-    }
-
-    /// In front of the rig's own manager (this process's `XDG_RUNTIME_DIR`).
-    pub fn in_front_of_the_rig(seconds: &str, first_only: bool) -> SlowSliceChecks {
-        let real = std::env::var_os("XDG_RUNTIME_DIR").expect("the rig sets XDG_RUNTIME_DIR");
-        Self::start(Path::new(&real), seconds, first_only)
+        SlowManager { child, runtime }
     }
 
     /// The runtime directory whose `systemd/private` is the stand-in.
@@ -569,11 +579,18 @@ impl SlowSliceChecks {
     }
 }
 
-impl Drop for SlowSliceChecks {
+impl Drop for SlowManager {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The rig's runtime directory (this process's `XDG_RUNTIME_DIR`).
+fn rig_runtime_dir() -> PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .expect("the rig sets XDG_RUNTIME_DIR")
+        .into()
 }
 
 /// Whether the kernel may run `binfmt_misc` formats here (then a file that is neither ELF nor `#!`

@@ -35,7 +35,13 @@ fn launch(
         }
         _ => {
             let mut cmd = Command::new("systemd-run");
-            cmd.args(["--user", "--scope", "--quiet", "--collect", "--"]);
+            cmd.args(["--user", "--scope", "--quiet", "--collect"]);
+            // From 254 systemd-run expands `$…` in the command line (262 by default), which
+            // would rewrite the recording script's `$$`, `$0` and `$1`.
+            if common::rig().is_some_and(|rig| rig.version >= 254) {
+                cmd.arg("--expand-environment=no");
+            }
+            cmd.arg("--");
             cmd
         }
     };

@@ -9,7 +9,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{env_with, env_without, rig, SlowSliceChecks, TempDir};
+use common::{env_with, env_without, rig, SlowManager, TempDir};
 use synaps_scope::inherited_env;
 
 fn cli(args: &[&str], env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Output {
@@ -204,7 +204,7 @@ fn a_slice_check_without_an_answer_is_reported_within_the_bound() {
     let dir = TempDir::new("cli-r12-slow");
     let slice = "clir12slow.slice";
     // The manager answers the slice check later than the request's bound.
-    let slow = SlowSliceChecks::in_front_of_the_rig("5", false);
+    let slow = SlowManager::slice_checks_in_front_of_the_rig("5", false);
     let env = env_with(&[
         ("SYNAPS_CONFIG", &slice_config(&dir, slice)),
         ("XDG_RUNTIME_DIR", &slow.runtime_dir()),

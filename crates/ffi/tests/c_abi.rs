@@ -256,7 +256,7 @@ fn a_refused_slice_warns_once_through_the_callback() {
 fn slow_slice_check_env(
     dir: &common::TempDir,
     slice: &str,
-    slow: &common::SlowSliceChecks,
+    slow: &common::SlowManager,
 ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     let config = dir.write("config", &format!("tool_scope_slice = {slice}\n"), false);
     common::env_with(&[
@@ -270,7 +270,7 @@ fn a_slice_check_the_busy_manager_did_not_answer_warns_once_through_the_callback
     let Some(_rig) = rig() else { return };
     let dir = common::TempDir::new("cabibusy");
     // The manager answers the first slice check 5 s late.
-    let slow = common::SlowSliceChecks::in_front_of_the_rig("5", true);
+    let slow = common::SlowManager::slice_checks_in_front_of_the_rig("5", true);
     scenario_with_env(
         "busy_slice_check",
         &slow_slice_check_env(&dir, "cabibusy.slice", &slow),
@@ -305,7 +305,7 @@ fn scope_flush_warnings_reports_a_slice_check_without_an_answer() {
     let Some(_rig) = rig() else { return };
     let dir = common::TempDir::new("cabiflush");
     // The manager answers every slice check 5 s late.
-    let slow = common::SlowSliceChecks::in_front_of_the_rig("5", false);
+    let slow = common::SlowManager::slice_checks_in_front_of_the_rig("5", false);
     scenario_with_env(
         "flush_warnings",
         &slow_slice_check_env(&dir, "cabiflush.slice", &slow),
