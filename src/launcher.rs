@@ -386,12 +386,12 @@ impl ScopeLauncher {
     /// # Errors
     /// Why the scope was not made, and whether the manager may still move the process into it.
     pub fn enter(&self, launch: &InPlace) -> Result<(), ScopeNotMade> {
-        let deadline = bounded::deadline_after(self.bound);
-        self.enter_in(turn::take(&launch.route, deadline), launch)
+        self.enter_in(None, launch)
     }
 
-    /// [`ScopeLauncher::enter`] in `turn`, which ends with the manager's answer.
-    fn enter_in(&self, turn: Turn, launch: &InPlace) -> Result<(), ScopeNotMade> {
+    /// [`ScopeLauncher::enter`] in `turn` (None: one taken now), which ends once the scope's job
+    /// has run.
+    fn enter_in(&self, turn: Option<Turn>, launch: &InPlace) -> Result<(), ScopeNotMade> {
         let request = ScopeRequest {
             unit: &launch.unit,
             slice: self.unit_slice.as_deref(),
@@ -440,9 +440,9 @@ pub fn decide_in_place(
     program: &OsStr,
     cwd: Option<&Path>,
 ) -> Result<InPlaceDecision, ScopeError> {
-    let route = Route::from_env(env, Fallback::Since257);
-    let turn = turn::take(&route, bounded::deadline_after(options.probe_timeout));
-    Ok(match decide(env, kind, options)? {
+    // The probe's turn with the manager is kept for making the scope.
+    let (decision, turn) = turn::keeping(|| decide(env, kind, options));
+    Ok(match decision? {
         Decision::Scoped(launcher) if matches!(launcher.wrapper, Wrapper::Exec { .. }) => {
             match launcher.in_place(program, env, cwd) {
                 Some(launch) => InPlaceDecision::Entered {

@@ -76,24 +76,41 @@ pub fn make_own_scope(
     if !route.is_configured() {
         return Err(NotMade::before_sending(DirectReason::NoUserBus.to_string()));
     }
-    let turn = turn::take(&route, deadline);
+    let turn = take_turn(&route, deadline)?;
     let bus =
         Connection::open(&route, deadline).map_err(|e| NotMade::before_sending(e.to_string()))?;
     make_own_scope_over(bus, turn, request, deadline)
 }
 
-/// [`make_own_scope`] along `route` in the request's `turn`, over the connection the request's
-/// probe left open if there is one: for a caller that execs the command itself (the command
-/// line's `run`).
+/// [`make_own_scope`] along `route` in the request's `turn` (the probe's, kept; else one taken
+/// now), over the connection the request's probe left open if there is one: for a caller that
+/// execs the command itself (the command line's `run`).
 pub(crate) fn enter_own_scope(
     route: &Route,
-    turn: Turn,
+    turn: Option<Turn>,
     request: &ScopeRequest<'_>,
     deadline: Instant,
 ) -> Result<(), NotMade> {
+    let turn = match turn {
+        Some(turn) => turn,
+        None => take_turn(route, deadline)?,
+    };
     let bus =
         pool::take_or_open(route, deadline).map_err(|e| NotMade::before_sending(e.to_string()))?;
     make_own_scope_over(bus, turn, request, deadline)
+}
+
+/// This request's turn with the manager on `route` (`crate::bus::turn`).
+fn take_turn(route: &Route, deadline: Instant) -> Result<Turn, NotMade> {
+    turn::take(route, deadline).map_err(|no| {
+        NotMade::before_sending(
+            BusError::TimedOut {
+                phase: "waiting for its turn behind other launches",
+                after: no.waited,
+            }
+            .to_string(),
+        )
+    })
 }
 
 /// [`make_own_scope`] over an open connection, in the request's `turn`, which ends once the

@@ -2,6 +2,7 @@
 //! the wrapper will reach it, that gives the verdict a `systemd-run --user --scope --slice=S` would
 //! give, without making a unit. Its failure is reported once per slice (R11, module `warn`).
 
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use crate::bus::wire::Call;
@@ -10,11 +11,101 @@ use crate::bus::{pool, BusError, Connection, Route};
 /// Asks the manager on `route`, by `deadline`, whether a scope in `unit_slice` (the slice as
 /// systemd names it, already mangled; None: systemd's default) can be made. Ok means a scope
 /// launch would be accepted.
+///
+/// Requests of one process that ask the same question at the same time share one conversation:
+/// a request takes the answer of a probe that began after it did (fresh for it, R5), waiting for
+/// one within its own bound, or asks itself when none is under way. So 256 threads launching at
+/// once cost the manager a handful of questions, one after another, instead of 256 connections
+/// at once (which, beside their own cost, hold back every scope's start, `crate::bus::turn`).
 pub(crate) fn probe(
     route: &Route,
     unit_slice: Option<&str>,
     deadline: Instant,
 ) -> Result<(), String> {
+    static SHARED: Shared = Shared {
+        questions: Mutex::new(Vec::new()),
+        answered: Condvar::new(),
+    };
+    let asked = Instant::now();
+    let key = (route.clone(), unit_slice.map(str::to_owned));
+    let pid = std::process::id();
+    let mut questions = SHARED.questions.lock().unwrap_or_else(|p| p.into_inner());
+    // A forked child asks for itself: its parent's probes are not its own.
+    questions.retain(|q| q.pid == pid);
+    loop {
+        let at = match questions.iter().position(|q| q.key == key) {
+            Some(at) => at,
+            None => {
+                if questions.len() >= MAX_QUESTIONS {
+                    if let Some(idle) = questions.iter().position(|q| !q.asking) {
+                        questions.remove(idle);
+                    }
+                }
+                questions.push(Question {
+                    key: key.clone(),
+                    pid,
+                    asking: false,
+                    answer: None,
+                });
+                questions.len() - 1
+            }
+        };
+        let question = &mut questions[at];
+        if let Some((began, answer)) = &question.answer {
+            if *began >= asked {
+                return answer.clone();
+            }
+        }
+        if !question.asking {
+            question.asking = true;
+            drop(questions);
+            let began = Instant::now();
+            let answer = ask(route, unit_slice, deadline);
+            let mut questions = SHARED.questions.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(question) = questions.iter_mut().find(|q| q.key == key && q.pid == pid) {
+                question.asking = false;
+                question.answer = Some((began, answer.clone()));
+            }
+            SHARED.answered.notify_all();
+            return answer;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(BusError::TimedOut {
+                phase: "waiting for another request's probe",
+                after: now.duration_since(asked),
+            }
+            .to_string());
+        }
+        questions = SHARED
+            .answered
+            .wait_timeout(questions, deadline - now)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
+}
+
+/// The questions this process is asking or has asked, by route and slice (a handful at most:
+/// one per route and slice a host uses).
+struct Shared {
+    questions: Mutex<Vec<Question>>,
+    answered: Condvar,
+}
+
+/// The most questions remembered (one per route and slice a host uses; the oldest idle one goes).
+const MAX_QUESTIONS: usize = 64;
+
+struct Question {
+    key: (Route, Option<String>),
+    pid: u32,
+    /// A request is asking now.
+    asking: bool,
+    /// When the last answer's probe began, and the answer.
+    answer: Option<(Instant, Result<(), String>)>,
+}
+
+/// One probe: a conversation of this request's own.
+fn ask(route: &Route, unit_slice: Option<&str>, deadline: Instant) -> Result<(), String> {
     pool::with_connection(route, deadline, |bus, fresh| match unit_slice {
         Some(slice) => slice_verdict(bus, slice),
         // The manager's own event loop answers the auth of its private socket, so a new

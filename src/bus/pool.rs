@@ -43,7 +43,6 @@ pub(crate) fn with_connection<T>(
     deadline: Instant,
     mut ask: impl FnMut(&mut Connection, bool) -> Result<T, BusError>,
 ) -> Result<T, BusError> {
-    let _turn = turn::take(route, deadline);
     if let Some(mut connection) = take(route) {
         connection.renew(deadline);
         match ask(&mut connection, false) {
@@ -56,6 +55,12 @@ pub(crate) fn with_connection<T>(
             }
         }
     }
+    // A new connection takes a turn: connections set up by many processes at once are what a
+    // burst costs the manager most. A question on a kept one is a round trip.
+    let _turn = turn::take(route, deadline).map_err(|no| BusError::TimedOut {
+        phase: "waiting for its turn behind other requests",
+        after: no.waited,
+    })?;
     let mut connection = Connection::open(route, deadline)?;
     connection.ignore_signals();
     let outcome = ask(&mut connection, true);

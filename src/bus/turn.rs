@@ -18,13 +18,16 @@
 //! costs no CPU: within a process, requests wait on a condition variable; across processes, one
 //! thread per process at most waits in a blocking `flock` for all of that process's requests.
 //! Each turn counts itself in the lock file, so that waiters see the turns go round. A request
-//! waits for its turn as long as they do, within its own bound; when no turn has begun for
-//! [`STALL`], it talks to the manager anyway: turns are how a burst goes fast, never a reason for
-//! a request to fail (a holder stopped in the middle of its turn, a manager that stopped
-//! answering). A thread already in a turn takes no second one, so a caller can hold one turn
-//! across several conversations (a probe and then a scope made in place).
+//! waits for its turn as long as they do, for at most nine tenths of the time left to its
+//! deadline (the rest is for the conversation). When no turn has begun for [`STALL`] (a holder
+//! stopped in the middle of its turn, a manager that stopped answering), it talks to the manager
+//! anyway. When the turns go round but its own has not come in that time, the manager is busier
+//! than the request's bound allows: the request ends as one the manager did not answer in time
+//! would, rather than crowd in and hold back every turn that is going round. A thread already in
+//! a turn takes no second one, and a caller can keep the turn of one conversation for the next
+//! ([`keeping`]: a probe, then a scope made in place).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::OsString;
 use std::marker::PhantomData;
 use std::os::fd::OwnedFd;
@@ -47,6 +50,17 @@ const LOOK_EVERY: Duration = Duration::from_millis(50);
 thread_local! {
     /// How many turns this thread is in (the outermost holds the lock).
     static DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// Whether the outermost turn that ends on this thread is kept ([`keeping`]).
+    static KEEP: Cell<bool> = const { Cell::new(false) };
+    /// The turn kept.
+    static KEPT: RefCell<Option<(OwnedFd, Arc<Local>)>> = const { RefCell::new(None) };
+}
+
+/// The turns went round, but this request's did not come within its time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NoTurn {
+    /// How long the request waited.
+    pub(crate) waited: Duration,
 }
 
 /// A turn to talk to the manager, held until dropped.
@@ -69,7 +83,16 @@ impl Turn {
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        DEPTH.with(|depth| depth.set(depth.get().saturating_sub(1)));
+        let depth = DEPTH.with(|depth| {
+            depth.set(depth.get().saturating_sub(1));
+            depth.get()
+        });
+        if depth == 0 && KEEP.with(Cell::get) {
+            if let Some(held) = self.held.take() {
+                KEPT.with(|kept| *kept.borrow_mut() = Some(held));
+                return;
+            }
+        }
         if let Some((lock, local)) = self.held.take() {
             let mut state = local.state();
             state.busy = false;
@@ -134,63 +157,68 @@ fn open_lock(path: &OsString) -> rustix::io::Result<OwnedFd> {
     )
 }
 
-/// Waits for this request's turn to talk to the manager on `route`, by `deadline`, for as long as
-/// the turns go round. Routes without a runtime directory (the session bus alone) take no turns;
+/// Waits for this request's turn to talk to the manager on `route`, for as long as the turns go
+/// round, within nine tenths of the time left until `deadline`. Routes without a runtime directory (the session bus alone) take no turns;
 /// nor does a thread already in one.
-pub(crate) fn take(route: &Route, deadline: Instant) -> Turn {
+///
+/// # Errors
+/// [`NoTurn`] when the turns went round all that time without this request's.
+pub(crate) fn take(route: &Route, deadline: Instant) -> Result<Turn, NoTurn> {
     let depth = DEPTH.with(|depth| depth.replace(depth.get() + 1));
     let unheld = || Turn {
         held: None,
         _not_send: PhantomData,
     };
     if depth > 0 {
-        return unheld();
+        return Ok(unheld());
     }
     let Some(dir) = route.runtime_dir() else {
-        return unheld();
+        return Ok(unheld());
     };
     let mut path = dir.to_owned();
     path.push("/");
     path.push(LOCK_NAME);
     let started = Instant::now();
+    // A tenth of the time left is kept for the conversation itself (a turn's takes milliseconds).
+    let give_up = started + deadline.saturating_duration_since(started) * 9 / 10;
     let local = local_for(path);
     // What the lock file says of the turns taken, read while waiting.
     let counter = open_lock(&local.path).ok();
     let mut turns_seen = counter.as_ref().map(turns_taken);
     let mut last_turn = started;
+    let mut moved = false;
     let mut state = local.state();
     state.waiting += 1;
     let outcome = loop {
         if !state.busy {
             if let Some(lock) = state.ready.take() {
-                break Ok(lock);
+                break Waited::Turn(lock);
             }
             if !state.waiter {
                 match try_lock(&local.path) {
-                    Ok(Some(lock)) => break Ok(lock),
+                    Ok(Some(lock)) => break Waited::Turn(lock),
                     Ok(None) => state.waiter = wait_in_flock(&local),
-                    Err(e) => break Err(format!("turn lock: {e}")),
+                    Err(e) => break Waited::WithoutTurn(format!("turn lock: {e}")),
                 }
             }
         }
         let now = Instant::now();
-        if now >= deadline {
-            break Err(format!(
-                "no turn within the bound ({} ms of turns going round)",
-                now.duration_since(started).as_millis()
-            ));
-        }
         let turns = counter.as_ref().map(turns_taken);
         if turns != turns_seen {
             turns_seen = turns;
             last_turn = now;
-        } else if now.duration_since(last_turn) >= STALL {
-            break Err(format!(
+            moved = true;
+        }
+        if now >= give_up && moved {
+            break Waited::TimedOut(now.duration_since(started));
+        }
+        if now >= give_up || now.duration_since(last_turn) >= STALL {
+            break Waited::WithoutTurn(format!(
                 "no turn has begun for {} ms",
                 now.duration_since(last_turn).as_millis()
             ));
         }
-        let wake = deadline.min(now + LOOK_EVERY);
+        let wake = give_up.min(now + LOOK_EVERY);
         state = local
             .changed
             .wait_timeout(state, wake - now)
@@ -199,20 +227,56 @@ pub(crate) fn take(route: &Route, deadline: Instant) -> Turn {
     };
     state.waiting -= 1;
     match outcome {
-        Ok(lock) => {
+        Waited::Turn(lock) => {
             state.busy = true;
             drop(state);
             count_turn(&lock);
-            Turn {
+            Ok(Turn {
                 held: Some((lock, local)),
                 _not_send: PhantomData,
-            }
+            })
         }
-        Err(why) => {
+        Waited::WithoutTurn(why) => {
             tracing::debug!(target: crate::diag::TARGET, "{why}; talking to the manager without a turn");
-            unheld()
+            Ok(unheld())
+        }
+        Waited::TimedOut(waited) => {
+            drop(state);
+            // This take counted in DEPTH; no turn came of it.
+            DEPTH.with(|depth| depth.set(depth.get().saturating_sub(1)));
+            Err(NoTurn { waited })
         }
     }
+}
+
+/// What a wait for a turn came to.
+enum Waited {
+    Turn(OwnedFd),
+    WithoutTurn(String),
+    TimedOut(Duration),
+}
+
+/// Runs `first` keeping the turn it ends on this thread, if it held one, for what the caller does
+/// next (a scope made in place after the probe): returned, held, instead of released.
+pub(crate) fn keeping<T>(first: impl FnOnce() -> T) -> (T, Option<Turn>) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            KEEP.with(|keep| keep.set(false));
+        }
+    }
+    let reset = Reset;
+    KEEP.with(|keep| keep.set(true));
+    let out = first();
+    drop(reset);
+    let kept = KEPT.with(|kept| kept.borrow_mut().take()).map(|held| {
+        DEPTH.with(|depth| depth.set(depth.get() + 1));
+        Turn {
+            held: Some(held),
+            _not_send: PhantomData,
+        }
+    });
+    (out, kept)
 }
 
 /// How many turns the lock file says were taken (it wraps; only changes matter).
@@ -292,13 +356,13 @@ mod tests {
         let dir = scratch("order");
         let route = route_in(&dir);
         let far = Instant::now() + Duration::from_secs(10);
-        let first = take(&route, far);
+        let first = take(&route, far).unwrap();
         assert!(first.is_held());
         let waiters: Vec<_> = (0..8)
             .map(|_| {
                 let route = route.clone();
                 std::thread::spawn(move || {
-                    let turn = take(&route, Instant::now() + Duration::from_secs(10));
+                    let turn = take(&route, Instant::now() + Duration::from_secs(10)).unwrap();
                     let got = Instant::now();
                     std::thread::sleep(Duration::from_millis(5));
                     (turn.is_held(), got)
@@ -349,28 +413,28 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         let started = Instant::now();
-        let turn = take(&route, started + Duration::from_secs(3));
+        let turn = take(&route, started + Duration::from_secs(3)).unwrap();
         let waited = started.elapsed();
-        assert!(!turn.is_held());
+        assert!(!turn.is_held(), "talks without a turn");
         assert!(
             waited >= STALL && waited < STALL + LOOK_EVERY * 3,
             "{waited:?}"
         );
         drop(turn);
-        // A short bound ends the wait sooner.
+        // A short bound ends the wait sooner, leaving a tenth of it for the conversation.
         let started = Instant::now();
-        let turn = take(&route, started + Duration::from_millis(200));
+        let turn = take(&route, started + Duration::from_millis(400)).unwrap();
         assert!(!turn.is_held());
         let waited = started.elapsed();
         assert!(
-            waited >= Duration::from_millis(200) && waited < Duration::from_millis(300),
+            waited >= Duration::from_millis(360) && waited < Duration::from_millis(400),
             "{waited:?}"
         );
         drop(turn);
         // Once the holder is gone this process's waiting thread gets the lock for the next turn.
         holder.kill().unwrap();
         holder.wait().unwrap();
-        let again = take(&route, Instant::now() + Duration::from_secs(2));
+        let again = take(&route, Instant::now() + Duration::from_secs(2)).unwrap();
         assert!(again.is_held());
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -380,12 +444,12 @@ mod tests {
         let dir = scratch("moving");
         let route = route_in(&dir);
         let path = dir.join(LOCK_NAME).into_os_string();
-        let holder = take(&route, Instant::now() + Duration::from_secs(10));
+        let holder = take(&route, Instant::now() + Duration::from_secs(10)).unwrap();
         assert!(holder.is_held());
         let route2 = route.clone();
         let waiter = std::thread::spawn(move || {
             let started = Instant::now();
-            let turn = take(&route2, started + Duration::from_secs(5));
+            let turn = take(&route2, started + Duration::from_secs(5)).unwrap();
             (turn.is_held(), started.elapsed())
         });
         // While the lock stays taken, turns are counted every 25 ms for twice the stall, as a
@@ -400,6 +464,28 @@ mod tests {
         let (held, waited) = waiter.join().unwrap();
         assert!(held, "waited for its turn, not past the turns");
         assert!(waited >= STALL * 2, "{waited:?}");
+
+        // Turns that go round without this request's for nine tenths of its bound: it ends as
+        // a request the manager did not answer in time, rather than crowd in.
+        let holder = take(&route, Instant::now() + Duration::from_secs(10)).unwrap();
+        let route3 = route.clone();
+        let waiter = std::thread::spawn(move || {
+            let started = Instant::now();
+            let outcome = take(&route3, started + Duration::from_millis(800)).map(|t| t.is_held());
+            (outcome.map_err(|no| no.waited), started.elapsed())
+        });
+        let until = Instant::now() + Duration::from_millis(900);
+        while Instant::now() < until {
+            count_turn(&lock);
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        drop(holder);
+        let (outcome, took) = waiter.join().unwrap();
+        let waited = outcome.expect_err("no turn");
+        assert!(
+            waited >= Duration::from_millis(720) && took < Duration::from_millis(800),
+            "{waited:?} {took:?}"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -408,14 +494,27 @@ mod tests {
         let dir = scratch("nested");
         let route = route_in(&dir);
         let started = Instant::now();
-        let outer = take(&route, started + Duration::from_secs(4));
+        let outer = take(&route, started + Duration::from_secs(4)).unwrap();
         assert!(outer.is_held());
-        let inner = take(&route, started + Duration::from_secs(4));
+        let inner = take(&route, started + Duration::from_secs(4)).unwrap();
         assert!(!inner.is_held());
         drop(inner);
         drop(outer);
         assert!(started.elapsed() < Duration::from_millis(100));
-        assert!(take(&route, Instant::now() + Duration::from_secs(1)).is_held());
+        // A turn kept from one conversation for the next is the same turn, still held.
+        let ((), kept) = keeping(|| {
+            let probe = take(&route, Instant::now() + Duration::from_secs(1)).unwrap();
+            assert!(probe.is_held());
+        });
+        let kept = kept.expect("the probe's turn, kept");
+        assert!(kept.is_held());
+        assert!(!take(&route, Instant::now() + Duration::from_secs(1))
+            .unwrap()
+            .is_held());
+        drop(kept);
+        assert!(take(&route, Instant::now() + Duration::from_secs(1))
+            .unwrap()
+            .is_held());
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -429,9 +528,13 @@ mod tests {
             )],
             Fallback::Since257,
         );
-        assert!(!take(&no_dir, started + Duration::from_secs(5)).is_held());
+        assert!(!take(&no_dir, started + Duration::from_secs(5))
+            .unwrap()
+            .is_held());
         let missing = route_in(std::path::Path::new("/nonexistent/synaps"));
-        assert!(!take(&missing, started + Duration::from_secs(5)).is_held());
+        assert!(!take(&missing, started + Duration::from_secs(5))
+            .unwrap()
+            .is_held());
         assert!(started.elapsed() < Duration::from_millis(50));
     }
 }

@@ -383,6 +383,14 @@ fn thirty_two_threads_share_one_launcher() {
 }
 
 #[test]
+fn two_hundred_fifty_six_c_threads_launching_at_once_each_start_in_their_own_scope_once() {
+    let Some(_rig) = rig() else { return };
+    let env = common::with_wrapper(&synaps_scope::inherited_env(), "synaps-scope-exec");
+    let out = scenario_with_env("burst", &env);
+    assert!(out.contains("all scoped, each once"), "{out}");
+}
+
+#[test]
 fn the_header_compiles_as_strict_c99_and_cxx() {
     let include = format!("-I{}", repository().join("include").display());
     let source = Path::new(env!("CARGO_TARGET_TMPDIR")).join("header_check.c");

@@ -678,6 +678,71 @@ static int scenario_stopped_manager_requests(void) {
     return 0;
 }
 
+/* A burst (issue 22): 256 threads at once, each with a request of its own, a wrap and a
+ * posix_spawn; each command appends its cgroup to a report of its own as it starts. None goes
+ * direct, every command starts in its own scope, and runs once. */
+#define BURST 256
+
+struct burst_job {
+    pthread_barrier_t *start;
+    int index;
+    char unit[128];
+    int direct;
+    int ok;
+};
+
+static void *burst_launch(void *arg) {
+    struct burst_job *job = arg;
+    char name[32];
+    snprintf(name, sizeof name, "burst-%d", job->index);
+    char *report = scratch_path(name);
+    const char *argv[] = {"sh", "-c", "grep ^0:: /proc/$$/cgroup >> \"$0\"", report, NULL};
+    pthread_barrier_wait(job->start);
+    scope_launcher *launcher = NULL;
+    scope_result r = scope_launcher_for_env(NULL, SCOPE_KIND_TOOL, &launcher);
+    CHECK(r == SCOPE_RESULT_OK, "scope_launcher_for_env returned %u", (unsigned)r);
+    job->direct = launcher == NULL;
+    if (launcher) {
+        scope_argv *wrapped = must_wrap(launcher, argv);
+        snprintf(job->unit, sizeof job->unit, "%s", scope_argv_unit(wrapped));
+        job->ok = wait_exit(spawn(scope_argv_ptr(wrapped), 0)) == 0;
+        scope_argv_free(wrapped);
+        scope_launcher_free(launcher);
+    }
+    free(report);
+    return NULL;
+}
+
+static int scenario_burst(void) {
+    pthread_barrier_t start;
+    CHECK(pthread_barrier_init(&start, NULL, BURST) == 0, "pthread_barrier_init");
+    static struct burst_job jobs[BURST];
+    pthread_t threads[BURST];
+    double began = now_ms();
+    for (int i = 0; i < BURST; i++) {
+        jobs[i] = (struct burst_job){.start = &start, .index = i};
+        CHECK(pthread_create(&threads[i], NULL, burst_launch, &jobs[i]) == 0, "pthread_create");
+    }
+    for (int i = 0; i < BURST; i++) CHECK(pthread_join(threads[i], NULL) == 0, "pthread_join");
+    double took = now_ms() - began;
+    pthread_barrier_destroy(&start);
+    for (int i = 0; i < BURST; i++) {
+        CHECK(!jobs[i].direct, "launch %d went direct", i);
+        CHECK(jobs[i].ok, "launch %d's command failed", i);
+        char name[32];
+        snprintf(name, sizeof name, "burst-%d", i);
+        char *report = scratch_path(name);
+        char *text = read_file(report, NULL);
+        char *newline = strchr(text, '\n');
+        CHECK(newline && newline[1] == '\0', "launch %d ran once: %s", i, text);
+        free(text);
+        check_cgroup_file(report, jobs[i].unit);
+        free(report);
+    }
+    fprintf(stderr, "%d launches at once from C threads: all scoped, each once, in %.0f ms\n", BURST, took);
+    return 0;
+}
+
 /* Run in a synaps-daemon scope of its own: the scope of a child launched directly is this
  * process's own, and is refused (issue 13, item 1). */
 static int scenario_holds_caller(void) {
@@ -991,6 +1056,7 @@ int main(int argc, char **argv) {
         {"doctor", scenario_doctor},                 {"removed_while_read", scenario_removed_while_read},
         {"other_users_scope", scenario_other_users_scope},
         {"concurrent_slice_warning", scenario_concurrent_slice_warning},
+        {"burst", scenario_burst},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
