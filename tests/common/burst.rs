@@ -28,6 +28,22 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// A burst of `launched` that began at `began` (its instant and the manager's CPU time then)
+    /// and has just ended, its commands' records in `log`.
+    fn of(launched: usize, log: &Path, began: (Instant, Duration), stderr: Vec<String>) -> Outcome {
+        let wall = began.0.elapsed();
+        let manager_cpu = manager_cpu().saturating_sub(began.1);
+        let (scoped, runs) = read_log(log);
+        Outcome {
+            launched,
+            scoped,
+            runs,
+            wall,
+            manager_cpu,
+            stderr,
+        }
+    }
+
     /// The manager's CPU time per launch.
     pub fn manager_cpu_per_launch(&self) -> Duration {
         self.manager_cpu / u32::try_from(self.launched.max(1)).unwrap_or(u32::MAX)
@@ -129,17 +145,7 @@ pub fn at_once(n: usize, log: &Path, command: impl Fn(usize) -> Command) -> Outc
         })
         .filter(|s| !s.is_empty())
         .collect();
-    let wall = started.elapsed();
-    let manager_cpu = manager_cpu().saturating_sub(cpu_before);
-    let (scoped, runs) = read_log(log);
-    Outcome {
-        launched: n,
-        scoped,
-        runs,
-        wall,
-        manager_cpu,
-        stderr,
-    }
+    Outcome::of(n, log, (started, cpu_before), stderr)
 }
 
 /// `threads` threads start `total` launches between them, each thread one launch after another
@@ -175,15 +181,10 @@ pub fn from_threads(
             });
         }
     });
-    let wall = started.elapsed();
-    let manager_cpu = manager_cpu().saturating_sub(cpu_before);
-    let (scoped, runs) = read_log(log);
-    Outcome {
-        launched: total,
-        scoped,
-        runs,
-        wall,
-        manager_cpu,
-        stderr: stderr.into_inner().unwrap(),
-    }
+    Outcome::of(
+        total,
+        log,
+        (started, cpu_before),
+        stderr.into_inner().unwrap(),
+    )
 }
