@@ -13,8 +13,9 @@ use crate::bus::{pool, BusError, Connection, Route};
 /// launch would be accepted.
 ///
 /// Requests of one process that ask the same question at the same time share one conversation:
-/// a request takes the answer of a probe that began after it did (fresh for it, R5), waiting for
-/// one within its own bound, or asks itself when none is under way. So 256 threads launching at
+/// a request takes the answer of a probe that began after it did (fresh for it, R5) and, if that
+/// probe failed, had as long to wait as this request has; it waits for one within its own bound,
+/// or asks itself when none is under way. So 256 threads launching at
 /// once cost the manager a handful of questions, one after another, instead of 256 connections
 /// at once (which, beside their own cost, hold back every scope's start, `crate::bus::turn`).
 pub(crate) fn probe(
@@ -51,9 +52,10 @@ pub(crate) fn probe(
             }
         };
         let question = &mut questions[at];
-        if let Some((began, answer)) = &question.answer {
-            if *began >= asked {
-                return answer.clone();
+        if let Some(shared) = &question.answer {
+            // A failure counts only if its probe could wait as long as this request may.
+            if shared.began >= asked && (shared.answer.is_ok() || shared.deadline >= deadline) {
+                return shared.answer.clone();
             }
         }
         if !question.asking {
@@ -64,7 +66,11 @@ pub(crate) fn probe(
             let mut questions = SHARED.questions.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(question) = questions.iter_mut().find(|q| q.key == key && q.pid == pid) {
                 question.asking = false;
-                question.answer = Some((began, answer.clone()));
+                question.answer = Some(Answer {
+                    began,
+                    deadline,
+                    answer: answer.clone(),
+                });
             }
             SHARED.answered.notify_all();
             return answer;
@@ -100,8 +106,16 @@ struct Question {
     pid: u32,
     /// A request is asking now.
     asking: bool,
-    /// When the last answer's probe began, and the answer.
-    answer: Option<(Instant, Result<(), String>)>,
+    /// The last answer.
+    answer: Option<Answer>,
+}
+
+/// The last answer to a question.
+struct Answer {
+    /// When its probe began, and the bound it had.
+    began: Instant,
+    deadline: Instant,
+    answer: Result<(), String>,
 }
 
 /// One probe: a conversation of this request's own.
