@@ -77,8 +77,8 @@ pub fn make_own_scope(
         return Err(NotMade::before_sending(DirectReason::NoUserBus.to_string()));
     }
     let turn = take_turn(&route, deadline)?;
-    let bus =
-        Connection::open(&route, deadline).map_err(|e| NotMade::before_sending(e.to_string()))?;
+    let bus = Connection::open_pipelined(&route, deadline)
+        .map_err(|e| NotMade::before_sending(e.to_string()))?;
     make_own_scope_over(bus, turn, request, deadline)
 }
 
@@ -143,9 +143,13 @@ fn make_own_scope_over(
         .string("fail")
         .properties(&properties)
         .no_aux_units();
-    let reply = bus
-        .call_manager("StartTransientUnit", call)
+    let serial = bus
+        .send_manager("StartTransientUnit", call)
         .map_err(NotMade::after_sending)?;
+    // On a pipelined connection the call went out with the authentication; refused, it was
+    // never read as a call.
+    bus.authenticated().map_err(before)?;
+    let reply = bus.reply(serial).map_err(NotMade::after_sending)?;
     let job = reply
         .first_str()
         .ok_or_else(|| NotMade::before_sending("StartTransientUnit gave no job path"))?

@@ -171,11 +171,35 @@ pub(crate) struct Connection {
     keeps_signals: bool,
     /// The most one read takes (the fuzz target makes it small, to split a peer's bytes anywhere).
     read_size: usize,
+    /// The authentication went out and its answer is still to be read ([`Connection::open_pipelined`]).
+    authenticating: bool,
 }
 
 impl Connection {
     /// Connects along `route` and authenticates, by `deadline`.
     pub(crate) fn open(route: &Route, deadline: Instant) -> Result<Self, BusError> {
+        let (fd, via_broker, started) = Self::connect(route)?;
+        Connection::over(fd, via_broker, READ_SIZE, started, deadline)
+    }
+
+    /// [`Connection::open`], but on the manager's private socket the first call goes out with
+    /// the authentication, before the manager's OK: one round trip fewer, which is what a burst
+    /// of launcher programs waits for in turn. The manager keeps what follows BEGIN (sd-bus's
+    /// server reads on from there); [`Connection::authenticated`] then reads its OK.
+    pub(crate) fn open_pipelined(route: &Route, deadline: Instant) -> Result<Self, BusError> {
+        let (fd, via_broker, started) = Self::connect(route)?;
+        if via_broker {
+            return Connection::over(fd, via_broker, READ_SIZE, started, deadline);
+        }
+        let mut connection = Connection::unauthenticated(fd, false, READ_SIZE, started, deadline);
+        connection.send_authentication()?;
+        connection.authenticating = true;
+        Ok(connection)
+    }
+
+    /// A connected socket along `route`, whether it is through a bus broker, and when connecting
+    /// began.
+    fn connect(route: &Route) -> Result<(OwnedFd, bool, Instant), BusError> {
         let started = Instant::now();
         let via_private = match &route.private {
             Some(path) => match connect_one(&Address::Path(path.clone())) {
@@ -221,7 +245,7 @@ impl Connection {
                 (fd, true)
             }
         };
-        Connection::over(fd, via_broker, READ_SIZE, started, deadline)
+        Ok((fd, via_broker, started))
     }
 
     /// Starts a conversation over the connected socket `fd` (begun at `started`): authenticates
@@ -234,7 +258,24 @@ impl Connection {
         started: Instant,
         deadline: Instant,
     ) -> Result<Self, BusError> {
-        let mut connection = Connection {
+        let mut connection =
+            Connection::unauthenticated(fd, via_broker, read_size, started, deadline);
+        connection.send_authentication()?;
+        connection.finish_authentication()?;
+        if via_broker {
+            connection.call_broker("Hello", Call::new())?;
+        }
+        Ok(connection)
+    }
+
+    fn unauthenticated(
+        fd: OwnedFd,
+        via_broker: bool,
+        read_size: usize,
+        started: Instant,
+        deadline: Instant,
+    ) -> Self {
+        Connection {
             fd,
             buf: Vec::with_capacity(4096),
             serial: 0,
@@ -245,12 +286,8 @@ impl Connection {
             skipping: 0,
             keeps_signals: true,
             read_size: read_size.clamp(1, READ_SIZE),
-        };
-        connection.authenticate()?;
-        if via_broker {
-            connection.call_broker("Hello", Call::new())?;
+            authenticating: false,
         }
-        Ok(connection)
     }
 
     /// Starts a new conversation on this connection, bounded by `deadline`.
@@ -340,15 +377,29 @@ impl Connection {
         }
     }
 
-    /// SASL EXTERNAL with our uid, as sd-bus does it: the auth lines and BEGIN in one write, and
-    /// the first message only once the server said OK.
-    fn authenticate(&mut self) -> Result<(), BusError> {
+    /// SASL EXTERNAL with our uid, as sd-bus does it: the auth lines and BEGIN in one write.
+    fn send_authentication(&mut self) -> Result<(), BusError> {
         let uid = rustix::process::geteuid().as_raw().to_string();
         let hex: String = uid.bytes().map(|b| format!("{b:02x}")).collect();
         self.send_all(
             format!("\0AUTH EXTERNAL {hex}\r\nBEGIN\r\n").as_bytes(),
             "authentication",
-        )?;
+        )
+    }
+
+    /// Reads the server's answer to an authentication sent ahead ([`Connection::open_pipelined`]),
+    /// if it is still to be read.
+    pub(crate) fn authenticated(&mut self) -> Result<(), BusError> {
+        if self.authenticating {
+            self.finish_authentication()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Reads the server's answer to the authentication: OK, or why not.
+    fn finish_authentication(&mut self) -> Result<(), BusError> {
+        self.authenticating = false;
         loop {
             if let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") {
                 let line = self.buf.drain(..end + 2).collect::<Vec<u8>>();
@@ -371,6 +422,7 @@ impl Connection {
     /// The next whole message that is worth parsing: signals are skipped unparsed when none are
     /// kept, and whenever they are too large to be anything asked for.
     fn read_message(&mut self, phase: &'static str) -> Result<Message, BusError> {
+        self.authenticated()?;
         loop {
             if self.skipping > 0 {
                 let dropped = self.skipping.min(self.buf.len());

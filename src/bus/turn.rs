@@ -18,8 +18,8 @@
 //! costs no CPU: within a process, requests wait on a condition variable; across processes, one
 //! thread per process at most waits in a blocking `flock` for all of that process's requests.
 //! Each turn counts itself in the lock file, so that waiters see the turns go round. A request
-//! waits for its turn as long as they do, for at most nine tenths of the time left to its
-//! deadline (the rest is for the conversation). When no turn has begun for [`STALL`] (a holder
+//! waits for its turn as long as they do, until a tenth of the time left to its deadline, at most
+//! 100 ms, remains for the conversation. When no turn has begun for [`STALL`] (a holder
 //! stopped in the middle of its turn, a manager that stopped answering), it talks to the manager
 //! anyway. When the turns go round but its own has not come in that time, the manager is busier
 //! than the request's bound allows: the request ends as one the manager did not answer in time
@@ -44,6 +44,8 @@ const LOCK_NAME: &str = "synaps-scope.turn";
 /// How long the turns may stand still before a waiting request stops waiting: a turn takes a
 /// few milliseconds (a connection, an authentication and a call or two), tens under load.
 const STALL: Duration = Duration::from_millis(500);
+/// The most of a request's time kept for its conversation once its turn has come.
+const RESERVE: Duration = Duration::from_millis(100);
 /// How often a waiting request looks whether the turns go round.
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 
@@ -158,7 +160,7 @@ fn open_lock(path: &OsString) -> rustix::io::Result<OwnedFd> {
 }
 
 /// Waits for this request's turn to talk to the manager on `route`, for as long as the turns go
-/// round, within nine tenths of the time left until `deadline`. Routes without a runtime directory (the session bus alone) take no turns;
+/// round, until a tenth of the time left until `deadline`, at most 100 ms, remains. Routes without a runtime directory (the session bus alone) take no turns;
 /// nor does a thread already in one.
 ///
 /// # Errors
@@ -179,8 +181,10 @@ pub(crate) fn take(route: &Route, deadline: Instant) -> Result<Turn, NoTurn> {
     path.push("/");
     path.push(LOCK_NAME);
     let started = Instant::now();
-    // A tenth of the time left is kept for the conversation itself (a turn's takes milliseconds).
-    let give_up = started + deadline.saturating_duration_since(started) * 9 / 10;
+    // A tenth of the time left, at most 100 ms, is kept for the conversation itself (a turn's
+    // takes milliseconds).
+    let left = deadline.saturating_duration_since(started);
+    let give_up = started + left - (left / 10).min(RESERVE);
     let local = local_for(path);
     // What the lock file says of the turns taken, read while waiting.
     let counter = open_lock(&local.path).ok();
@@ -465,8 +469,8 @@ mod tests {
         assert!(held, "waited for its turn, not past the turns");
         assert!(waited >= STALL * 2, "{waited:?}");
 
-        // Turns that go round without this request's for nine tenths of its bound: it ends as
-        // a request the manager did not answer in time, rather than crowd in.
+        // Turns that go round without this request's until a tenth of its bound is left: it
+        // ends as a request the manager did not answer in time, rather than crowd in.
         let holder = take(&route, Instant::now() + Duration::from_secs(10)).unwrap();
         let route3 = route.clone();
         let waiter = std::thread::spawn(move || {
