@@ -3,8 +3,11 @@
 //! the library's diagnostics go to `logging.getLogger("synaps_scope")`.
 
 use std::ffi::OsString;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use pyo3::exceptions::{PyFileNotFoundError, PyValueError};
@@ -182,6 +185,33 @@ impl ScopeLauncher {
     }
 }
 
+/// A decision's outcome as the Python layer takes it: a launcher, None for a direct launch, or
+/// the exception.
+fn launcher_from(
+    outcome: Result<Decision, synaps_scope::ScopeError>,
+) -> PyResult<Option<ScopeLauncher>> {
+    match outcome {
+        Ok(Decision::Scoped(inner)) => Ok(Some(ScopeLauncher { inner })),
+        Ok(Decision::Direct(_)) => Ok(None),
+        Err(e @ synaps_scope::ScopeError::Unavailable { .. }) => {
+            Err(ScopeRequiredError::new_err(e.to_string()))
+        }
+        Err(e) => Err(PyValueError::new_err(e.to_string())),
+    }
+}
+
+/// A request's inputs, checked while the caller still holds the GIL.
+fn request_from(
+    env: Vec<(Vec<u8>, Vec<u8>)>,
+    kind: &str,
+    probe_timeout: f64,
+) -> PyResult<(Env, ScopeKind, LauncherOptions)> {
+    let options = LauncherOptions {
+        probe_timeout: timeout_from(probe_timeout, "probe_timeout")?,
+    };
+    Ok((env_from(env)?, kind_from(kind)?, options))
+}
+
 /// The fresh, bounded probe, with the GIL released while it runs.
 #[pyfunction]
 #[pyo3(signature = (env, kind, probe_timeout))]
@@ -191,19 +221,66 @@ fn launcher_for_env(
     kind: &str,
     probe_timeout: f64,
 ) -> PyResult<Option<ScopeLauncher>> {
-    let env = env_from(env)?;
-    let kind = kind_from(kind)?;
-    let options = LauncherOptions {
-        probe_timeout: timeout_from(probe_timeout, "probe_timeout")?,
-    };
-    match py.detach(|| decide(&env, kind, &options)) {
-        Ok(Decision::Scoped(inner)) => Ok(Some(ScopeLauncher { inner })),
-        Ok(Decision::Direct(_)) => Ok(None),
-        Err(e @ synaps_scope::ScopeError::Unavailable { .. }) => {
-            Err(ScopeRequiredError::new_err(e.to_string()))
-        }
-        Err(e) => Err(PyValueError::new_err(e.to_string())),
+    let (env, kind, options) = request_from(env, kind, probe_timeout)?;
+    launcher_from(py.detach(|| decide(&env, kind, &options)))
+}
+
+type Outcome = Arc<Mutex<Option<Result<Decision, synaps_scope::ScopeError>>>>;
+
+/// A probe under way on a thread that never takes the GIL. The thread says it is done by
+/// closing its end of a socket pair, which makes `fileno()` readable for an event loop to watch;
+/// the loop's own thread then takes the answer with `result()`. Many probes answering at once
+/// thus cost the loop one read each, never a convoy of threads queueing for the GIL in front of
+/// it.
+#[pyclass(frozen, module = "synaps_scope._native")]
+struct PendingLauncher {
+    ready: UnixStream,
+    outcome: Outcome,
+}
+
+#[pymethods]
+impl PendingLauncher {
+    /// The descriptor that becomes readable when the answer is in.
+    fn fileno(&self) -> i32 {
+        self.ready.as_raw_fd()
     }
+
+    /// The answer, once `fileno()` is readable: a launcher, None, or the exception.
+    fn result(&self) -> PyResult<Option<ScopeLauncher>> {
+        let taken = self
+            .outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match taken {
+            Some(outcome) => launcher_from(outcome),
+            None => Err(ScopeError::new_err(
+                "the probe's answer was taken already, or its thread ended without one",
+            )),
+        }
+    }
+}
+
+/// Starts the probe of `launcher_for_env` on a thread of its own and returns at once.
+#[pyfunction]
+#[pyo3(signature = (env, kind, probe_timeout))]
+fn begin_launcher_for_env(
+    env: Vec<(Vec<u8>, Vec<u8>)>,
+    kind: &str,
+    probe_timeout: f64,
+) -> PyResult<PendingLauncher> {
+    let (env, kind, options) = request_from(env, kind, probe_timeout)?;
+    let (ready, done) = UnixStream::pair()?;
+    let outcome = Outcome::default();
+    let slot = Arc::clone(&outcome);
+    std::thread::Builder::new()
+        .name("synaps-scope probe".into())
+        .spawn(move || {
+            let answer = decide(&env, kind, &options);
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer);
+            drop(done);
+        })?;
+    Ok(PendingLauncher { ready, outcome })
 }
 
 /// For a program about to exit: waits at most `timeout` seconds (the GIL released) for the
@@ -370,7 +447,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ScopeLauncher>()?;
     m.add_class::<Wrapped>()?;
     m.add_class::<PyScopeHandle>()?;
+    m.add_class::<PendingLauncher>()?;
     m.add_function(wrap_pyfunction!(launcher_for_env, m)?)?;
+    m.add_function(wrap_pyfunction!(begin_launcher_for_env, m)?)?;
     m.add_function(wrap_pyfunction!(resolve, m)?)?;
     m.add_function(wrap_pyfunction!(flush_warnings, m)?)?;
     m.add_function(wrap_pyfunction!(doctor, m)?)?;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -705,6 +706,31 @@ def test_probes_of_a_stopped_manager_never_stall_the_loop(manager: Manager) -> N
     finally:
         manager.signal("CONT")
     assert worst < 0.1, f"the event loop stalled for {worst * 1000:.0f} ms"
+
+
+def test_async_requests_answered_or_cancelled_leave_no_descriptor_behind(manager: Manager) -> None:
+    def descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    async def answered() -> None:
+        assert await synaps_scope.launcher_for_env_async(manager.env, probe_timeout=0.2) is None
+
+    async def cancelled() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(synaps_scope.launcher_for_env_async(manager.env, probe_timeout=0.2), 0.01)
+
+    async def main() -> None:
+        await asyncio.gather(*(answered() for _ in range(50)), *(cancelled() for _ in range(50)))
+
+    before = descriptors()
+    manager.signal("STOP")
+    try:
+        asyncio.run(main())
+        time.sleep(0.4)  # the cancelled requests' probes end within their bound
+    finally:
+        manager.signal("CONT")
+    gc.collect()
+    assert descriptors() == before, f"{descriptors() - before} descriptors left open by 100 requests"
 
 
 def test_64_requests_against_a_stopped_manager_each_answer_within_their_own_bound(manager: Manager) -> None:

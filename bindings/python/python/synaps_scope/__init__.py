@@ -17,7 +17,6 @@ import asyncio
 import logging
 import os
 import subprocess
-import threading
 import weakref
 from asyncio.subprocess import Process
 from dataclasses import dataclass
@@ -210,12 +209,16 @@ def launcher_for_env(
     launch directly. Blocks up to ``probe_timeout`` seconds with the GIL released; from asyncio,
     use :func:`launcher_for_env_async`. Raises :class:`ScopeRequiredError` only in
     ``process_scopes = required`` mode."""
+    _check_request(kind, probe_timeout)
+    native = _native.launcher_for_env(_env_pairs(env), kind, float(probe_timeout))
+    return None if native is None else ScopeLauncher(native)
+
+
+def _check_request(kind: object, probe_timeout: object) -> None:
     if not isinstance(kind, str):
         raise TypeError(f"kind must be a str, not {type(kind).__name__}")
     if isinstance(probe_timeout, bool) or not isinstance(probe_timeout, (int, float)):
         raise TypeError(f"probe_timeout must be a number of seconds, not {type(probe_timeout).__name__}")
-    native = _native.launcher_for_env(_env_pairs(env), kind, float(probe_timeout))
-    return None if native is None else ScopeLauncher(native)
 
 
 async def launcher_for_env_async(
@@ -225,28 +228,25 @@ async def launcher_for_env_async(
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
 ) -> Optional[ScopeLauncher]:
     """:func:`launcher_for_env` on a thread of its own: never blocks the loop, and never waits
-    for a pool's free worker, so every request answers within its own ``probe_timeout``."""
+    for a pool's free worker, so every request answers within its own ``probe_timeout``. The
+    probe's thread never takes the GIL: it wakes the loop through a descriptor, and the loop's
+    own thread takes the answer, so probes that answer together never stall the loop."""
+    _check_request(kind, probe_timeout)
+    pending = _native.begin_launcher_for_env(_env_pairs(env), kind, float(probe_timeout))
     loop = asyncio.get_running_loop()
-    answer: asyncio.Future[Optional[ScopeLauncher]] = loop.create_future()
+    ready: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(pending.fileno(), _settle_once, ready)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(pending.fileno())
+    native = pending.result()
+    return None if native is None else ScopeLauncher(native)
 
-    def settle(result: Optional[ScopeLauncher], error: Optional[BaseException]) -> None:
-        if answer.cancelled():
-            return
-        if error is not None:
-            answer.set_exception(error)
-        else:
-            answer.set_result(result)
 
-    def request() -> None:
-        try:
-            result = launcher_for_env(env, kind, probe_timeout=probe_timeout)
-        except BaseException as error:  # handed to the awaiting task, raised there
-            loop.call_soon_threadsafe(settle, None, error)
-        else:
-            loop.call_soon_threadsafe(settle, result, None)
-
-    threading.Thread(target=request, name="synaps_scope probe", daemon=True).start()
-    return await answer
+def _settle_once(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
 
 
 def flush_warnings(timeout: float = DEFAULT_PROBE_TIMEOUT) -> bool:

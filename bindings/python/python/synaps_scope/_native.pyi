@@ -4,10 +4,12 @@ from typing import List, Optional, Sequence, Tuple, final
 __all__ = [
     "DEFAULT_PROBE_TIMEOUT",
     "EXEC_FAILED_STATUS",
+    "PendingLauncher",
     "ScopeHandle",
     "ScopeLauncher",
     "Wrapped",
     "__version__",
+    "begin_launcher_for_env",
     "doctor",
     "flush_warnings",
     "launcher_for_env",
@@ -67,4 +69,10 @@ class ScopeHandle:
 def flush_warnings(timeout: float) -> bool: ...
 def doctor(env: _Env, timeout: float) -> str: ...
 def launcher_for_env(env: _Env, kind: str, probe_timeout: float) -> Optional[ScopeLauncher]: ...
+@final
+class PendingLauncher:
+    def fileno(self) -> int: ...
+    def result(self) -> Optional[ScopeLauncher]: ...
+
+def begin_launcher_for_env(env: _Env, kind: str, probe_timeout: float) -> PendingLauncher: ...
 def resolve(program: bytes, env: _Env, cwd: Optional[bytes] = None) -> bytes: ...
