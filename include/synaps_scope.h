@@ -20,6 +20,14 @@
 // command did not run (launcher program only; systemd-run exits 1).
 #define SCOPE_EXEC_FAILED_STATUS 125
 
+// The bound of a probe when the caller gives none, in milliseconds: what
+// [`crate::launcher::scope_launcher_for_env`] uses.
+#define SCOPE_DEFAULT_PROBE_TIMEOUT_MS 3000
+
+// The bound of a kill, or of a wait for a scope to empty, that bindings use when the caller
+// gives none, in milliseconds.
+#define SCOPE_DEFAULT_KILL_TIMEOUT_MS 5000
+
 // A usage figure the kernel does not offer (its controller is not enabled).
 #define SCOPE_STAT_UNKNOWN UINT64_MAX
 
@@ -157,13 +165,6 @@ typedef void (*scope_log_callback)(void *userdata,
 extern "C" {
 #endif // __cplusplus
 
-// The message of the last failed call on this thread (empty if none), valid until the next
-// failed call on this thread. Never NULL.
-const char *scope_last_error(void);
-
-// A static description of `result` (never NULL; "unknown result" for numbers not listed).
-const char *scope_result_name(uint32_t result);
-
 // The ABI version this library implements ([`SCOPE_ABI_VERSION`] of its header).
 uint32_t scope_abi_version(void);
 
@@ -195,6 +196,13 @@ scope_result scope_doctor_r(const char *const *envp,
                             char **out,
                             char *error,
                             size_t error_len);
+
+// The message of the last failed call on this thread (empty if none), valid until the next
+// failed call on this thread. Never NULL.
+const char *scope_last_error(void);
+
+// A static description of `result` (never NULL; "unknown result" for numbers not listed).
+const char *scope_result_name(uint32_t result);
 
 // The scope `unit` found through the cgroup of `pid`, a process launched in it. Refused
 // (`SCOPE_RESULT_NOT_OURS`) unless `unit` is one of this library's names, and
@@ -476,7 +484,7 @@ scope_result scope_resolve_program(const char *program,
 
 // [`scope_launcher_for_env_timeout`] that also copies a failure's message into `error`
 // (`error_len` bytes, NUL-terminated, truncated): for callers that run it on a worker thread,
-// where [`super::scope_last_error`] of their own thread would not hold it.
+// where `scope_last_error` of their own thread would not hold it.
 //
 // # Safety
 // As [`scope_launcher_for_env`]; `error` is NULL or writable for `error_len` bytes.

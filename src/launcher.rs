@@ -33,6 +33,10 @@ pub const EXEC_FAILED_STATUS: i32 = 125;
 /// How long a request may spend probing by default (R6).
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// How long a kill, or a wait for a scope to empty, may take by default (R15): a scope's
+/// processes get this long to be reaped.
+pub const DEFAULT_KILL_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Options of a launcher request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LauncherOptions {

@@ -44,7 +44,8 @@ pub use kind::{ScopeKind, UnknownKind};
 pub use launcher::{
     decide, decide_in_place, launcher_for_effective_env, launcher_for_env, launcher_with_options,
     Decision, DirectReason, InPlace, InPlaceDecision, LauncherOptions, ScopeError, ScopeLauncher,
-    Wrapped, Wrapper, DEFAULT_PROBE_TIMEOUT, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
+    Wrapped, Wrapper, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT, EXEC_FAILED_STATUS,
+    EXEC_PROGRAM, EXEC_VAR,
 };
 pub use manager::ManagerVersion;
 pub use own_scope::NotMade as ScopeNotMade;

@@ -14,6 +14,12 @@ export declare const WRAPPERS: Readonly<Record<WrapperName, number>>;
 export declare const EXEC_FAILED_STATUS: 125;
 /** The names of the C ABI's result codes (`SCOPE_RESULT_*`), indexed by number. */
 export declare const RESULT_NAMES: readonly string[];
+/** Each result's number by its name, as the header's `SCOPE_RESULT_*`. */
+export declare const RESULT: Readonly<Record<string, number>>;
+/** The bound of a probe when none is given, in milliseconds (the header's `SCOPE_DEFAULT_PROBE_TIMEOUT_MS`). */
+export declare const DEFAULT_PROBE_TIMEOUT_MS: 3000;
+/** The bound of a kill or of a wait for a scope to empty when none is given, in milliseconds. */
+export declare const DEFAULT_KILL_TIMEOUT_MS: 5000;
 /** The path libsynaps_scope.so was loaded from. */
 export declare const libraryPath: string;
 /** The library's version. */

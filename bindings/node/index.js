@@ -18,16 +18,19 @@ const LIBRARY = 'libsynaps_scope.so';
 const SONAME = `${LIBRARY}.${ABI_VERSION}`;
 /** The same library as cargo names it in a repository build (the synaps-scope-ffi crate). */
 const CARGO_LIBRARY = 'libsynaps_scope_ffi.so';
-// These three tables mirror the header's SCOPE_KIND_*, SCOPE_RESULT_* and SCOPE_LOG_LEVEL_*; a test
-// checks them against include/synaps_scope.h.
+// These tables and bounds mirror the header's SCOPE_KIND_*, SCOPE_RESULT_*, SCOPE_LOG_LEVEL_* and
+// SCOPE_DEFAULT_*_MS; a test checks them against include/synaps_scope.h.
 const KINDS = Object.freeze({ tool: 0, daemon: 1 });
 const RESULT_NAMES = Object.freeze([
   'OK', 'NULL_PARAMETER', 'INVALID_ARGUMENT', 'INVALID_UTF8', 'INVALID_KIND', 'REQUIRED_UNAVAILABLE',
   'NOT_FOUND', 'NOT_OURS', 'NOT_IN_SCOPE', 'TIMED_OUT', 'MANAGER', 'NO_CGROUP2', 'IO', 'PANIC',
 ]);
+/** Each result's number by its name: results are compared by name, never by a bare number. */
+const RESULT = Object.freeze(Object.fromEntries(RESULT_NAMES.map((name, number) => [name, number])));
 const LEVELS = Object.freeze(['', 'error', 'warn', 'info', 'debug', 'trace']);
 const STAT_UNKNOWN = 0xffffffffffffffffn;
 const DEFAULT_PROBE_TIMEOUT_MS = 3000;
+const DEFAULT_KILL_TIMEOUT_MS = 5000;
 
 /**
  * The places searched for the library, in order: SYNAPS_SCOPE_LIB alone when it is set; else the
@@ -179,12 +182,12 @@ class ScopeRequiredError extends ScopeError {
 /** The error for a failed `result`; the message is `detail`, or the calling thread's last error. */
 function failure(result, detail) {
   const message = `synaps-scope: ${detail ?? c.lastError()}`;
-  return result === 5 ? new ScopeRequiredError(result, message) : new ScopeError(result, message);
+  return result === RESULT.REQUIRED_UNAVAILABLE ? new ScopeRequiredError(result, message) : new ScopeError(result, message);
 }
 
 /** Throws for a failed `result`. */
 function check(result, detail) {
-  if (result !== 0) throw failure(result, detail);
+  if (result !== RESULT.OK) throw failure(result, detail);
 }
 
 const ERROR_BUFFER = 1024;
@@ -250,10 +253,10 @@ function setLogger(fn) {
  * checks still running, so that their warnings reach the logger, then logs a warning for each check
  * that got no answer. Resolves true when every check had finished.
  */
-async function flushWarnings(timeoutMs_ = 3000) {
-  const ms = timeoutMs(timeoutMs_, 'timeoutMs', 3000);
+async function flushWarnings(timeoutMs_ = DEFAULT_PROBE_TIMEOUT_MS) {
+  const ms = timeoutMs(timeoutMs_, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
   const result = await promisify(c.flushWarnings.async)(ms);
-  if (result === 9) return false;
+  if (result === RESULT.TIMED_OUT) return false;
   check(result, `flushing warnings failed (${RESULT_NAMES[result] ?? result})`);
   return true;
 }
@@ -437,7 +440,7 @@ async function launcherForEnv(options) {
     const ready = koffi.register((_userdata, result, pointer, error) => {
       clearTimeout(keepAlive);
       setImmediate(() => koffi.unregister(ready));
-      if (result === 0) resolve(pointer ? new ScopeLauncher(pointer) : null);
+      if (result === RESULT.OK) resolve(pointer ? new ScopeLauncher(pointer) : null);
       else reject(failure(result, error ?? 'the request failed'));
     }, koffi.pointer(LauncherReady));
     const started = c.launcherForEnvAsync(...args, ready, null);
@@ -460,7 +463,7 @@ function launcherForEnvSync(options) {
 function resolveProgram(program, { env, cwd } = {}) {
   const out = [null];
   const result = c.resolveProgram(cString(program, 'program'), envArray(env), cwdArg(cwd), out);
-  if (result === 6) {
+  if (result === RESULT.NOT_FOUND) {
     const error = new Error(`synaps-scope: ${c.lastError()}`);
     error.code = 'ENOENT';
     throw error;
@@ -503,7 +506,7 @@ class ScopeHandle {
   /** Asks the user manager (on a worker thread) for the scope's cgroup. */
   static async fromManager(unit, { env, timeoutMs: ms } = {}) {
     const out = [null];
-    const timeout = timeoutMs(ms, 'timeoutMs', 3000);
+    const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
     await callBlocking(c.handleFromManager, cString(unit, 'unit'), envArray(env), timeout, out);
     return new ScopeHandle(out[0]);
   }
@@ -545,12 +548,12 @@ class ScopeHandle {
   async kill({ timeoutMs: ms } = {}) {
     const pids = [null];
     const len = [0];
-    await this.#blocking(c.handleKillPids, timeoutMs(ms, 'timeoutMs', 5000), pids, len);
+    await this.#blocking(c.handleKillPids, timeoutMs(ms, 'timeoutMs', DEFAULT_KILL_TIMEOUT_MS), pids, len);
     return takePids(pids[0], len[0]);
   }
 
   async waitEmpty({ timeoutMs: ms } = {}) {
-    await this.#blocking(c.handleWaitEmpty, timeoutMs(ms, 'timeoutMs', 5000));
+    await this.#blocking(c.handleWaitEmpty, timeoutMs(ms, 'timeoutMs', DEFAULT_KILL_TIMEOUT_MS));
   }
 
   /** Frees the handle now, or when the last kill or waitEmpty still running settles. */
@@ -629,10 +632,13 @@ const EXEC_FAILED_STATUS = 125;
 
 module.exports = {
   ABI_VERSION,
+  DEFAULT_KILL_TIMEOUT_MS,
+  DEFAULT_PROBE_TIMEOUT_MS,
   EXEC_FAILED_STATUS,
   WRAPPERS,
   KINDS,
   LOG_LEVELS: LEVELS,
+  RESULT,
   RESULT_NAMES,
   ScopeError,
   ScopeHandle,

@@ -356,6 +356,11 @@ test('the result codes, log levels and kinds are the header\'s', () => {
   const wrappers = table(/^#define SCOPE_WRAPPER_(\w+) (\d+)$/gm);
   assert.deepEqual(wrappers, [['EXEC', scope.WRAPPERS['synaps-scope-exec']], ['SYSTEMD_RUN', scope.WRAPPERS['systemd-run']]]);
   assert.deepEqual(table(/^#define SCOPE_(EXEC_FAILED_STATUS) (\d+)$/gm), [['EXEC_FAILED_STATUS', scope.EXEC_FAILED_STATUS]]);
+  assert.deepEqual(table(/^#define SCOPE_(DEFAULT_\w+_MS) (\d+)$/gm), [
+    ['DEFAULT_PROBE_TIMEOUT_MS', scope.DEFAULT_PROBE_TIMEOUT_MS],
+    ['DEFAULT_KILL_TIMEOUT_MS', scope.DEFAULT_KILL_TIMEOUT_MS],
+  ]);
+  assert.deepEqual(Object.entries(scope.RESULT), results, 'each result by its name');
 });
 
 test('bad input throws a clear error', async (t) => {

@@ -17,7 +17,7 @@ use pyo3::types::PyBytes;
 use synaps_scope::diag::CallbackSubscriber;
 use synaps_scope::{
     decide, parse_env_entry, resolve_program, Decision, HandleError, LauncherOptions, ScopeHandle,
-    ScopeKind, DEFAULT_PROBE_TIMEOUT,
+    ScopeKind, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
 };
 use tracing::Level;
 
@@ -454,6 +454,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(flush_warnings, m)?)?;
     m.add_function(wrap_pyfunction!(doctor, m)?)?;
     m.add("DEFAULT_PROBE_TIMEOUT", DEFAULT_PROBE_TIMEOUT.as_secs_f64())?;
+    m.add("DEFAULT_KILL_TIMEOUT", DEFAULT_KILL_TIMEOUT.as_secs_f64())?;
     m.add("EXEC_FAILED_STATUS", synaps_scope::EXEC_FAILED_STATUS)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

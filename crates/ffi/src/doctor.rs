@@ -4,7 +4,10 @@
 use std::ffi::c_char;
 use std::os::unix::ffi::OsStringExt;
 
-use super::{c_string, copy_error, env_arg, guard, out_arg, scope_result, timeout_arg};
+use crate::args::{c_string, env_arg, out_arg, timeout_arg};
+use crate::boxed::write_out;
+use crate::error::{copy_error, scope_result};
+use crate::panic::guard;
 use synaps_scope::doctor::diagnose;
 use synaps_scope::{LauncherOptions, ScopeKind};
 
@@ -32,7 +35,7 @@ pub unsafe extern "C" fn scope_doctor(
         );
         let text = c_string(std::ffi::OsString::from(report.to_text()).into_vec())?;
         // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
-        unsafe { *out = text.into_raw() };
+        unsafe { write_out(out, text.into_raw()) };
         Ok(())
     })
 }

@@ -4,9 +4,10 @@ use std::ffi::{c_char, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::ptr;
 
-use super::{
-    c_string, env_arg, guard, guard_value, out_arg, scope_result, str_arg, timeout_arg, Failure,
-};
+use crate::args::{c_string, env_arg, out_arg, str_arg, timeout_arg};
+use crate::boxed::{borrow, free, hand_out, read_or};
+use crate::error::{copy_error, scope_result, Failure};
+use crate::panic::{guard, guard_value};
 use synaps_scope::{HandleError, ScopeHandle};
 
 /// A running scope of this library, found by unit name. Immutable, so any number of threads may
@@ -48,26 +49,16 @@ fn handle_failure(e: HandleError) -> Failure {
     Failure::new(code, e.to_string())
 }
 
-/// A required handle argument.
-///
-/// # Safety
-/// `handle` is NULL or a live handle that outlives `'a`.
-unsafe fn handle_arg<'a>(handle: *const scope_handle) -> Result<&'a scope_handle, Failure> {
-    // SAFETY: NULL or live per the caller.
-    unsafe { handle.as_ref() }
-        .ok_or_else(|| Failure::new(scope_result::NullParameter, "handle is NULL"))
-}
-
 fn into_handle(inner: ScopeHandle, out: *mut *mut scope_handle) -> Result<(), Failure> {
     let unit = c_string(inner.unit().as_bytes().to_vec())?;
     let cgroup = c_string(inner.cgroup_dir().as_os_str().as_bytes().to_vec())?;
-    let handle = Box::new(scope_handle {
+    let handle = scope_handle {
         inner,
         unit,
         cgroup,
-    });
+    };
     // SAFETY: every caller checked `out` non-NULL first; the C caller guarantees it is writable.
-    unsafe { *out = Box::into_raw(handle) };
+    unsafe { hand_out(handle, out) };
     Ok(())
 }
 
@@ -143,9 +134,7 @@ pub unsafe extern "C" fn scope_handle_from_manager(
 #[no_mangle]
 pub unsafe extern "C" fn scope_handle_unit(handle: *const scope_handle) -> *const c_char {
     // SAFETY: NULL or live per the caller.
-    guard_value(ptr::null(), || {
-        unsafe { handle.as_ref() }.map_or(ptr::null(), |h| h.unit.as_ptr())
-    })
+    unsafe { read_or(handle, ptr::null(), |h| h.unit.as_ptr()) }
 }
 
 /// The scope's cgroup directory (NULL for NULL), valid while the handle lives.
@@ -155,9 +144,7 @@ pub unsafe extern "C" fn scope_handle_unit(handle: *const scope_handle) -> *cons
 #[no_mangle]
 pub unsafe extern "C" fn scope_handle_cgroup(handle: *const scope_handle) -> *const c_char {
     // SAFETY: NULL or live per the caller.
-    guard_value(ptr::null(), || {
-        unsafe { handle.as_ref() }.map_or(ptr::null(), |h| h.cgroup.as_ptr())
-    })
+    unsafe { read_or(handle, ptr::null(), |h| h.cgroup.as_ptr()) }
 }
 
 /// The processes in the scope: `*pids` (free with [`scope_pids_free`]) holding `*len` entries.
@@ -175,7 +162,7 @@ pub unsafe extern "C" fn scope_handle_pids(
         out_arg(pids, "pids")?;
         out_arg(len, "len")?;
         // SAFETY: NULL or live per the caller.
-        let handle = unsafe { handle_arg(handle) }?;
+        let handle = unsafe { borrow(handle, "handle") }?;
         let found = handle.inner.pids().map_err(handle_failure)?;
         // SAFETY: both checked non-NULL; writable per the caller.
         unsafe { write_pids(found, pids, len) };
@@ -227,7 +214,7 @@ pub unsafe extern "C" fn scope_handle_stats(
     guard(|| {
         out_arg(out, "out")?;
         // SAFETY: NULL or live per the caller.
-        let handle = unsafe { handle_arg(handle) }?;
+        let handle = unsafe { borrow(handle, "handle") }?;
         let stats = handle.inner.stats();
         let known = |v: Option<u64>| v.unwrap_or(SCOPE_STAT_UNKNOWN);
         // SAFETY: checked non-NULL; writable per the caller.
@@ -254,7 +241,7 @@ pub unsafe extern "C" fn scope_handle_kill(
 ) -> scope_result {
     guard(|| {
         // SAFETY: NULL or live per the caller.
-        let handle = unsafe { handle_arg(handle) }?;
+        let handle = unsafe { borrow(handle, "handle") }?;
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
         handle.inner.kill(timeout).map(drop).map_err(handle_failure)
     })
@@ -277,7 +264,7 @@ pub unsafe extern "C" fn scope_handle_kill_pids(
         out_arg(pids, "pids")?;
         out_arg(len, "len")?;
         // SAFETY: NULL or live per the caller.
-        let handle = unsafe { handle_arg(handle) }?;
+        let handle = unsafe { borrow(handle, "handle") }?;
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
         let killed = handle.inner.kill(timeout).map_err(handle_failure)?;
         // SAFETY: both checked non-NULL; writable per the caller.
@@ -297,7 +284,7 @@ pub unsafe extern "C" fn scope_handle_wait_empty(
 ) -> scope_result {
     guard(|| {
         // SAFETY: NULL or live per the caller.
-        let handle = unsafe { handle_arg(handle) }?;
+        let handle = unsafe { borrow(handle, "handle") }?;
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
         handle.inner.wait_empty(timeout).map_err(handle_failure)
     })
@@ -309,12 +296,8 @@ pub unsafe extern "C" fn scope_handle_wait_empty(
 /// `handle` is NULL or a handle from this library, not yet freed, that no other thread is using.
 #[no_mangle]
 pub unsafe extern "C" fn scope_handle_free(handle: *mut scope_handle) {
-    guard_value((), || {
-        if !handle.is_null() {
-            // SAFETY: a pointer from Box::into_raw, freed at most once per the caller.
-            drop(unsafe { Box::from_raw(handle) });
-        }
-    })
+    // SAFETY: NULL or a handle not yet freed and not in use, per the caller.
+    unsafe { free(handle) }
 }
 
 /// [`scope_handle_from_manager`] that also copies a failure's message into `error`, for callers
@@ -333,7 +316,7 @@ pub unsafe extern "C" fn scope_handle_from_manager_r(
 ) -> scope_result {
     // SAFETY: forwarded from the caller.
     unsafe {
-        super::copy_error(
+        copy_error(
             scope_handle_from_manager(unit, envp, timeout_ms, out),
             error,
             error_len,
@@ -353,7 +336,7 @@ pub unsafe extern "C" fn scope_handle_kill_r(
     error_len: usize,
 ) -> scope_result {
     // SAFETY: forwarded from the caller.
-    unsafe { super::copy_error(scope_handle_kill(handle, timeout_ms), error, error_len) }
+    unsafe { copy_error(scope_handle_kill(handle, timeout_ms), error, error_len) }
 }
 
 /// [`scope_handle_kill_pids`] that also copies a failure's message into `error`.
@@ -371,7 +354,7 @@ pub unsafe extern "C" fn scope_handle_kill_pids_r(
 ) -> scope_result {
     // SAFETY: forwarded from the caller.
     unsafe {
-        super::copy_error(
+        copy_error(
             scope_handle_kill_pids(handle, timeout_ms, pids, len),
             error,
             error_len,
@@ -392,7 +375,7 @@ pub unsafe extern "C" fn scope_handle_wait_empty_r(
 ) -> scope_result {
     // SAFETY: forwarded from the caller.
     unsafe {
-        super::copy_error(
+        copy_error(
             scope_handle_wait_empty(handle, timeout_ms),
             error,
             error_len,

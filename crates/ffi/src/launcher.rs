@@ -6,11 +6,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::time::Duration;
 
-use super::{
-    argv_arg, c_string, env_arg, guard, guard_value, kind_arg, out_arg, path_arg, scope_kind,
-    scope_result, scope_wrapper, timeout_arg, Failure, PANIC_MESSAGE, SCOPE_KIND_DAEMON,
-    SCOPE_KIND_TOOL, SCOPE_WRAPPER_EXEC, SCOPE_WRAPPER_SYSTEMD_RUN,
+use crate::abi::{
+    scope_kind, scope_wrapper, SCOPE_DEFAULT_PROBE_TIMEOUT_MS, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL,
+    SCOPE_WRAPPER_EXEC, SCOPE_WRAPPER_SYSTEMD_RUN,
 };
+use crate::args::{argv_arg, c_string, env_arg, kind_arg, out_arg, path_arg, timeout_arg};
+use crate::boxed::{borrow, free, hand_out, read_or, write_out};
+use crate::error::{copy_error, scope_result, Failure};
+use crate::panic::{guard, guard_value, PANIC_MESSAGE};
 use synaps_scope::resolve_program;
 use synaps_scope::{launcher_with_options, LauncherOptions, ScopeError, ScopeLauncher};
 use synaps_scope::{ScopeKind, Wrapper};
@@ -44,10 +47,8 @@ pub unsafe extern "C" fn scope_launcher_for_env(
     kind: scope_kind,
     out: *mut *mut scope_launcher,
 ) -> scope_result {
-    let default_ms =
-        u32::try_from(synaps_scope::DEFAULT_PROBE_TIMEOUT.as_millis()).unwrap_or(u32::MAX);
     // SAFETY: forwarded from the caller.
-    unsafe { scope_launcher_for_env_timeout(envp, kind, default_ms, out) }
+    unsafe { scope_launcher_for_env_timeout(envp, kind, SCOPE_DEFAULT_PROBE_TIMEOUT_MS, out) }
 }
 
 /// [`scope_launcher_for_env`] with a probe bound of `probe_timeout_ms` (at least 1).
@@ -69,7 +70,7 @@ pub unsafe extern "C" fn scope_launcher_for_env_timeout(
         let env = unsafe { env_arg(envp) }?;
         let handle = request(&env, kind, probe_timeout)?;
         // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
-        unsafe { *out = handle };
+        unsafe { write_out(out, handle) };
         Ok(())
     })
 }
@@ -108,12 +109,8 @@ fn request(
 /// `launcher` is NULL or from [`scope_launcher_for_env`], not yet freed, and not in use.
 #[no_mangle]
 pub unsafe extern "C" fn scope_launcher_free(launcher: *mut scope_launcher) {
-    guard_value((), || {
-        if !launcher.is_null() {
-            // SAFETY: a pointer from Box::into_raw, freed at most once per the caller.
-            drop(unsafe { Box::from_raw(launcher) });
-        }
-    })
+    // SAFETY: NULL or a launcher not yet freed and not in use, per the caller.
+    unsafe { free(launcher) }
 }
 
 /// The launcher's kind (`SCOPE_KIND_TOOL` for NULL).
@@ -123,12 +120,12 @@ pub unsafe extern "C" fn scope_launcher_free(launcher: *mut scope_launcher) {
 #[no_mangle]
 pub unsafe extern "C" fn scope_launcher_kind(launcher: *const scope_launcher) -> scope_kind {
     // SAFETY: NULL or a live launcher per the caller.
-    guard_value(SCOPE_KIND_TOOL, || {
-        match unsafe { launcher.as_ref() }.map(|l| l.inner.kind()) {
-            Some(ScopeKind::Daemon) => SCOPE_KIND_DAEMON,
-            _ => SCOPE_KIND_TOOL,
-        }
-    })
+    unsafe {
+        read_or(launcher, SCOPE_KIND_TOOL, |l| match l.inner.kind() {
+            ScopeKind::Daemon => SCOPE_KIND_DAEMON,
+            ScopeKind::Tool => SCOPE_KIND_TOOL,
+        })
+    }
 }
 
 /// The slice passed as `--slice` (NULL when none, or for a NULL launcher); valid while the
@@ -138,12 +135,12 @@ pub unsafe extern "C" fn scope_launcher_kind(launcher: *const scope_launcher) ->
 /// `launcher` is NULL or a live launcher.
 #[no_mangle]
 pub unsafe extern "C" fn scope_launcher_slice(launcher: *const scope_launcher) -> *const c_char {
-    guard_value(ptr::null(), || {
-        // SAFETY: NULL or a live launcher per the caller.
-        unsafe { launcher.as_ref() }
-            .and_then(|l| l.slice.as_ref())
-            .map_or(ptr::null(), |s| s.as_ptr())
-    })
+    // SAFETY: NULL or a live launcher per the caller.
+    unsafe {
+        read_or(launcher, ptr::null(), |l| {
+            l.slice.as_ref().map_or(ptr::null(), |s| s.as_ptr())
+        })
+    }
 }
 
 /// Whether `process_scopes = required` was in force for the launcher (false for NULL): a launch
@@ -153,10 +150,8 @@ pub unsafe extern "C" fn scope_launcher_slice(launcher: *const scope_launcher) -
 /// `launcher` is NULL or a live launcher.
 #[no_mangle]
 pub unsafe extern "C" fn scope_launcher_required(launcher: *const scope_launcher) -> bool {
-    guard_value(false, || {
-        // SAFETY: NULL or a live launcher per the caller.
-        unsafe { launcher.as_ref() }.is_some_and(|l| l.inner.required())
-    })
+    // SAFETY: NULL or a live launcher per the caller.
+    unsafe { read_or(launcher, false, |l| l.inner.required()) }
 }
 
 /// Which program makes the launcher's scopes (0 for a NULL launcher).
@@ -165,14 +160,13 @@ pub unsafe extern "C" fn scope_launcher_required(launcher: *const scope_launcher
 /// `launcher` is NULL or a live launcher.
 #[no_mangle]
 pub unsafe extern "C" fn scope_launcher_wrapper(launcher: *const scope_launcher) -> scope_wrapper {
-    guard_value(0, || {
-        // SAFETY: NULL or a live launcher per the caller.
-        match unsafe { launcher.as_ref() }.map(|l| l.inner.wrapper()) {
-            Some(Wrapper::Exec { .. }) => SCOPE_WRAPPER_EXEC,
-            Some(_) => SCOPE_WRAPPER_SYSTEMD_RUN,
-            None => 0,
-        }
-    })
+    // SAFETY: NULL or a live launcher per the caller.
+    unsafe {
+        read_or(launcher, 0, |l| match l.inner.wrapper() {
+            Wrapper::Exec { .. } => SCOPE_WRAPPER_EXEC,
+            _ => SCOPE_WRAPPER_SYSTEMD_RUN,
+        })
+    }
 }
 
 /// The major version of the systemd-run in use (0 with the launcher program, when unknown, or for
@@ -182,12 +176,8 @@ pub unsafe extern "C" fn scope_launcher_wrapper(launcher: *const scope_launcher)
 /// `launcher` is NULL or a live launcher.
 #[no_mangle]
 pub unsafe extern "C" fn scope_launcher_systemd_version(launcher: *const scope_launcher) -> u32 {
-    guard_value(0, || {
-        // SAFETY: NULL or a live launcher per the caller.
-        unsafe { launcher.as_ref() }
-            .and_then(|l| l.inner.systemd_version())
-            .unwrap_or(0)
-    })
+    // SAFETY: NULL or a live launcher per the caller.
+    unsafe { read_or(launcher, 0, |l| l.inner.systemd_version().unwrap_or(0)) }
 }
 
 /// Rewrites `argv` (NULL-terminated; arguments are bytes, not necessarily UTF-8) to run in a new
@@ -232,8 +222,7 @@ pub unsafe extern "C" fn scope_wrap_program(
     guard(|| {
         out_arg(out, "out")?;
         // SAFETY: NULL or a live launcher per the caller.
-        let launcher =
-            unsafe { launcher.as_ref() }.ok_or_else(|| Failure::null("launcher").with_hint())?;
+        let launcher = unsafe { borrow(launcher, "launcher") }.map_err(Failure::with_hint)?;
         // SAFETY: forwarded from the caller.
         let argv = unsafe { argv_arg(argv) }?;
         // SAFETY: forwarded from the caller.
@@ -258,13 +247,13 @@ pub unsafe extern "C" fn scope_wrap_program(
         let unit = wrapped.unit.map(|u| c_string(u.into_bytes())).transpose()?;
         let mut pointers: Vec<*mut c_char> = args.iter().map(|a| a.as_ptr().cast_mut()).collect();
         pointers.push(ptr::null_mut());
-        let handle = Box::new(scope_argv {
+        let wrapped = scope_argv {
             args,
             pointers,
             unit,
-        });
+        };
         // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
-        unsafe { *out = Box::into_raw(handle) };
+        unsafe { hand_out(wrapped, out) };
         Ok(())
     })
 }
@@ -289,7 +278,7 @@ impl Failure {
 #[no_mangle]
 pub unsafe extern "C" fn scope_argv_len(argv: *const scope_argv) -> usize {
     // SAFETY: NULL or live per the caller.
-    guard_value(0, || unsafe { argv.as_ref() }.map_or(0, |a| a.args.len()))
+    unsafe { read_or(argv, 0, |a| a.args.len()) }
 }
 
 /// The arguments as a NULL-terminated array ready for `execve`/`posix_spawn` (NULL for NULL),
@@ -300,9 +289,7 @@ pub unsafe extern "C" fn scope_argv_len(argv: *const scope_argv) -> usize {
 #[no_mangle]
 pub unsafe extern "C" fn scope_argv_ptr(argv: *const scope_argv) -> *const *mut c_char {
     // SAFETY: NULL or live per the caller.
-    guard_value(ptr::null(), || {
-        unsafe { argv.as_ref() }.map_or(ptr::null(), |a| a.pointers.as_ptr())
-    })
+    unsafe { read_or(argv, ptr::null(), |a| a.pointers.as_ptr()) }
 }
 
 /// Argument `index` (NULL when out of range), its byte length in `*len` when `len` is not NULL.
@@ -336,12 +323,12 @@ pub unsafe extern "C" fn scope_argv_get(
 /// `argv` is NULL or a live `scope_argv`.
 #[no_mangle]
 pub unsafe extern "C" fn scope_argv_size(argv: *const scope_argv) -> usize {
-    guard_value(0, || {
-        // SAFETY: NULL or live per the caller.
-        unsafe { argv.as_ref() }.map_or(0, |a| {
+    // SAFETY: NULL or live per the caller.
+    unsafe {
+        read_or(argv, 0, |a| {
             a.args.iter().map(|arg| arg.as_bytes_with_nul().len()).sum()
         })
-    })
+    }
 }
 
 /// Copies every argument of `argv`, each followed by a NUL, into `buffer`, which holds
@@ -359,8 +346,7 @@ pub unsafe extern "C" fn scope_argv_copy(
 ) -> scope_result {
     guard(|| {
         // SAFETY: NULL or live per the caller.
-        let argv = unsafe { argv.as_ref() }
-            .ok_or_else(|| Failure::new(scope_result::NullParameter, "argv is NULL"))?;
+        let argv = unsafe { borrow(argv, "argv") }?;
         // SAFETY: NULL or live per the caller.
         let needed = unsafe { scope_argv_size(argv) };
         if needed == 0 {
@@ -394,12 +380,12 @@ pub unsafe extern "C" fn scope_argv_copy(
 /// `argv` is NULL or a live `scope_argv`.
 #[no_mangle]
 pub unsafe extern "C" fn scope_argv_unit(argv: *const scope_argv) -> *const c_char {
-    guard_value(ptr::null(), || {
-        // SAFETY: NULL or live per the caller.
-        unsafe { argv.as_ref() }
-            .and_then(|a| a.unit.as_ref())
-            .map_or(ptr::null(), |u| u.as_ptr())
-    })
+    // SAFETY: NULL or live per the caller.
+    unsafe {
+        read_or(argv, ptr::null(), |a| {
+            a.unit.as_ref().map_or(ptr::null(), |u| u.as_ptr())
+        })
+    }
 }
 
 /// Frees a wrapped argv (NULL is accepted and ignored).
@@ -408,12 +394,8 @@ pub unsafe extern "C" fn scope_argv_unit(argv: *const scope_argv) -> *const c_ch
 /// `argv` is NULL or from [`scope_wrap_argv`], not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn scope_argv_free(argv: *mut scope_argv) {
-    guard_value((), || {
-        if !argv.is_null() {
-            // SAFETY: a pointer from Box::into_raw, freed at most once per the caller.
-            drop(unsafe { Box::from_raw(argv) });
-        }
-    })
+    // SAFETY: NULL or an argv not yet freed, per the caller.
+    unsafe { free(argv) }
 }
 
 /// Resolves `program` as execvp in a child with environment `envp` (NULL: this process's) and
@@ -442,14 +424,14 @@ pub unsafe extern "C" fn scope_resolve_program(
             .map_err(|e| Failure::new(scope_result::NotFound, e.to_string()))?;
         let path = c_string(path.into_os_string().into_vec())?;
         // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
-        unsafe { *out = path.into_raw() };
+        unsafe { write_out(out, path.into_raw()) };
         Ok(())
     })
 }
 
 /// [`scope_launcher_for_env_timeout`] that also copies a failure's message into `error`
 /// (`error_len` bytes, NUL-terminated, truncated): for callers that run it on a worker thread,
-/// where [`super::scope_last_error`] of their own thread would not hold it.
+/// where `scope_last_error` of their own thread would not hold it.
 ///
 /// # Safety
 /// As [`scope_launcher_for_env`]; `error` is NULL or writable for `error_len` bytes.
@@ -464,7 +446,7 @@ pub unsafe extern "C" fn scope_launcher_for_env_r(
 ) -> scope_result {
     // SAFETY: forwarded from the caller.
     unsafe {
-        super::copy_error(
+        copy_error(
             scope_launcher_for_env_timeout(envp, kind, probe_timeout_ms, out),
             error,
             error_len,
@@ -601,7 +583,7 @@ mod tests {
             .expect("ready was called");
         assert_eq!(result, scope_result::Panic);
         assert!(launcher_null, "no launcher on a panic");
-        assert_eq!(error, super::PANIC_MESSAGE);
+        assert_eq!(error, crate::panic::PANIC_MESSAGE);
         assert!(
             receiver.recv_timeout(Duration::from_millis(500)).is_err(),
             "ready was called a second time"

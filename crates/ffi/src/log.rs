@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tracing::Level;
 
-use super::{guard, scope_result, Failure};
+use crate::error::{scope_result, Failure};
+use crate::panic::guard;
 use synaps_scope::diag::CallbackSubscriber;
 
 /// Severity of a log line; lower is more severe.

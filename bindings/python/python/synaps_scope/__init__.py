@@ -33,6 +33,7 @@ from ._errors import (
 )
 
 __all__ = [
+    "DEFAULT_KILL_TIMEOUT",
     "DEFAULT_PROBE_TIMEOUT",
     "EXEC_FAILED_STATUS",
     "CompletedProcess",
@@ -61,6 +62,9 @@ __version__: str = _native.__version__
 
 #: How long a launcher request may probe by default, in seconds.
 DEFAULT_PROBE_TIMEOUT: float = _native.DEFAULT_PROBE_TIMEOUT
+
+#: How long a kill, or a wait for a scope to empty, may take by default, in seconds.
+DEFAULT_KILL_TIMEOUT: float = _native.DEFAULT_KILL_TIMEOUT
 
 #: The exit status of a scoped child whose scope could not be made in ``process_scopes =
 #: required`` mode: the command did not run (launcher program ``synaps-scope-exec`` only).
@@ -306,7 +310,7 @@ class ScopeHandle:
         return cls(_native.ScopeHandle.of_process(_pid(pid)))
 
     @classmethod
-    def from_manager(cls, unit: str, env: Optional[Env] = None, timeout: float = 3.0) -> ScopeHandle:
+    def from_manager(cls, unit: str, env: Optional[Env] = None, timeout: float = DEFAULT_PROBE_TIMEOUT) -> ScopeHandle:
         """The scope ``unit``, found by asking the user manager (GIL released)."""
         return cls(_native.ScopeHandle.from_manager(unit, _env_pairs(env), float(timeout)))
 
@@ -326,7 +330,7 @@ class ScopeHandle:
     def stats(self) -> ScopeStats:
         return ScopeStats(*self._native.stats())
 
-    def kill(self, timeout: float = 5.0) -> List[int]:
+    def kill(self, timeout: float = DEFAULT_KILL_TIMEOUT) -> List[int]:
         """Kills every process in the scope, descendants that left the process group included,
         and waits up to ``timeout`` seconds until it is empty. Returns the pids that were in it."""
         return self._native.kill(float(timeout))
@@ -403,7 +407,7 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
         spawn_args, self.scope_unit = _scoped_args(args, kwargs, launcher)
         super().__init__(spawn_args, **kwargs)
 
-    def kill_scope(self, timeout: float = 5.0) -> None:
+    def kill_scope(self, timeout: float = DEFAULT_KILL_TIMEOUT) -> None:
         """Kills every process of the child's scope (descendants that left its process group
         included); for a direct launch, kills the child itself."""
         if self.scope_unit is not None and self.returncode is None:

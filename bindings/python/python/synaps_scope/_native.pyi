@@ -2,6 +2,7 @@
 from typing import List, Optional, Sequence, Tuple, final
 
 __all__ = [
+    "DEFAULT_KILL_TIMEOUT",
     "DEFAULT_PROBE_TIMEOUT",
     "EXEC_FAILED_STATUS",
     "PendingLauncher",
@@ -16,6 +17,7 @@ __all__ = [
     "resolve",
 ]
 
+DEFAULT_KILL_TIMEOUT: float
 DEFAULT_PROBE_TIMEOUT: float
 EXEC_FAILED_STATUS: int
 __version__: str

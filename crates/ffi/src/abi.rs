@@ -1,0 +1,88 @@
+//! The ABI's own facts: its version, the library's, the numbered kinds and wrappers, the exit
+//! status of a launch that could not be scoped, the default bounds, and freeing a string.
+
+use std::ffi::{c_char, CStr, CString};
+
+use crate::panic::guard_value;
+
+/// The version of this ABI. It changes only when a change would break a caller compiled against
+/// an earlier header; callers compare it with [`scope_abi_version`] at load time.
+pub const SCOPE_ABI_VERSION: u32 = 1;
+
+/// Which kind of scope: [`SCOPE_KIND_TOOL`] or [`SCOPE_KIND_DAEMON`]. A plain integer, so that
+/// an out-of-range value from C is an error, not undefined behaviour.
+pub type scope_kind = u32;
+/// Shell tool commands and PTY shells (`tool_scope_slice`).
+pub const SCOPE_KIND_TOOL: scope_kind = 0;
+/// The daemon's own scope (`daemon_scope_slice`).
+pub const SCOPE_KIND_DAEMON: scope_kind = 1;
+
+/// Which program makes a launcher's scopes: [`SCOPE_WRAPPER_EXEC`] or
+/// [`SCOPE_WRAPPER_SYSTEMD_RUN`] (0 for a NULL launcher).
+pub type scope_wrapper = u32;
+/// The project's launcher program, `synaps-scope-exec`.
+pub const SCOPE_WRAPPER_EXEC: scope_wrapper = 1;
+/// `systemd-run --user --scope`.
+pub const SCOPE_WRAPPER_SYSTEMD_RUN: scope_wrapper = 2;
+
+/// The exit status of a wrapped launch whose scope could not be made in `required` mode: the
+/// command did not run (launcher program only; systemd-run exits 1).
+pub const SCOPE_EXEC_FAILED_STATUS: i32 = 125;
+
+/// The bound of a probe when the caller gives none, in milliseconds: what
+/// [`crate::launcher::scope_launcher_for_env`] uses.
+pub const SCOPE_DEFAULT_PROBE_TIMEOUT_MS: u32 = 3000;
+
+/// The bound of a kill, or of a wait for a scope to empty, that bindings use when the caller
+/// gives none, in milliseconds.
+pub const SCOPE_DEFAULT_KILL_TIMEOUT_MS: u32 = 5000;
+
+/// The ABI version this library implements ([`SCOPE_ABI_VERSION`] of its header).
+#[no_mangle]
+pub extern "C" fn scope_abi_version() -> u32 {
+    SCOPE_ABI_VERSION
+}
+
+/// The library's version, e.g. "1.0.0" (static, never NULL): the version of every artifact of
+/// the project (crates, wheel, npm package, this library's soname and pkg-config file).
+#[no_mangle]
+pub extern "C" fn scope_version() -> *const c_char {
+    const VERSION: &CStr =
+        match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(version) => version,
+            Err(_) => c"unknown",
+        };
+    VERSION.as_ptr()
+}
+
+/// Frees a string this library returned (NULL is accepted and ignored).
+///
+/// # Safety
+/// `s` is NULL or a string from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn scope_string_free(s: *mut c_char) {
+    guard_value((), || {
+        if !s.is_null() {
+            // SAFETY: the caller passes a pointer from CString::into_raw, freed at most once.
+            drop(unsafe { CString::from_raw(s) });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SCOPE_DEFAULT_KILL_TIMEOUT_MS, SCOPE_DEFAULT_PROBE_TIMEOUT_MS};
+
+    #[test]
+    fn the_header_s_default_bounds_are_the_core_s() {
+        let millis = |bound: std::time::Duration| u32::try_from(bound.as_millis()).unwrap();
+        assert_eq!(
+            SCOPE_DEFAULT_PROBE_TIMEOUT_MS,
+            millis(synaps_scope::DEFAULT_PROBE_TIMEOUT)
+        );
+        assert_eq!(
+            SCOPE_DEFAULT_KILL_TIMEOUT_MS,
+            millis(synaps_scope::DEFAULT_KILL_TIMEOUT)
+        );
+    }
+}

@@ -1,0 +1,149 @@
+//! Argument decoding: C strings, argv and envp arrays, kinds and bounds, checked and turned into
+//! the core's types, each failure with its result code and a message that names the argument.
+
+use std::ffi::{c_char, CStr, CString, OsString};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use synaps_scope::{inherited_env, parse_env_entry, ScopeKind};
+
+use crate::abi::{scope_kind, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL};
+use crate::error::{scope_result, Failure};
+
+/// More entries than any real argv or environment; beyond it the array is taken to be missing
+/// its NULL terminator.
+const MAX_ARRAY_ENTRIES: usize = 1 << 20;
+
+/// The entries of a NULL-terminated array of C strings, as bytes.
+///
+/// # Safety
+/// `array` is non-NULL and points to NUL-terminated strings followed by a NULL pointer, all
+/// living at least as long as `'a`.
+unsafe fn c_string_array<'a>(
+    array: *const *const c_char,
+    what: &str,
+) -> Result<Vec<&'a [u8]>, Failure> {
+    let mut entries = Vec::new();
+    loop {
+        if entries.len() == MAX_ARRAY_ENTRIES {
+            return Err(Failure::new(
+                scope_result::InvalidArgument,
+                format!("{what} has no NULL terminator within {MAX_ARRAY_ENTRIES} entries"),
+            ));
+        }
+        // SAFETY: the caller guarantees the array is NULL-terminated, and we stop at the NULL.
+        let entry = unsafe { *array.add(entries.len()) };
+        if entry.is_null() {
+            return Ok(entries);
+        }
+        // SAFETY: each entry before the terminator is a NUL-terminated string.
+        entries.push(unsafe { CStr::from_ptr(entry) }.to_bytes());
+    }
+}
+
+/// An `envp` argument: NULL means this process's environment.
+///
+/// # Safety
+/// As [`c_string_array`] when non-NULL.
+pub(crate) unsafe fn env_arg(
+    envp: *const *const c_char,
+) -> Result<Vec<(OsString, OsString)>, Failure> {
+    if envp.is_null() {
+        return Ok(inherited_env());
+    }
+    // SAFETY: forwarded from the caller.
+    let entries = unsafe { c_string_array(envp, "envp") }?;
+    entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            parse_env_entry(entry).map_err(|e| {
+                Failure::new(
+                    scope_result::InvalidArgument,
+                    format!(
+                        "envp[{i}] ({:?}) is refused: {e}",
+                        String::from_utf8_lossy(entry)
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// An `argv` argument: non-NULL (an empty array is an empty argv).
+///
+/// # Safety
+/// As [`c_string_array`] when non-NULL.
+pub(crate) unsafe fn argv_arg(argv: *const *const c_char) -> Result<Vec<OsString>, Failure> {
+    if argv.is_null() {
+        return Err(Failure::null("argv"));
+    }
+    // SAFETY: forwarded from the caller.
+    let entries = unsafe { c_string_array(argv, "argv") }?;
+    Ok(entries.into_iter().map(os_from_bytes).collect())
+}
+
+/// An optional path argument (NULL: None), as bytes.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn path_arg(path: *const c_char) -> Option<PathBuf> {
+    // SAFETY: non-NULL is a NUL-terminated string per the caller.
+    (!path.is_null())
+        .then(|| PathBuf::from(os_from_bytes(unsafe { CStr::from_ptr(path) }.to_bytes())))
+}
+
+/// A required UTF-8 string argument.
+///
+/// # Safety
+/// `s` is NULL or a NUL-terminated string living at least as long as `'a`.
+pub(crate) unsafe fn str_arg<'a>(s: *const c_char, what: &str) -> Result<&'a str, Failure> {
+    if s.is_null() {
+        return Err(Failure::null(what));
+    }
+    // SAFETY: non-NULL is a NUL-terminated string per the caller.
+    unsafe { CStr::from_ptr(s) }
+        .to_str()
+        .map_err(|_| Failure::new(scope_result::InvalidUtf8, format!("{what} is not UTF-8")))
+}
+
+pub(crate) fn kind_arg(kind: scope_kind) -> Result<ScopeKind, Failure> {
+    match kind {
+        SCOPE_KIND_TOOL => Ok(ScopeKind::Tool),
+        SCOPE_KIND_DAEMON => Ok(ScopeKind::Daemon),
+        other => Err(Failure::new(
+            scope_result::InvalidKind,
+            format!("kind {other} is neither SCOPE_KIND_TOOL (0) nor SCOPE_KIND_DAEMON (1)"),
+        )),
+    }
+}
+
+pub(crate) fn timeout_arg(ms: u32, what: &str) -> Result<Duration, Failure> {
+    match ms {
+        0 => Err(Failure::new(
+            scope_result::InvalidArgument,
+            format!("{what} is 0 ms"),
+        )),
+        ms => Ok(Duration::from_millis(u64::from(ms))),
+    }
+}
+
+/// Checks an out-parameter before any work is done.
+pub(crate) fn out_arg<T>(out: *mut T, what: &str) -> Result<(), Failure> {
+    if out.is_null() {
+        Err(Failure::null(what))
+    } else {
+        Ok(())
+    }
+}
+
+fn os_from_bytes(bytes: &[u8]) -> OsString {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::OsStr::from_bytes(bytes).to_owned()
+}
+
+/// A C string of `bytes`, which came from C strings or paths and so hold no NUL.
+pub(crate) fn c_string(bytes: Vec<u8>) -> Result<CString, Failure> {
+    CString::new(bytes)
+        .map_err(|_| Failure::new(scope_result::InvalidArgument, "a string holds a NUL byte"))
+}
