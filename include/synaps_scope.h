@@ -390,6 +390,17 @@ scope_wrapper scope_launcher_wrapper(const struct scope_launcher *launcher);
 // `launcher` is NULL or a live launcher.
 uint32_t scope_launcher_systemd_version(const struct scope_launcher *launcher);
 
+// For a child that runs as another user or group: `switches` names the spawn options that
+// switch (UTF-8, for the message, e.g. "uid=65534"). A scope of this user's manager cannot hold
+// another user's process, so such a child runs directly: `SCOPE_RESULT_OK` says so, and the
+// first call in a process logs why at WARN. In `required` mode the spawn is refused instead:
+// `SCOPE_RESULT_REQUIRED_UNAVAILABLE`. The launcher stays the caller's to free.
+//
+// # Safety
+// `launcher` is NULL or a live launcher; `switches` is NULL or a NUL-terminated string.
+scope_result scope_launcher_user_switch(const struct scope_launcher *launcher,
+                                        const char *switches);
+
 // Rewrites `argv` (NULL-terminated; arguments are bytes, not necessarily UTF-8) to run in a new
 // scope. `envp` (NULL: this process's environment) and `cwd` (NULL: this process's) are the
 // child's: the program is resolved with them. A program that cannot be resolved, or an empty

@@ -82,6 +82,12 @@ pub enum DirectReason {
         /// systemd-run's complaint, the time-out, or the exit status.
         detail: String,
     },
+    /// The child runs as another user or group, which a scope of this user's manager cannot
+    /// hold.
+    UserSwitch {
+        /// The spawn options that switch, as the caller's surface names them (`uid=65534`).
+        switches: String,
+    },
 }
 
 impl fmt::Display for DirectReason {
@@ -99,6 +105,11 @@ impl fmt::Display for DirectReason {
             DirectReason::ProbeFailed { slice, detail } => {
                 write!(f, "the probe for {} failed: {detail}", warn::slice_label(slice.as_deref()))
             }
+            DirectReason::UserSwitch { switches } => write!(
+                f,
+                "the child switches user ({switches}), and a scope of this user's systemd manager \
+                 cannot hold another user's process"
+            ),
         }
     }
 }

@@ -33,6 +33,7 @@ mod own_scope;
 mod probe;
 mod resolve;
 mod slice_check;
+mod spawn;
 mod unit_name;
 mod version;
 mod warn;
@@ -51,6 +52,7 @@ pub use manager::ManagerVersion;
 pub use own_scope::NotMade as ScopeNotMade;
 pub use resolve::resolve_program;
 pub use slice_check::{flush_warnings, SliceLimits};
+pub use spawn::{direct_for_user_switch, Launch};
 
 /// Entry points for the fuzz targets in `fuzz/`; not part of the supported API.
 #[doc(hidden)]

@@ -140,6 +140,7 @@ const c = {
   argvSize: lib.func('size_t scope_argv_size(const scope_argv *argv)'),
   argvCopy: lib.func('uint32_t scope_argv_copy(const scope_argv *argv, uint8_t *buffer, size_t buffer_len)'),
   argvFree: lib.func('void scope_argv_free(scope_argv *argv)'),
+  launcherUserSwitch: lib.func('uint32_t scope_launcher_user_switch(const scope_launcher *launcher, const char *switches)'),
   resolveProgram: lib.func('uint32_t scope_resolve_program(const char *program, const char **envp, const char *cwd, _Out_ void **out)'),
   handleFromPid: lib.func('uint32_t scope_handle_from_pid(const char *unit, uint32_t pid, _Out_ scope_handle **out)'),
   handleOfProcess: lib.func('uint32_t scope_handle_of_process(uint32_t pid, _Out_ scope_handle **out)'),
@@ -358,8 +359,15 @@ const WRAPPER_NAMES = Object.freeze({ 1: 'synaps-scope-exec', 2: 'systemd-run' }
  * Turns `program args…` into an argv that runs it in a new scope: through the project's launcher
  * program `synaps-scope-exec` (which keeps argv[0]), or systemd-run.
  */
+/** The live pointer of a launcher, for this module's own calls. */
+let pointerOf;
+
 class ScopeLauncher {
   #pointer;
+
+  static {
+    pointerOf = (launcher) => launcher.#live();
+  }
 
   constructor(pointer) {
     this.#pointer = pointer;
@@ -571,32 +579,25 @@ class ScopeHandle {
 }
 
 /**
- * child_process.spawn in a scope: resolves to the ChildProcess, with `scopeUnit` naming its scope
- * (null for a direct launch). `shell: true` runs `/bin/sh -c` inside the scope.
- */
-let userSwitchWarned = false;
-
-/**
- * `launcher`, or null for a child that switches user (`uid`, `gid`): a scope of this user's
- * manager cannot hold another user's process (the launcher would run as that user and could not
- * reach the manager, so the command would never run). Such a child runs directly, with one
- * warning per process saying why; in `required` mode it is refused with ScopeRequiredError before
- * anything is spawned.
+ * `launcher`, or null for a child that switches user (`uid`, `gid`), by the library's rule
+ * (`scope_launcher_user_switch`): such a child runs directly, with one warning per process saying
+ * why; in `required` mode it is refused with ScopeRequiredError before anything is spawned.
  */
 function unlessUserSwitch(launcher, { uid, gid }) {
   const switches = [['uid', uid], ['gid', gid]].filter(([, value]) => value !== undefined).map(([name, value]) => `${name}=${value}`);
   if (!launcher || switches.length === 0) return launcher;
-  const why = `the child switches user (${switches.join(', ')}), and a scope of this user's systemd manager cannot hold another user's process`;
-  const required = launcher.required;
-  launcher.close();
-  if (required) throw new ScopeRequiredError(5, `synaps-scope: process scopes are required, but ${why}`);
-  if (!userSwitchWarned) {
-    userSwitchWarned = true;
-    if (logger) logger('warn', `launching directly, not in a scope: ${why}`);
+  try {
+    check(c.launcherUserSwitch(pointerOf(launcher), switches.join(', ')));
+  } finally {
+    launcher.close();
   }
   return null;
 }
 
+/**
+ * child_process.spawn in a scope: resolves to the ChildProcess, with `scopeUnit` naming its scope
+ * (null for a direct launch). `shell: true` runs `/bin/sh -c` inside the scope.
+ */
 async function spawn(command, args = [], options = {}) {
   if (!Array.isArray(args)) {
     options = args ?? {};

@@ -16,8 +16,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyBytes;
 use synaps_scope::diag::CallbackSubscriber;
 use synaps_scope::{
-    decide, parse_env_entry, resolve_program, Decision, HandleError, LauncherOptions, ScopeHandle,
-    ScopeKind, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
+    decide, direct_for_user_switch, parse_env_entry, resolve_program, Decision, HandleError,
+    LauncherOptions, ScopeHandle, ScopeKind, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
 };
 use tracing::Level;
 
@@ -173,6 +173,14 @@ impl ScopeLauncher {
                 .collect(),
             unit: wrapped.unit,
         })
+    }
+
+    /// For a child that switches user (`switches`: the options that do, for the message): it
+    /// runs directly, said once per process; raises ScopeRequiredError in `required` mode.
+    fn user_switch(&self, switches: &str) -> PyResult<()> {
+        direct_for_user_switch(&self.inner, switches)
+            .map(drop)
+            .map_err(|e| ScopeRequiredError::new_err(e.to_string()))
     }
 
     fn __repr__(&self) -> String {

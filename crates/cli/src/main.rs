@@ -17,8 +17,8 @@ use clap::{Args, Parser, Subcommand};
 use synaps_scope::doctor::diagnose;
 use synaps_scope::{
     decide, decide_in_place, flush_warnings, inherited_env, set_env, Decision, DirectReason,
-    InPlace, InPlaceDecision, LauncherOptions, ScopeError, ScopeKind, ScopeLauncher, ScopeNotMade,
-    EXEC_FAILED_STATUS,
+    InPlace, InPlaceDecision, Launch, LauncherOptions, ScopeError, ScopeKind, ScopeLauncher,
+    ScopeNotMade, EXEC_FAILED_STATUS,
 };
 
 /// Exit status when `required` mode refuses a launch.
@@ -154,10 +154,8 @@ fn main() -> ExitCode {
     // With --argv0, the program is argv[0] and the command sees NAME in its place.
     let program = argv[0].clone();
     let mut command_argv = argv;
-    let mut direct_argv0 = None;
     if let Some(argv0) = command.argv0 {
-        command_argv[0] = argv0.clone();
-        direct_argv0 = Some(argv0);
+        command_argv[0] = argv0;
     }
     let options = request.options();
     let started = Instant::now();
@@ -180,21 +178,9 @@ fn main() -> ExitCode {
         },
         Some(_) => decide(&env, kind, &options),
     };
-    let (argv, unit) = match decided {
+    let launch = match decided {
         Ok(Decision::Scoped(launcher)) => {
-            let wrapped = launcher.wrap_program(&program, &command_argv, &env, None);
-            match wrapped.unit {
-                Some(unit) => {
-                    direct_argv0 = None;
-                    (wrapped.argv, Some(unit))
-                }
-                // Left unwrapped (R4): the spawn fails as a direct one would, naming the program.
-                None => {
-                    let mut argv = command_argv;
-                    argv[0] = program;
-                    (argv, None)
-                }
-            }
+            Launch::new(Some(&launcher), &program, command_argv, &env)
         }
         Ok(Decision::Direct(reason)) => {
             // A failed probe has already been warned about by the library; off is silent (R8).
@@ -207,9 +193,7 @@ fn main() -> ExitCode {
                     "launching directly, not in a scope: {reason}"
                 );
             }
-            let mut argv = command_argv;
-            argv[0] = program;
-            (argv, None)
+            Launch::new(None, &program, command_argv, &env)
         }
         Err(e) => {
             tracing::error!(target: synaps_scope::diag::TARGET, "{e}");
@@ -221,18 +205,16 @@ fn main() -> ExitCode {
     };
 
     if let Some(nul_separated) = nul_separated {
-        let status = print_argv(&argv, unit.as_deref(), nul_separated);
+        let status = print_argv(
+            &launch.spawnable_argv(),
+            launch.unit.as_deref(),
+            nul_separated,
+        );
         flush();
         return status;
     }
     flush();
-    let program = argv[0].clone();
-    exec(
-        &program,
-        direct_argv0.as_ref().unwrap_or(&program),
-        &argv[1..],
-        &env,
-    )
+    exec(&launch.program, &launch.argv[0], &launch.argv[1..], &env)
 }
 
 /// `run` with the launcher program as the wrapper, done by this process itself as the launcher

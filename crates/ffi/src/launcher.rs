@@ -10,11 +10,11 @@ use crate::abi::{
     scope_kind, scope_wrapper, SCOPE_DEFAULT_PROBE_TIMEOUT_MS, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL,
     SCOPE_WRAPPER_EXEC, SCOPE_WRAPPER_SYSTEMD_RUN,
 };
-use crate::args::{argv_arg, c_string, env_arg, kind_arg, out_arg, path_arg, timeout_arg};
+use crate::args::{argv_arg, c_string, env_arg, kind_arg, out_arg, path_arg, str_arg, timeout_arg};
 use crate::boxed::{borrow, free, hand_out, read_or, write_out};
 use crate::error::{copy_error, scope_result, Failure};
 use crate::panic::{guard, guard_value, PANIC_MESSAGE};
-use synaps_scope::resolve_program;
+use synaps_scope::{direct_for_user_switch, resolve_program};
 use synaps_scope::{launcher_with_options, LauncherOptions, ScopeError, ScopeLauncher};
 use synaps_scope::{ScopeKind, Wrapper};
 
@@ -178,6 +178,30 @@ pub unsafe extern "C" fn scope_launcher_wrapper(launcher: *const scope_launcher)
 pub unsafe extern "C" fn scope_launcher_systemd_version(launcher: *const scope_launcher) -> u32 {
     // SAFETY: NULL or a live launcher per the caller.
     unsafe { read_or(launcher, 0, |l| l.inner.systemd_version().unwrap_or(0)) }
+}
+
+/// For a child that runs as another user or group: `switches` names the spawn options that
+/// switch (UTF-8, for the message, e.g. "uid=65534"). A scope of this user's manager cannot hold
+/// another user's process, so such a child runs directly: `SCOPE_RESULT_OK` says so, and the
+/// first call in a process logs why at WARN. In `required` mode the spawn is refused instead:
+/// `SCOPE_RESULT_REQUIRED_UNAVAILABLE`. The launcher stays the caller's to free.
+///
+/// # Safety
+/// `launcher` is NULL or a live launcher; `switches` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn scope_launcher_user_switch(
+    launcher: *const scope_launcher,
+    switches: *const c_char,
+) -> scope_result {
+    guard(|| {
+        // SAFETY: NULL or a live launcher per the caller.
+        let launcher = unsafe { borrow(launcher, "launcher") }.map_err(Failure::with_hint)?;
+        // SAFETY: NULL or a NUL-terminated string per the caller.
+        let switches = unsafe { str_arg(switches, "switches") }?;
+        direct_for_user_switch(&launcher.inner, switches)
+            .map(drop)
+            .map_err(|e| Failure::new(scope_result::RequiredUnavailable, e.to_string()))
+    })
 }
 
 /// Rewrites `argv` (NULL-terminated; arguments are bytes, not necessarily UTF-8) to run in a new

@@ -345,6 +345,12 @@ fn without_a_callback_warnings_go_to_stderr() {
 }
 
 #[test]
+fn a_child_that_switches_user_runs_directly_with_one_warning_or_is_refused_when_required() {
+    let Some(_rig) = rig() else { return };
+    scenario("user_switch");
+}
+
+#[test]
 fn required_mode_has_its_own_result_code() {
     let Some(_rig) = rig() else { return };
     scenario("required");

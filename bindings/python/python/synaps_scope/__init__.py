@@ -14,7 +14,6 @@ os.fsencode/os.fsdecode. Diagnostics go to ``logging.getLogger("synaps_scope")``
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import subprocess
 import weakref
@@ -362,28 +361,17 @@ def _scoped_args(args: Any, kwargs: Dict[str, Any], launcher: Optional[ScopeLaun
 
 
 _USER_SWITCHES = ("user", "group", "extra_groups")
-_user_switch_warned = False
 
 
 def _unless_user_switch(launcher: Optional[ScopeLauncher], kwargs: Dict[str, Any]) -> Optional[ScopeLauncher]:
     """``launcher``, or None for a child that switches user (``user=``, ``group=``,
-    ``extra_groups=``): a scope of this user's manager cannot hold another user's process (the
-    launcher would run as that user and could not reach the manager, so the command would never
-    run). Such a child runs directly, with one WARNING per process saying why; in ``required`` mode
-    it is refused with :class:`ScopeRequiredError` before anything is spawned."""
+    ``extra_groups=``), by the library's rule: such a child runs directly, with one WARNING per
+    process saying why; in ``required`` mode it is refused with :class:`ScopeRequiredError` before
+    anything is spawned."""
     switches = [f"{name}={kwargs[name]!r}" for name in _USER_SWITCHES if kwargs.get(name) is not None]
     if launcher is None or not switches:
         return launcher
-    why = (
-        f"the child switches user ({', '.join(switches)}), and a scope of this user's systemd manager "
-        "cannot hold another user's process"
-    )
-    if launcher.required:
-        raise ScopeRequiredError(f"process scopes are required, but {why}")
-    global _user_switch_warned
-    if not _user_switch_warned:
-        _user_switch_warned = True
-        logging.getLogger("synaps_scope").warning("launching directly, not in a scope: %s", why)
+    launcher._native.user_switch(", ".join(switches))
     return None
 
 

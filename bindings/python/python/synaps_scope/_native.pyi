@@ -43,6 +43,7 @@ class ScopeLauncher:
     def wrap(
         self, argv: Sequence[bytes], env: _Env, cwd: Optional[bytes] = None, program: Optional[bytes] = None
     ) -> Wrapped: ...
+    def user_switch(self, switches: str) -> None: ...
 
 @final
 class Wrapped:

@@ -370,6 +370,42 @@ static int scenario_required(void) {
     return 0;
 }
 
+static int user_switch_warnings;
+
+static void count_user_switch(void *userdata, scope_log_level level, const char *message, size_t len) {
+    CHECK(userdata == &user_switch_warnings && strlen(message) == len, "userdata and len come back");
+    if (level == SCOPE_LOG_LEVEL_WARN && strstr(message, "switches user (uid=65534)") &&
+        strstr(message, "cannot hold another user's process")) {
+        pthread_mutex_lock(&log_lock);
+        user_switch_warnings++;
+        pthread_mutex_unlock(&log_lock);
+    }
+}
+
+static int scenario_user_switch(void) {
+    scope_set_log_callback(count_user_switch, &user_switch_warnings);
+    scope_launcher *launcher = must_launcher(NULL);
+    for (int i = 0; i < 3; i++) {
+        scope_result r = scope_launcher_user_switch(launcher, "uid=65534");
+        CHECK(r == SCOPE_RESULT_OK, "child %d switches user: run directly, result %u", i, (unsigned)r);
+    }
+    CHECK(user_switch_warnings == 1, "%d warnings, expected one per process", user_switch_warnings);
+    CHECK(scope_launcher_user_switch(NULL, "uid=1") == SCOPE_RESULT_NULL_PARAMETER, "NULL launcher");
+    CHECK(scope_launcher_user_switch(launcher, NULL) == SCOPE_RESULT_NULL_PARAMETER, "NULL switches");
+    CHECK(scope_launcher_user_switch(launcher, "uid=\xff") == SCOPE_RESULT_INVALID_UTF8, "not UTF-8");
+    scope_launcher_free(launcher);
+    const char *add[] = {"SYNAPS_PROCESS_SCOPES=required", NULL};
+    const char **env = env_edit(NULL, add);
+    launcher = must_launcher(env);
+    scope_result r = scope_launcher_user_switch(launcher, "gid=65534");
+    CHECK(r == SCOPE_RESULT_REQUIRED_UNAVAILABLE, "required mode refuses, result %u", (unsigned)r);
+    CHECK(strstr(scope_last_error(), "switches user (gid=65534)") != NULL, "message: %s", scope_last_error());
+    scope_launcher_free(launcher);
+    scope_set_log_callback(NULL, NULL);
+    free(env);
+    return 0;
+}
+
 static int scenario_scope_kill(void) {
     scope_launcher *launcher = must_launcher(NULL);
     char *pidfile = scratch_path("escaped");
@@ -1056,7 +1092,7 @@ int main(int argc, char **argv) {
         {"doctor", scenario_doctor},                 {"removed_while_read", scenario_removed_while_read},
         {"other_users_scope", scenario_other_users_scope},
         {"concurrent_slice_warning", scenario_concurrent_slice_warning},
-        {"burst", scenario_burst},
+        {"burst", scenario_burst},                   {"user_switch", scenario_user_switch},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
