@@ -71,6 +71,39 @@ pub fn parse_env_entry(entry: &[u8]) -> Result<(OsString, OsString), EnvEntryErr
     ))
 }
 
+/// An environment entry that no process environment can hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedEnv {
+    /// The entry's key.
+    pub key: OsString,
+    /// What is wrong with it.
+    pub problem: &'static str,
+}
+
+impl fmt::Display for RefusedEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "environment entry {:?} is refused: {}",
+            self.key, self.problem
+        )
+    }
+}
+
+impl std::error::Error for RefusedEnv {}
+
+/// Refuses an environment that no process can hold, as every surface does before anything else
+/// (`docs/surfaces.md`): an empty key, a key with `=`, a NUL byte in a key or value.
+pub fn check_env(env: &[(OsString, OsString)]) -> Result<(), RefusedEnv> {
+    match refused_entry(env) {
+        Some((key, problem)) => Err(RefusedEnv {
+            key: key.to_owned(),
+            problem,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The first entry of `env` that no process environment can hold, and why: an empty key, a key
 /// with `=` (it would read back as another key), or NUL in a key or value (exec cannot pass it).
 /// Every surface refuses such an environment (`docs/surfaces.md`).

@@ -8,11 +8,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::bounds::DEFAULT_PROBE_TIMEOUT;
 use crate::bus::turn::{self, Turn};
 use crate::bus::{Fallback, Route};
 use crate::config::{Config, LauncherChoice, Mode, Origin};
 use crate::diag::TARGET;
 use crate::env::{lookup_non_empty, refused_entry};
+use crate::exec_line::ExecLine;
 use crate::install::locate_exec_program;
 use crate::kind::ScopeKind;
 use crate::own_scope::{self, NotMade as ScopeNotMade, ScopeRequest};
@@ -29,13 +31,6 @@ pub const EXEC_VAR: &str = "SYNAPS_SCOPE_EXEC";
 /// (or was started wrongly): the command has not run. A command's own status 125 is rare (it is
 /// what `env`, `nice` and `timeout` use for their own failures, for the same reason).
 pub const EXEC_FAILED_STATUS: i32 = 125;
-
-/// How long a request may spend probing by default (R6).
-pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// How long a kill, or a wait for a scope to empty, may take by default (R15): a scope's
-/// processes get this long to be reaped.
-pub const DEFAULT_KILL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Options of a launcher request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -330,7 +325,7 @@ impl ScopeLauncher {
             argv: argv.to_vec(),
             unit: None,
         };
-        let Some((argv0, args)) = argv.split_first() else {
+        let Some((_, args)) = argv.split_first() else {
             return unchanged();
         };
         let Some(program) = scopable_program(program, env, cwd) else {
@@ -338,33 +333,30 @@ impl ScopeLauncher {
         };
         let unit = unit_name(self.kind);
         let description = description(self.kind, program.as_os_str().as_bytes());
-        let mut wrapped = Vec::with_capacity(args.len() + 12);
-        wrapped.push(self.wrapper.program().as_os_str().to_owned());
+        let mut wrapped = vec![self.wrapper.program().as_os_str().to_owned()];
         match &self.wrapper {
-            Wrapper::Exec { .. } => {
-                wrapped.push(format!("--unit={unit}").into());
-                if let Some(slice) = &self.unit_slice {
-                    wrapped.push(format!("--slice={slice}").into());
+            Wrapper::Exec { .. } => wrapped.extend(
+                ExecLine {
+                    unit: unit.clone(),
+                    slice: self.unit_slice.clone(),
+                    description,
+                    timeout_ms: u64::try_from(self.bound.as_millis()).unwrap_or(u64::MAX),
+                    required: self.required,
+                    program: program.into_os_string(),
+                    argv: argv.to_vec(),
                 }
-                wrapped.push(format!("--description={description}").into());
-                let bound_ms = u64::try_from(self.bound.as_millis()).unwrap_or(u64::MAX);
-                wrapped.push(format!("--timeout-ms={bound_ms}").into());
-                if self.required {
-                    wrapped.push("--required".into());
-                }
-                wrapped.push("--".into());
-                wrapped.push(program.into_os_string());
-                wrapped.push(argv0.clone());
-            }
+                .into_args(),
+            ),
             Wrapper::SystemdRun { .. } => {
+                wrapped.reserve(args.len() + 12);
                 wrapped.extend(self.systemd_run_flags());
                 wrapped.push(format!("--unit={unit}").into());
                 wrapped.push(format!("--description={description}").into());
                 wrapped.push("--".into());
                 wrapped.push(program.into_os_string());
+                wrapped.extend_from_slice(args);
             }
         }
-        wrapped.extend_from_slice(args);
         Wrapped {
             argv: wrapped,
             unit: Some(unit),

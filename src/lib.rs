@@ -19,11 +19,13 @@
 #![deny(missing_docs)]
 
 mod bounded;
+mod bounds;
 mod bus;
 pub mod config;
 pub mod diag;
 pub mod doctor;
 mod env;
+mod exec_line;
 pub mod handle;
 mod install;
 mod kind;
@@ -38,15 +40,19 @@ mod unit_name;
 mod version;
 mod warn;
 
-pub use env::{inherited_env, parse_env_entry, set_env, with_overrides, EnvEntryError};
+pub use bounds::{
+    bound_from_millis, bound_from_secs, BadBound, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
+};
+pub use env::{
+    check_env, inherited_env, parse_env_entry, set_env, with_overrides, EnvEntryError, RefusedEnv,
+};
 pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
 pub use install::{ExecProgram, FoundBy};
 pub use kind::{ScopeKind, UnknownKind};
 pub use launcher::{
     decide, decide_in_place, launcher_for_effective_env, launcher_for_env, launcher_with_options,
     Decision, DirectReason, InPlace, InPlaceDecision, LauncherOptions, ScopeError, ScopeLauncher,
-    Wrapped, Wrapper, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT, EXEC_FAILED_STATUS,
-    EXEC_PROGRAM, EXEC_VAR,
+    Wrapped, Wrapper, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
 };
 pub use manager::ManagerVersion;
 pub use own_scope::NotMade as ScopeNotMade;
@@ -109,5 +115,6 @@ pub mod __fuzz {
 /// What the launcher program (`synaps-scope-exec`) uses; not part of the supported API.
 #[doc(hidden)]
 pub mod __exec {
+    pub use crate::exec_line::{BadExecLine, ExecLine, EXEC_USAGE};
     pub use crate::own_scope::{make_own_scope, NotMade, ScopeRequest};
 }

@@ -1,6 +1,6 @@
-//! The spawn policy every surface's spawn helper follows around a launcher, written once here for
-//! the command line, C, Python and Node: a child that switches user runs directly (R17's user
-//! switch), and a direct launch runs the program itself with the caller's argv[0].
+//! The spawn policy every surface follows around a launcher, written once here for the command
+//! line, C, Python and Node: a child that switches user runs directly, and a direct launch runs
+//! the program itself with the caller's argv[0]. (The bounds a caller may give are `bounds`.)
 
 use std::ffi::{OsStr, OsString};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -16,8 +16,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyBytes;
 use synaps_scope::diag::CallbackSubscriber;
 use synaps_scope::{
-    decide, direct_for_user_switch, parse_env_entry, resolve_program, Decision, HandleError,
-    LauncherOptions, ScopeHandle, ScopeKind, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
+    bound_from_secs, check_env, decide, direct_for_user_switch, resolve_program, Decision,
+    HandleError, LauncherOptions, ScopeHandle, ScopeKind, DEFAULT_KILL_TIMEOUT,
+    DEFAULT_PROBE_TIMEOUT,
 };
 use tracing::Level;
 
@@ -41,31 +42,12 @@ fn cwd_from(cwd: Option<Vec<u8>>) -> PyResult<Option<PathBuf>> {
 }
 
 fn env_from(env: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<Env> {
-    env.into_iter()
-        .map(|(key, value)| {
-            if key.contains(&0) || value.contains(&0) {
-                return Err(PyValueError::new_err(
-                    "environment keys and values cannot contain NUL bytes",
-                ));
-            }
-            let mut entry = key.clone();
-            entry.push(b'=');
-            entry.extend_from_slice(&value);
-            let (parsed_key, parsed_value) = parse_env_entry(&entry).map_err(|e| {
-                PyValueError::new_err(format!(
-                    "environment key {:?} is refused: {e}",
-                    String::from_utf8_lossy(&key)
-                ))
-            })?;
-            if parsed_key.as_bytes() != key.as_slice() {
-                return Err(PyValueError::new_err(format!(
-                    "environment key {:?} contains '='",
-                    String::from_utf8_lossy(&key)
-                )));
-            }
-            Ok((parsed_key, parsed_value))
-        })
-        .collect()
+    let env: Env = env
+        .into_iter()
+        .map(|(key, value)| (OsString::from_vec(key), OsString::from_vec(value)))
+        .collect();
+    check_env(&env).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(env)
 }
 
 fn kind_from(kind: &str) -> PyResult<ScopeKind> {
@@ -74,18 +56,7 @@ fn kind_from(kind: &str) -> PyResult<ScopeKind> {
 }
 
 fn timeout_from(seconds: f64, what: &str) -> PyResult<Duration> {
-    if !(seconds.is_finite() && seconds > 0.0) {
-        return Err(PyValueError::new_err(format!(
-            "{what} must be a positive number of seconds, not {seconds}"
-        )));
-    }
-    match Duration::try_from_secs_f64(seconds) {
-        Ok(bound) if bound.is_zero() => Err(PyValueError::new_err(format!(
-            "{what} of {seconds} seconds is shorter than a nanosecond"
-        ))),
-        Ok(bound) => Ok(bound),
-        Err(e) => Err(PyValueError::new_err(format!("{what}: {e}"))),
-    }
+    bound_from_secs(seconds, what).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Turns `program args…` into an argv that runs it in a new scope.

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use clap::{Args, Parser, Subcommand};
 use synaps_scope::doctor::diagnose;
 use synaps_scope::{
-    decide, decide_in_place, flush_warnings, inherited_env, set_env, Decision, DirectReason,
-    InPlace, InPlaceDecision, Launch, LauncherOptions, ScopeError, ScopeKind, ScopeLauncher,
-    ScopeNotMade, EXEC_FAILED_STATUS,
+    bound_from_millis, decide, decide_in_place, flush_warnings, inherited_env, set_env, Decision,
+    DirectReason, InPlace, InPlaceDecision, Launch, LauncherOptions, ScopeError, ScopeKind,
+    ScopeLauncher, ScopeNotMade, EXEC_FAILED_STATUS,
 };
 
 /// Exit status when `required` mode refuses a launch.
@@ -101,18 +101,23 @@ struct Request {
     #[arg(long, value_parser = parse_kind)]
     kind: Option<ScopeKind>,
     /// The bound on the probe of the user manager, in milliseconds.
-    #[arg(long = "probe-timeout-ms", value_name = "N")]
-    probe_timeout_ms: Option<u64>,
+    #[arg(long = "probe-timeout-ms", value_name = "N", value_parser = parse_bound)]
+    probe_timeout: Option<Duration>,
 }
 
 impl Request {
     fn options(&self) -> LauncherOptions {
         let mut options = LauncherOptions::default();
-        if let Some(ms) = self.probe_timeout_ms {
-            options.probe_timeout = Duration::from_millis(ms);
+        if let Some(bound) = self.probe_timeout {
+            options.probe_timeout = bound;
         }
         options
     }
+}
+
+fn parse_bound(text: &str) -> Result<Duration, String> {
+    let ms = text.parse().map_err(|e| format!("{e}"))?;
+    bound_from_millis(ms, "the bound").map_err(|e| e.to_string())
 }
 
 fn parse_kind(text: &str) -> Result<ScopeKind, String> {

@@ -5,7 +5,7 @@ use std::ffi::{c_char, CStr, CString, OsString};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use synaps_scope::{inherited_env, parse_env_entry, ScopeKind};
+use synaps_scope::{bound_from_millis, inherited_env, parse_env_entry, ScopeKind};
 
 use crate::abi::{scope_kind, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL};
 use crate::error::{scope_result, Failure};
@@ -119,13 +119,8 @@ pub(crate) fn kind_arg(kind: scope_kind) -> Result<ScopeKind, Failure> {
 }
 
 pub(crate) fn timeout_arg(ms: u32, what: &str) -> Result<Duration, Failure> {
-    match ms {
-        0 => Err(Failure::new(
-            scope_result::InvalidArgument,
-            format!("{what} is 0 ms"),
-        )),
-        ms => Ok(Duration::from_millis(u64::from(ms))),
-    }
+    bound_from_millis(ms.into(), what)
+        .map_err(|e| Failure::new(scope_result::InvalidArgument, e.to_string()))
 }
 
 /// Checks an out-parameter before any work is done.
