@@ -11,12 +11,12 @@ use crate::bounded::deadline_after;
 use crate::bus::Route;
 use crate::config::{Config, LauncherChoice, Mode, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
 use crate::env::lookup_non_empty;
+use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
 use crate::handle::process_cgroup;
-use crate::install::{locate_exec_program, ExecProgram};
 use crate::kind::ScopeKind;
 use crate::launcher::{
     choose_wrapper, decide_with, locate_systemd_run, Decision, LauncherOptions, ScopeError,
-    SliceCheck, Wrapper, EXEC_PROGRAM,
+    SliceCheck, Wrapper,
 };
 use crate::manager::{self, ManagerVersion};
 use crate::slice_check::{self, SliceLimits};

@@ -15,7 +15,7 @@ use crate::config::{Config, LauncherChoice, Mode, Origin};
 use crate::diag::TARGET;
 use crate::env::{lookup_non_empty, refused_entry};
 use crate::exec_line::ExecLine;
-use crate::install::locate_exec_program;
+use crate::exec_program::{locate_exec_program, EXEC_PROGRAM};
 use crate::kind::ScopeKind;
 use crate::own_scope::{self, NotMade as ScopeNotMade, ScopeRequest};
 use crate::probe;
@@ -23,10 +23,6 @@ use crate::resolve::{execve_refuses_format, resolve_program};
 use crate::unit_name::{description, mangle_slice, unit_name};
 use crate::{bounded, slice_check, version, warn};
 
-/// The name of the project's launcher program.
-pub const EXEC_PROGRAM: &str = "synaps-scope-exec";
-/// The environment variable that names the launcher program's path (for packagers and tests).
-pub const EXEC_VAR: &str = "SYNAPS_SCOPE_EXEC";
 /// The exit status of the launcher program when it could not make the scope in `required` mode
 /// (or was started wrongly): the command has not run. A command's own status 125 is rare (it is
 /// what `env`, `nice` and `timeout` use for their own failures, for the same reason).

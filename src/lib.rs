@@ -26,8 +26,8 @@ pub mod diag;
 pub mod doctor;
 mod env;
 mod exec_line;
+mod exec_program;
 pub mod handle;
-mod install;
 mod kind;
 mod launcher;
 mod manager;
@@ -46,13 +46,13 @@ pub use bounds::{
 pub use env::{
     check_env, inherited_env, parse_env_entry, set_env, with_overrides, EnvEntryError, RefusedEnv,
 };
+pub use exec_program::{ExecProgram, FoundBy, EXEC_PROGRAM, EXEC_VAR};
 pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
-pub use install::{ExecProgram, FoundBy};
 pub use kind::{ScopeKind, UnknownKind};
 pub use launcher::{
     decide, decide_in_place, launcher_for_effective_env, launcher_for_env, launcher_with_options,
     Decision, DirectReason, InPlace, InPlaceDecision, LauncherOptions, ScopeError, ScopeLauncher,
-    Wrapped, Wrapper, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
+    Wrapped, Wrapper, EXEC_FAILED_STATUS,
 };
 pub use manager::ManagerVersion;
 pub use own_scope::NotMade as ScopeNotMade;

@@ -1,4 +1,4 @@
-//! Where the launcher program is installed. Each artifact (the wheel, the npm package, the C
+//! The launcher program, and where it is installed. Each artifact (the wheel, the npm package, the C
 //! tarball, a cargo build) puts `synaps-scope-exec` beside the file that holds this code, or in
 //! that file's `../libexec/synaps-scope/`, so a library finds its own copy with no configuration
 //! wherever the artifact was unpacked. Which file holds this code is read from `/proc/self/maps`:
@@ -10,8 +10,12 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use crate::env::lookup_non_empty;
-use crate::launcher::{EXEC_PROGRAM, EXEC_VAR};
 use crate::resolve::resolve_program;
+
+/// The name of the project's launcher program.
+pub const EXEC_PROGRAM: &str = "synaps-scope-exec";
+/// The environment variable that names the launcher program's path (for packagers and tests).
+pub const EXEC_VAR: &str = "SYNAPS_SCOPE_EXEC";
 
 /// Where packages install the launcher program system-wide.
 pub(crate) const SYSTEM_LIBEXEC_DIRS: [&str; 2] = [
