@@ -12,11 +12,33 @@
 # login session of booted Debian 11, 12 and 13 (scripts/test-session.sh: systemd 247, 252, 257).
 #
 #   scripts/test.sh                      # everything, every version (as root)
+#   scripts/test.sh rust python          # only these phases (and what they are built from)
 #   SYNAPS_SYSTEMD_VERSIONS="252 262" SYNAPS_SESSION_RELEASES="12" scripts/test.sh
 #
-# Exits non-zero if anything fails or is skipped; the last lines summarise each version's counts.
+# Phases, in the order they run: lint (rustfmt, clippy), fuzz (a smoke run of every target), and
+# per systemd version rust (cargo test), c (the installed library from C through pkg-config),
+# python, node, bench; then dist (the artifacts installed from outside the repository), session
+# (booted Debian login sessions) and long (the long runs). Exits non-zero if anything fails or is
+# skipped; the last lines summarise each version's counts.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
+
+all_phases="lint fuzz rust c python node bench dist session long"
+phases="${*:-$all_phases}"
+for phase in $phases; do
+  case " $all_phases " in
+    *" $phase "*) ;;
+    *) echo "test.sh: unknown phase '$phase' (phases: $all_phases)" >&2; exit 2 ;;
+  esac
+done
+# Whether any of the named phases was asked for.
+want() {
+  local phase
+  for phase in "$@"; do
+    case " $phases " in *" $phase "*) return 0 ;; esac
+  done
+  return 1
+}
 
 [ "$(id -u)" = 0 ] || { echo "test.sh: run as root: the tests start private systemd user managers" >&2; exit 2; }
 command -v cargo >/dev/null || { echo "test.sh: cargo not found" >&2; exit 2; }
@@ -48,6 +70,7 @@ trap 'rm -rf "$scratch"; [ -z "$roots_pid" ] || kill "$roots_pid" 2>/dev/null ||
 
 # The booted roots take minutes to make (once); made in the background while everything builds.
 releases="${SYNAPS_SESSION_RELEASES-11 12 13}"
+want session || releases=""
 roots_log="$scratch/roots.log"
 if [ -n "$releases" ]; then
   # shellcheck disable=SC2086 # one release per word
@@ -55,49 +78,68 @@ if [ -n "$releases" ]; then
   roots_pid=$!
 fi
 
-echo "== rustfmt, clippy"
-cargo fmt --all --check
-(cd fuzz && cargo fmt --check)
-cargo clippy --workspace --exclude synaps-scope-python --all-targets --locked -- -D warnings
-cargo clippy -p synaps-scope-python --features pyo3/extension-module --all-targets --locked -- -D warnings
+if want lint; then
+  echo "== rustfmt, clippy"
+  cargo fmt --all --check
+  (cd fuzz && cargo fmt --check)
+  cargo clippy --workspace --exclude synaps-scope-python --all-targets --locked -- -D warnings
+  cargo clippy -p synaps-scope-python --features pyo3/extension-module --all-targets --locked -- -D warnings
+fi
 cargo build --all-targets --locked
 
-echo "== dist: every artifact (scripts/dist.sh), tested after the suites from outside the repository"
 dist="$scratch/dist"
-SYNAPS_DIST_DIR="$dist" scripts/dist.sh
+if want python dist session long; then
+  echo "== dist: every artifact (scripts/dist.sh), tested after the suites from outside the repository"
+  SYNAPS_DIST_DIR="$dist" scripts/dist.sh
+fi
 
-echo "== C library: cargo cinstall into a scratch prefix"
-# cargo-c from crates.io, pinned to the newest release that builds with this toolchain.
-command -v cargo-cinstall >/dev/null || cargo install --locked cargo-c --version 0.10.24+cargo-0.98.0
 c_prefix="$scratch/c"
-# Built in a target directory of its own, as a packager's CARGO_TARGET_DIR would put it: what is
-# installed must be what was just built there, never a library left in ./target.
-c_target="$scratch/c-target"
-CARGO_TARGET_DIR="$c_target" cargo cinstall --locked --release -p synaps-scope-ffi --prefix "$c_prefix" --libdir "$c_prefix/lib"
-built=$(find "$c_target" -path '*/release/libsynaps_scope.so' -not -path '*/deps/*' | head -n 1)
-cmp "$built" "$c_prefix/lib/libsynaps_scope.so.1.0.0" || { echo "test.sh: the installed library is not the one just built ($built)" >&2; exit 1; }
+if want c long; then
+  echo "== C library: cargo cinstall into a scratch prefix"
+  # cargo-c from crates.io, pinned to the newest release that builds with this toolchain.
+  command -v cargo-cinstall >/dev/null || cargo install --locked cargo-c --version 0.10.24+cargo-0.98.0
+  # Built in a target directory of its own, as a packager's CARGO_TARGET_DIR would put it: what is
+  # installed must be what was just built there, never a library left in ./target.
+  c_target="$scratch/c-target"
+  CARGO_TARGET_DIR="$c_target" cargo cinstall --locked --release -p synaps-scope-ffi --prefix "$c_prefix" --libdir "$c_prefix/lib"
+  built=$(find "$c_target" -path '*/release/libsynaps_scope.so' -not -path '*/deps/*' | head -n 1)
+  cmp "$built" "$c_prefix/lib/libsynaps_scope.so.1.0.0" || { echo "test.sh: the installed library is not the one just built ($built)" >&2; exit 1; }
+fi
 
-echo "== Python: the dist wheel in a fresh venv, its types checked"
 venv="$scratch/venv"
-python3 -m venv "$venv"
-"$venv/bin/pip" install -q --upgrade pip
-"$venv/bin/pip" install -q "$dist"/synaps_scope-*-cp39-abi3-manylinux*.whl pytest mypy
-(cd bindings/python && "$venv/bin/python" -m mypy --strict tests python/synaps_scope)
-(cd "$scratch" && "$venv/bin/python" -m mypy.stubtest synaps_scope._native)
+if want python long; then
+  echo "== Python: the dist wheel in a fresh venv, its types checked"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --upgrade pip
+  "$venv/bin/pip" install -q "$dist"/synaps_scope-*-cp39-abi3-manylinux*.whl pytest mypy
+  (cd bindings/python && "$venv/bin/python" -m mypy --strict tests python/synaps_scope)
+  (cd "$scratch" && "$venv/bin/python" -m mypy.stubtest synaps_scope._native)
+fi
 
-echo "== fuzz smoke: every target a few seconds (scripts/fuzz.sh 60 is the full run)"
-scripts/fuzz.sh "${SYNAPS_FUZZ_SECONDS:-5}"
+if want fuzz; then
+  echo "== fuzz smoke: every target a few seconds (scripts/fuzz.sh 60 is the full run)"
+  scripts/fuzz.sh "${SYNAPS_FUZZ_SECONDS:-5}"
+fi
 
-echo "== Node: install the package's dependencies from the npm registry, check its types"
-(cd bindings/node && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json)
+if want node long; then
+  echo "== Node: install the package's dependencies from the npm registry, check its types"
+  (cd bindings/node && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json)
+fi
 
 versions="${SYNAPS_SYSTEMD_VERSIONS:-247 252 254 257 262}"
 echo "== systemd $versions: fetch what the rig lacks (once, into its cache)"
 # shellcheck disable=SC2086 # one version per word
 scripts/systemd-rig.sh --fetch $versions
 
+per_version=false
+want rust c python node bench && per_version=true
+counted=false
+want rust python node && counted=true
+
 summary=()
-for version in $versions; do
+versions_run="$versions"
+$per_version || versions_run=""
+for version in $versions_run; do
   echo "== tests against systemd $version"
   started=$SECONDS
   log="$(mktemp)"
@@ -105,17 +147,27 @@ for version in $versions; do
   for wrapper in synaps-scope-exec systemd-run; do
     echo "== systemd $version, wrapper $wrapper"
     export SYNAPS_SCOPE_LAUNCHER="$wrapper" SYNAPS_SCOPE_EXEC="$PWD/target/debug/synaps-scope-exec"
-    scripts/systemd-rig.sh --systemd "$version" -- scripts/check-c-example.sh "$c_prefix" || status=$?
-    scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked 2>&1 | tee -a "$log" || status=$?
-    scripts/systemd-rig.sh --systemd "$version" -- "$venv/bin/python" -m pytest bindings/python/tests -q -rs \
-      -p no:cacheprovider 2>&1 | tee -a "$log" || status=$?
-    scripts/systemd-rig.sh --systemd "$version" -- node --test --test-concurrency=1 --test-reporter=tap \
-      bindings/node/test/*.test.js 2>&1 | tee -a "$log" || status=$?
+    if want c; then
+      scripts/systemd-rig.sh --systemd "$version" -- scripts/check-c-example.sh "$c_prefix" || status=$?
+    fi
+    if want rust; then
+      scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked 2>&1 | tee -a "$log" || status=$?
+    fi
+    if want python; then
+      scripts/systemd-rig.sh --systemd "$version" -- "$venv/bin/python" -m pytest bindings/python/tests -q -rs \
+        -p no:cacheprovider 2>&1 | tee -a "$log" || status=$?
+    fi
+    if want node; then
+      scripts/systemd-rig.sh --systemd "$version" -- node --test --test-concurrency=1 --test-reporter=tap \
+        bindings/node/test/*.test.js 2>&1 | tee -a "$log" || status=$?
+    fi
     unset SYNAPS_SCOPE_LAUNCHER SYNAPS_SCOPE_EXEC
   done
-  SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked --bench launch || status=$?
-  # 256 `synaps-scope run` at once against 256 bare systemd-run: every one scoped, and sooner.
-  SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked -p synaps-scope-cli --bench burst || status=$?
+  if want bench; then
+    SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked --bench launch || status=$?
+    # 256 `synaps-scope run` at once against 256 bare systemd-run: every one scoped, and sooner.
+    SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked -p synaps-scope-cli --bench burst || status=$?
+  fi
   # cargo's "test result: ok. N passed; N failed; N ignored", pytest's "N passed, N skipped in Ns",
   # node's TAP "# pass N", "# fail N", "# skipped N", "# todo N"
   read -r passed failed ignored < <(awk '
@@ -129,7 +181,7 @@ for version in $versions; do
   rm -f "$log"
   summary+=("systemd $version: $passed passed, $failed failed, $ignored ignored or skipped (exit $status, $((SECONDS - started)) s)")
   total_passed=$((${total_passed:-0} + passed)); total_failed=$((${total_failed:-0} + failed))
-  if [ "$status" != 0 ] || [ "$failed" != 0 ] || [ "$ignored" != 0 ] || [ "$passed" = 0 ]; then
+  if [ "$status" != 0 ] || [ "$failed" != 0 ] || [ "$ignored" != 0 ] || { $counted && [ "$passed" = 0 ]; }; then
     printf '%s\n' "${summary[@]}"
     echo "test.sh: FAILED on systemd $version" >&2
     exit 1
@@ -137,7 +189,7 @@ for version in $versions; do
 done
 newest="${versions##* }"
 oldest="${versions%% *}"
-for version in $(printf '%s\n' "$oldest" "$newest" | uniq); do
+for version in $(want dist && printf '%s\n' "$oldest" "$newest" | uniq); do
   echo "== the artifacts as their users install them, against systemd $version (scripts/test-dist.sh)"
   log="$(mktemp)"
   scripts/systemd-rig.sh --systemd "$version" -- scripts/test-dist.sh "$dist" 2>&1 | tee "$log" \
@@ -158,9 +210,12 @@ if [ -n "$releases" ]; then
   while IFS= read -r line; do summary+=("$line"); done < <(grep -E '^Debian [0-9]+ \(systemd [0-9]+\): [0-9]+ checks passed' "$log")
   rm -f "$log"
 fi
-echo "== long runs against systemd $newest: a million wraps and ten thousand probes in one process, C, Python and Node"
-SYNAPS_SCOPE_LAUNCHER=synaps-scope-exec SYNAPS_SCOPE_EXEC="$PWD/target/debug/synaps-scope-exec" \
-  scripts/systemd-rig.sh --systemd "$newest" -- scripts/long-run.sh "$c_prefix" "$venv"
-echo "== summary"
+if want long; then
+  echo "== long runs against systemd $newest: a million wraps and ten thousand probes in one process, C, Python and Node"
+  SYNAPS_SCOPE_LAUNCHER=synaps-scope-exec SYNAPS_SCOPE_EXEC="$PWD/target/debug/synaps-scope-exec" \
+    scripts/systemd-rig.sh --systemd "$newest" -- scripts/long-run.sh "$c_prefix" "$venv"
+  summary+=("long runs on systemd $newest: passed")
+fi
+echo "== summary ($phases)"
 printf '%s\n' "${summary[@]}"
-echo "total: $total_passed passed, $total_failed failed ($SECONDS s in all)"
+echo "total: ${total_passed:-0} passed, ${total_failed:-0} failed ($SECONDS s in all)"
