@@ -16,8 +16,9 @@
 #   SYNAPS_SYSTEMD_VERSIONS="252 262" SYNAPS_SESSION_RELEASES="12" scripts/test.sh
 #
 # Phases, in the order they run: lint (rustfmt, clippy), fuzz (a smoke run of every target), and
-# per systemd version rust (cargo test), c (the installed library from C through pkg-config),
-# python, node, bench; then dist (the artifacts installed from outside the repository), session
+# per systemd version rust (cargo test of the core, the command line and the launcher program),
+# c (the C ABI from C under sanitizers, and the installed library through pkg-config), python,
+# node, bench; then dist (the artifacts installed from outside the repository), session
 # (booted Debian login sessions) and long (the long runs). Exits non-zero if anything fails or is
 # skipped; the last lines summarise each version's counts.
 set -euo pipefail
@@ -134,7 +135,7 @@ scripts/systemd-rig.sh --fetch $versions
 per_version=false
 want rust c python node bench && per_version=true
 counted=false
-want rust python node && counted=true
+want rust c python node && counted=true
 
 summary=()
 versions_run="$versions"
@@ -147,11 +148,14 @@ for version in $versions_run; do
   for wrapper in synaps-scope-exec systemd-run; do
     echo "== systemd $version, wrapper $wrapper"
     export SYNAPS_SCOPE_LAUNCHER="$wrapper" SYNAPS_SCOPE_EXEC="$PWD/target/debug/synaps-scope-exec"
+    if want rust; then
+      scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked -p synaps-scope -p synaps-scope-cli \
+        -p synaps-scope-exec 2>&1 | tee -a "$log" || status=$?
+    fi
     if want c; then
       scripts/systemd-rig.sh --systemd "$version" -- scripts/check-c-example.sh "$c_prefix" || status=$?
-    fi
-    if want rust; then
-      scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked 2>&1 | tee -a "$log" || status=$?
+      scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked -p synaps-scope-ffi 2>&1 | tee -a "$log" \
+        || status=$?
     fi
     if want python; then
       scripts/systemd-rig.sh --systemd "$version" -- "$venv/bin/python" -m pytest bindings/python/tests -q -rs \

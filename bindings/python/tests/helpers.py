@@ -1,0 +1,71 @@
+"""Helpers the Python tests share."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Awaitable, Dict, List, Tuple, TypeVar
+
+import pytest
+
+import synaps_scope
+
+T = TypeVar("T")
+CGROUP_OF_SELF = "grep '^0::' /proc/$$/cgroup | cut -c4-"
+PRINT_ARGS = "for a; do printf '%s\\0' \"$a\"; done"
+
+
+def no_bus_env() -> Dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS")}
+
+
+def config_env(tmp_path: Path, text: str) -> Dict[str, str]:
+    config = tmp_path / "config"
+    config.write_text(text)
+    return {**os.environ, "SYNAPS_CONFIG": str(config)}
+
+
+async def longest_stall(work: Awaitable[T]) -> Tuple[T, float]:
+    """Awaits ``work`` while a coroutine ticks every 10 ms; returns its result and the longest gap
+    between ticks, in seconds."""
+    gaps: List[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    tick = asyncio.create_task(ticker())
+    try:
+        result = await work
+    finally:
+        done.set()
+        await tick
+    return result, max(gaps)
+
+
+def scope_warnings(caplog: pytest.LogCaptureFixture, needle: str) -> List[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "synaps_scope" and r.levelno == logging.WARNING and needle in r.getMessage()
+    ]
+
+
+def handle_once_in_scope(proc: synaps_scope.Popen) -> synaps_scope.ScopeHandle:
+    """The handle of ``proc``'s scope, once the child has entered it."""
+    assert proc.scope_unit is not None
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return synaps_scope.ScopeHandle.from_pid(proc.scope_unit, proc.pid)
+        except synaps_scope.ScopeError:
+            assert time.monotonic() < deadline, "the child never reached its scope"
+            time.sleep(0.005)

@@ -1,0 +1,224 @@
+"""synaps_scope launches from Python, against the rig's real user manager: scoped children, their
+argv, program and cwd, direct launches and why."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+import synaps_scope
+from helpers import CGROUP_OF_SELF, PRINT_ARGS, no_bus_env, scope_warnings
+
+
+def test_a_popen_child_runs_in_its_own_scope(rig: Dict[str, str]) -> None:
+    with synaps_scope.Popen(["sh", "-c", f"{CGROUP_OF_SELF}; echo $$"], stdout=subprocess.PIPE, text=True) as proc:
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    unit = proc.scope_unit
+    assert unit is not None and unit.startswith("synaps-tool-") and unit.endswith(".scope")
+    cgroup, pid = out.splitlines()
+    assert cgroup.endswith(f"/app.slice/{unit}")
+    assert int(pid) == proc.pid, "the pid Popen knows is the command's pid"
+
+
+def test_the_native_module_exports_no_c_abi_symbol() -> None:
+    """The extension links the core crate alone: the C ABI's scope_* functions are not in it."""
+    import synaps_scope._native as native_module
+
+    native = native_module.__file__
+    assert native is not None
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", native], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "PyInit__native" in symbols
+    assert [s for s in symbols if s.startswith("scope_")] == []
+
+
+def test_the_rig_sets_no_ld_library_path_and_children_load_the_host_s_libc(rig: Dict[str, str]) -> None:
+    assert "LD_LIBRARY_PATH" not in os.environ
+    with synaps_scope.Popen(["sh", "-c", "env; echo ---; cat /proc/$$/maps"], stdout=subprocess.PIPE, text=True) as proc:
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and proc.scope_unit is not None
+    child_env, maps = out.split("---\n", 1)
+    assert not [line for line in child_env.splitlines() if line.startswith("LD_LIBRARY_PATH=")]
+    loaded = {line.split()[5] for line in maps.splitlines() if len(line.split()) > 5 and "libc.so" in line}
+    assert loaded and all(f.startswith("/usr/lib/") for f in loaded), loaded
+
+
+def test_launcher_reports_what_it_uses(rig: Dict[str, str]) -> None:
+    launcher = synaps_scope.launcher_for_env(kind="daemon")
+    assert launcher is not None
+    assert (launcher.kind, launcher.slice) == ("daemon", None)
+    asked = os.environ.get("SYNAPS_SCOPE_LAUNCHER", "auto")
+    if asked != "auto":
+        assert launcher.wrapper == asked
+    wrapped = launcher.wrap(["true"])
+    assert wrapped.unit is not None and wrapped.unit.startswith("synaps-daemon-")
+    assert wrapped.argv[0] == launcher.wrapper_program and os.path.isabs(launcher.wrapper_program)
+    if launcher.wrapper == "systemd-run":
+        assert launcher.systemd_run == launcher.wrapper_program
+        assert launcher.systemd_version == int(rig["SYNAPS_RIG_SYSTEMD_VERSION"])
+        assert ("--expand-environment=no" in wrapped.argv) == (launcher.systemd_version >= 254)
+    else:
+        assert launcher.wrapper == "synaps-scope-exec"
+        assert (launcher.systemd_run, launcher.systemd_version) == (None, None)
+        assert "--expand-environment=no" not in wrapped.argv
+
+
+def test_a_login_shell_keeps_its_dash_argv0(rig: Dict[str, str]) -> None:
+    out = synaps_scope.run(["-sh", "-c", 'printf %s "$0"'], executable="sh", capture_output=True, check=True)
+    assert out.scope_unit is not None
+    launcher = synaps_scope.launcher_for_env()
+    assert launcher is not None
+    if launcher.wrapper == "synaps-scope-exec":
+        assert out.stdout == b"-sh"
+    else:
+        assert out.stdout.startswith(b"/"), "systemd-run passes the program's path as argv[0]"
+
+
+def test_non_utf8_arguments_round_trip(rig: Dict[str, str]) -> None:
+    launcher = synaps_scope.launcher_for_env()
+    assert launcher is not None
+    payload: List[synaps_scope.StrOrBytesPath] = [
+        os.fsdecode(b"\xff\xfe"),
+        b"\x80raw",
+        "${HOME}",
+        "",
+        "-h",
+        "caf\u00e9",
+        Path("/x y"),
+    ]
+    wrapped = launcher.wrap(["sh", "-c", PRINT_ARGS, "sh", *payload])
+    expected = [os.fsencode(a) for a in payload]
+    assert wrapped.argv_bytes[-len(payload):] == expected
+    assert wrapped.argv[-len(payload):] == [os.fsdecode(a) for a in expected]
+    out = subprocess.run(wrapped.argv, stdout=subprocess.PIPE, check=True).stdout
+    assert out.split(b"\0")[:-1] == expected
+
+    result = synaps_scope.run(["sh", "-c", PRINT_ARGS, "sh", *payload], capture_output=True, check=True)
+    assert result.scope_unit is not None
+    assert result.stdout.split(b"\0")[:-1] == expected
+
+
+def test_the_childs_path_picks_the_program(rig: Dict[str, str], tmp_path: Path) -> None:
+    for name in ("parent", "child"):
+        (tmp_path / name).mkdir()
+        program = tmp_path / name / "which-one"
+        program.write_text(f"#!/bin/sh\necho {name}\n")
+        program.chmod(0o755)
+    child_env = {**os.environ, "PATH": f"{tmp_path / 'child'}:/usr/bin:/bin"}
+    parent_env = {**os.environ, "PATH": f"{tmp_path / 'parent'}:/usr/bin:/bin"}
+    launcher = synaps_scope.launcher_for_env(parent_env)
+    assert launcher is not None
+    wrapped = launcher.wrap(["which-one"], env=child_env)
+    assert str(tmp_path / "child" / "which-one") in wrapped.argv
+    assert synaps_scope.resolve_program("which-one", env=child_env) == str(tmp_path / "child" / "which-one")
+    with synaps_scope.Popen(["which-one"], env=child_env, stdout=subprocess.PIPE) as proc:
+        assert proc.communicate(timeout=30)[0] == b"child\n"
+    assert proc.scope_unit is not None
+
+    with pytest.raises(FileNotFoundError):
+        synaps_scope.resolve_program("synaps-no-such-program", env=child_env)
+    missing = launcher.wrap(["synaps-no-such-program", "x"], env=child_env)
+    assert missing == synaps_scope.Wrapped(["synaps-no-such-program", "x"], None)
+    with pytest.raises(FileNotFoundError):
+        synaps_scope.Popen(["synaps-no-such-program"], env=child_env)
+
+
+def test_shell_and_cwd_run_in_the_scope(rig: Dict[str, str], tmp_path: Path) -> None:
+    result = synaps_scope.run(f"{CGROUP_OF_SELF}; pwd", shell=True, cwd=tmp_path, capture_output=True, text=True)
+    cgroup, cwd = result.stdout.splitlines()
+    assert result.scope_unit is not None and cgroup.endswith(result.scope_unit)
+    assert cwd == str(tmp_path)
+
+
+def test_no_manager_means_a_direct_launch(rig: Dict[str, str]) -> None:
+    env = no_bus_env()
+    assert synaps_scope.launcher_for_env(env) is None
+    with synaps_scope.Popen(["sh", "-c", CGROUP_OF_SELF], env=env, stdout=subprocess.PIPE, text=True) as proc:
+        out, _ = proc.communicate(timeout=30)
+    assert proc.scope_unit is None
+    assert ".scope" not in out
+
+
+def test_required_raises(rig: Dict[str, str]) -> None:
+    env = {**no_bus_env(), "SYNAPS_PROCESS_SCOPES": "required"}
+    with pytest.raises(synaps_scope.ScopeRequiredError, match="required") as raised:
+        synaps_scope.launcher_for_env(env)
+    assert isinstance(raised.value, synaps_scope.ScopeError)
+    with pytest.raises(synaps_scope.ScopeRequiredError):
+        synaps_scope.Popen(["true"], env=env)
+
+
+def test_a_child_that_switches_user_runs_directly_with_one_warning(
+    rig: Dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 13, item 3: a scope of this user's manager cannot hold another user's process."""
+    caplog.set_level(logging.WARNING, logger="synaps_scope")
+    script = f"id -u; id -g; {CGROUP_OF_SELF}"
+    for switch in ({"user": 65534}, {"group": 65534}, {"user": 65534, "extra_groups": [65534]}):
+        child = synaps_scope.Popen(["sh", "-c", script], stdout=subprocess.PIPE, cwd="/", **switch)
+        out, _ = child.communicate(timeout=10)
+        assert child.returncode == 0 and child.scope_unit is None, (child.returncode, out)
+        uid, gid, cgroup = out.decode().split()
+        assert uid == ("65534" if "user" in switch else "0") and gid == ("65534" if "group" in switch else "0")
+        assert "synaps-tool-" not in cgroup, cgroup
+    warnings = scope_warnings(caplog, "switches user")
+    assert len(warnings) == 1 and "cannot hold another user's process" in warnings[0], warnings
+
+    required = {**os.environ, "SYNAPS_PROCESS_SCOPES": "required"}
+    with pytest.raises(synaps_scope.ScopeRequiredError, match="switches user"):
+        synaps_scope.Popen(["true"], env=required, user=65534)
+
+    async def in_asyncio() -> Tuple[int, bytes]:
+        process = await synaps_scope.create_subprocess_exec(
+            "sh", "-c", "id -u", stdout=asyncio.subprocess.PIPE, user=65534, cwd="/"
+        )
+        out, _ = await process.communicate()
+        return await process.wait(), out
+
+    assert asyncio.run(in_asyncio()) == (0, b"65534\n")
+
+
+def test_a_script_without_a_shebang_fails_scoped_as_it_does_direct(rig: Dict[str, str], tmp_path: Path) -> None:
+    """Issue 13, item 14: ENOEXEC from Popen both ways, never a run through /bin/sh."""
+    log = tmp_path / "ran"
+    bare = tmp_path / "bare"
+    bare.write_text(f"echo ran >> '{log}'\n")
+    bare.chmod(0o755)
+    with pytest.raises(OSError) as direct:
+        subprocess.Popen([str(bare)])
+    with pytest.raises(OSError) as scoped:
+        synaps_scope.Popen([str(bare)])
+    assert direct.value.errno == scoped.value.errno == 8, (direct.value, scoped.value)
+    assert not log.exists()
+
+
+def test_a_program_whose_path_holds_newlines_and_odd_bytes_runs_once_in_its_scope(
+    rig: Dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 13: a careless caller's program path, with newlines, a unit-file setting between them
+    and a byte that is not UTF-8, runs exactly once, scoped; after a daemon-reload its scope has
+    still no MemoryMax (nothing of the path reached the unit file as a setting)."""
+    log = tmp_path / "ran"
+    program = os.fsencode(tmp_path) + b"/a\nMemoryMax=4096\n\xff.sh"
+    unit_of_self = "$(basename \"$(grep '^0::' /proc/$$/cgroup | cut -c4-)\")"
+    with open(program, "wb") as script:
+        script.write(
+            f"""#!/bin/sh
+echo ran >> '{log}'
+systemctl --user daemon-reload
+systemctl --user show -p MemoryMax --value -- "{unit_of_self}" >> '{log}'
+""".encode()
+        )
+    os.chmod(program, 0o755)
+    child = synaps_scope.Popen([program])
+    assert child.wait(timeout=30) == 0
+    assert child.scope_unit is not None
+    assert log.read_text() == "ran\ninfinity\n", "ran once; MemoryMax untouched"
