@@ -1,10 +1,13 @@
 // @ts-check
 'use strict';
-// Test support: the rig's real user manager, and managers of a test's own to stop.
+// Test support: the rig's real user manager, managers of a test's own to stop, and the logger's
+// lines.
 const { execFileSync, spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+
+const scope = require('..');
 
 /** Fails the test loudly unless the rig started a manager (or skipping was asked for). */
 function requireRig(/** @type {import('node:test').TestContext} */ t) {
@@ -107,4 +110,19 @@ function collect(child) {
   });
 }
 
-module.exports = { Manager, collect, noBusEnv, requireRig };
+const CGROUP_OF_SELF = "grep '^0::' /proc/$$/cgroup | cut -c4-";
+const PRINT_ARGS = 'for a; do printf \'%s\\0\' "$a"; done';
+
+/** Runs `body` with the logger collecting [level, message] lines, then puts the default back. */
+async function withLines(/** @type {(lines: Array<[string, string]>) => Promise<void>} */ body) {
+  /** @type {Array<[string, string]>} */
+  const lines = [];
+  scope.setLogger((level, message) => lines.push([level, message]));
+  try {
+    await body(lines);
+  } finally {
+    scope.setLogger((level, message) => console.warn(`synaps-scope: ${level}: ${message}`));
+  }
+}
+
+module.exports = { CGROUP_OF_SELF, Manager, PRINT_ARGS, collect, noBusEnv, requireRig, withLines };

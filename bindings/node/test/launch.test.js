@@ -1,0 +1,157 @@
+// @ts-check
+'use strict';
+// Launches from Node against the rig's real user manager: scoped children, their argv and program,
+// direct launches and why.
+const assert = require('node:assert/strict');
+const { spawn, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { test } = require('node:test');
+
+const scope = require('..');
+const { collect, noBusEnv, requireRig, withLines, CGROUP_OF_SELF, PRINT_ARGS } = require('./helpers.js');
+
+test('a spawned child runs in its own scope', async (t) => {
+  if (!requireRig(t)) return;
+  const child = await scope.spawn('sh', ['-c', `${CGROUP_OF_SELF}; echo $$`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const { code, stdout } = await collect(child);
+  assert.equal(code, 0);
+  assert.match(String(child.scopeUnit), /^synaps-tool-[0-9a-f]{32}\.scope$/);
+  const [cgroup, pid] = stdout.toString().trim().split('\n');
+  assert.ok(cgroup.endsWith(`/app.slice/${child.scopeUnit}`), cgroup);
+  assert.equal(Number(pid), child.pid, 'the pid Node knows is the command\'s pid');
+});
+
+test('the rig sets no LD_LIBRARY_PATH, and a scoped child loads the host\'s libc', async (t) => {
+  if (!requireRig(t)) return;
+  assert.equal(process.env.LD_LIBRARY_PATH, undefined);
+  const child = await scope.spawn('sh', ['-c', 'env; echo ---; cat /proc/$$/maps'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const { code, stdout } = await collect(child);
+  assert.equal(code, 0);
+  assert.ok(child.scopeUnit);
+  const [childEnv, maps] = stdout.toString().split('---\n');
+  assert.ok(!childEnv.split('\n').some((line) => line.startsWith('LD_LIBRARY_PATH=')), childEnv);
+  const loaded = new Set(maps.split('\n').map((line) => line.split(/\s+/)[5]).filter((f) => f && f.includes('libc.so')));
+  assert.ok(loaded.size > 0 && [...loaded].every((f) => f.startsWith('/usr/lib/')), [...loaded].join(' '));
+});
+
+test('the launcher says what it uses, and wrap passes ${HOME} and unicode verbatim', async (t) => {
+  if (!requireRig(t)) return;
+  const launcher = await scope.launcherForEnv({ kind: 'daemon' });
+  assert.ok(launcher);
+  assert.equal(launcher.kind, 'daemon');
+  assert.equal(launcher.slice, null);
+  const asked = process.env.SYNAPS_SCOPE_LAUNCHER ?? 'auto';
+  if (asked !== 'auto') assert.equal(launcher.wrapper, asked);
+  assert.equal(
+    launcher.systemdVersion,
+    launcher.wrapper === 'systemd-run' ? Number(process.env.SYNAPS_RIG_SYSTEMD_VERSION) : null,
+  );
+  const payload = ['${HOME}', '$HOME', 'ünïcødé ✓ 日本', '', '--', '-h', 'a "quoted" \\ arg'];
+  const wrapped = launcher.wrap(['sh', '-c', PRINT_ARGS, 'sh', ...payload]);
+  assert.match(String(wrapped.unit), /^synaps-daemon-/);
+  assert.deepEqual(wrapped.argv.slice(-payload.length), payload);
+  assert.equal(wrapped.argv.includes('--expand-environment=no'), (launcher.systemdVersion ?? 0) >= 254);
+  const run = spawnSync(wrapped.argv[0], wrapped.argv.slice(1));
+  assert.equal(run.status, 0);
+  assert.deepEqual(run.stdout.toString('utf8').split('\0').slice(0, -1), payload);
+
+  assert.deepEqual(wrapped.argvBuffers.at(-5), Buffer.from('ünïcødé ✓ 日本', 'utf8'), 'the bytes of the UTF-8 argument');
+  launcher.close();
+  assert.throws(() => launcher.wrap(['true']), /closed/);
+  launcher.close();
+});
+
+test('no manager means a direct launch', async (t) => {
+  if (!requireRig(t)) return;
+  const env = noBusEnv();
+  assert.equal(await scope.launcherForEnv({ env }), null);
+  assert.equal(scope.launcherForEnvSync({ env }), null);
+  const child = await scope.spawn('sh', ['-c', CGROUP_OF_SELF], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const { code, stdout } = await collect(child);
+  assert.equal(code, 0);
+  assert.equal(child.scopeUnit, null);
+  assert.ok(!stdout.toString().includes('.scope'));
+});
+
+test('a child that switches user runs directly with one warning', async (t) => {
+  // Issue 13, item 3: a scope of this user's manager cannot hold another user's process.
+  if (!requireRig(t)) return;
+  await withLines(async (lines) => {
+    for (const ids of [{ uid: 65534 }, { gid: 65534 }, { uid: 65534, gid: 65534 }]) {
+      const child = await scope.spawn('sh', ['-c', `id -u; id -g; ${CGROUP_OF_SELF}`], { ...ids, cwd: '/', stdio: ['ignore', 'pipe', 'inherit'] });
+      assert.equal(child.scopeUnit, null);
+      const { code, stdout } = await collect(child);
+      assert.equal(code, 0);
+      const [uid, gid, cgroup] = stdout.toString().split('\n');
+      assert.equal(uid, ids.uid === undefined ? '0' : '65534');
+      assert.equal(gid, ids.gid === undefined ? '0' : '65534');
+      assert.doesNotMatch(cgroup, /synaps-tool-/);
+    }
+    const warned = lines.filter(([level, message]) => level === 'warn' && message.includes('switches user'));
+    assert.equal(warned.length, 1, JSON.stringify(lines));
+    assert.match(warned[0][1], /cannot hold another user's process/);
+  });
+  const env = { ...process.env, SYNAPS_PROCESS_SCOPES: 'required' };
+  await assert.rejects(scope.spawn('true', [], { env, uid: 65534 }), (error) => {
+    assert.ok(error instanceof scope.ScopeRequiredError);
+    assert.match(error.message, /switches user/);
+    return true;
+  });
+  const launcher = await scope.launcherForEnv({ env });
+  assert.equal(launcher?.required, true);
+  launcher?.close();
+});
+
+test('a program whose path holds newlines runs once in its scope, nothing of it in the unit file', async (t) => {
+  // Issue 13: after a daemon-reload the scope still has no MemoryMax.
+  if (!requireRig(t)) return;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+  const log = path.join(dir, 'ran');
+  const program = path.join(dir, 'a\nMemoryMax=4096\nb.sh');
+  const unitOfSelf = '$(basename "$(grep \'^0::\' /proc/$$/cgroup | cut -c4-)")';
+  fs.writeFileSync(
+    program,
+    `#!/bin/sh\necho ran >> '${log}'\nsystemctl --user daemon-reload\nsystemctl --user show -p MemoryMax --value -- "${unitOfSelf}" >> '${log}'\n`,
+    { mode: 0o755 },
+  );
+  const child = await scope.spawn(program, [], { stdio: 'ignore' });
+  assert.ok(child.scopeUnit);
+  assert.equal((await collect(child)).code, 0);
+  assert.equal(fs.readFileSync(log, 'utf8'), 'ran\ninfinity\n');
+});
+
+test('a script without a shebang fails scoped as it does direct', async (t) => {
+  // Issue 13, item 14: the same outcome as child_process.spawn, never a run through /bin/sh.
+  if (!requireRig(t)) return;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+  const log = path.join(dir, 'ran');
+  const bare = path.join(dir, 'bare');
+  fs.writeFileSync(bare, `echo ran >> '${log}'\n`, { mode: 0o755 });
+  /** @param {import('node:child_process').ChildProcess} child */
+  const outcome = (child) =>
+    new Promise((resolve) => {
+      child.on('error', (error) => resolve(`error ${/** @type {NodeJS.ErrnoException} */ (error).code}`));
+      child.on('exit', (code) => resolve(`exit ${code}`));
+    });
+  const direct = await outcome(require('node:child_process').spawn(bare, [], { stdio: 'ignore' }));
+  const child = await scope.spawn(bare, [], { stdio: 'ignore' });
+  const scoped = await outcome(child);
+  assert.equal(scoped, direct);
+  assert.equal(child.scopeUnit, null);
+  assert.equal(fs.existsSync(log), direct === 'exit 0');
+});
+
+test('a login shell gets its -sh argv0 through spawn({argv0})', async (t) => {
+  if (!requireRig(t)) return;
+  const child = await scope.spawn('sh', ['-c', 'printf %s "$0"'], { argv0: '-sh', stdio: ['ignore', 'pipe', 'inherit'] });
+  const { code, stdout } = await collect(child);
+  assert.equal(code, 0);
+  assert.ok(child.scopeUnit);
+  const launcher = scope.launcherForEnvSync();
+  assert.ok(launcher);
+  if (launcher.wrapper === 'synaps-scope-exec') assert.equal(stdout.toString(), '-sh');
+  else assert.ok(stdout.toString().startsWith('/'), 'systemd-run passes the program\'s path as argv[0]');
+  launcher.close();
+});

@@ -1,0 +1,110 @@
+// @ts-check
+'use strict';
+// The package itself: its tables, ABI check and version agree with the library and the header, and
+// doctor reports what it loaded.
+const assert = require('node:assert/strict');
+const { execFileSync, spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { test } = require('node:test');
+
+const scope = require('..');
+const { requireRig } = require('./helpers.js');
+
+test('the result codes, log levels and kinds are the header\'s', () => {
+  const header = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'include', 'synaps_scope.h'), 'utf8');
+  /** @param {RegExp} pattern */
+  const table = (pattern) => [...header.matchAll(pattern)].map((m) => [m[1], Number(m[2])]);
+  const results = table(/^\s*SCOPE_RESULT_(\w+) = (\d+),$/gm);
+  assert.ok(results.length >= 14);
+  assert.deepEqual(results, scope.RESULT_NAMES.map((name, number) => [name, number]));
+  const levels = table(/^\s*SCOPE_LOG_LEVEL_(\w+) = (\d+),$/gm);
+  assert.deepEqual(levels, scope.LOG_LEVELS.slice(1).map((name, i) => [name.toUpperCase(), i + 1]));
+  const kinds = table(/^#define SCOPE_KIND_(\w+) (\d+)$/gm);
+  assert.deepEqual(kinds, Object.entries(scope.KINDS).map(([name, number]) => [name.toUpperCase(), number]));
+  const wrappers = table(/^#define SCOPE_WRAPPER_(\w+) (\d+)$/gm);
+  assert.deepEqual(wrappers, [['EXEC', scope.WRAPPERS['synaps-scope-exec']], ['SYSTEMD_RUN', scope.WRAPPERS['systemd-run']]]);
+  assert.deepEqual(table(/^#define SCOPE_(EXEC_FAILED_STATUS) (\d+)$/gm), [['EXEC_FAILED_STATUS', scope.EXEC_FAILED_STATUS]]);
+  assert.deepEqual(table(/^#define SCOPE_(DEFAULT_\w+_MS) (\d+)$/gm), [
+    ['DEFAULT_PROBE_TIMEOUT_MS', scope.DEFAULT_PROBE_TIMEOUT_MS],
+    ['DEFAULT_KILL_TIMEOUT_MS', scope.DEFAULT_KILL_TIMEOUT_MS],
+  ]);
+  assert.deepEqual(Object.entries(scope.RESULT), results, 'each result by its name');
+});
+
+test('a library of another ABI version, or none, is refused with a clear message', (t) => {
+  if (!requireRig(t)) return;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-abi-'));
+  const source = path.join(dir, 'fake.c');
+  fs.writeFileSync(source, 'unsigned scope_abi_version(void) { return 999; }\n');
+  const fake = path.join(dir, 'libsynaps_scope.so');
+  execFileSync('cc', ['-shared', '-fPIC', '-o', fake, source]);
+  const load = (/** @type {Record<string, string>} */ env, /** @type {string} */ from) =>
+    spawnSync(process.execPath, ['-e', `require(${JSON.stringify(from)})`], { env: { ...process.env, ...env }, encoding: 'utf8' });
+
+  const wrong = load({ SYNAPS_SCOPE_LIB: fake }, path.resolve(__dirname, '..'));
+  assert.notEqual(wrong.status, 0);
+  assert.match(wrong.stderr, /implements C ABI version 999, but this package was written for version 1/);
+
+  const copy = path.join(dir, 'package');
+  fs.mkdirSync(copy);
+  fs.copyFileSync(path.join(__dirname, '..', 'index.js'), path.join(copy, 'index.js'));
+  fs.symlinkSync(path.join(__dirname, '..', 'node_modules'), path.join(copy, 'node_modules'));
+  const env = { ...process.env };
+  delete env.SYNAPS_SCOPE_LIB;
+  const missing = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(copy)})`], { env, encoding: 'utf8' });
+  assert.notEqual(missing.status, 0);
+  assert.match(missing.stderr, /cannot find libsynaps_scope\.so; tried, in order:/);
+  assert.ok(missing.stderr.includes(`${path.join(copy, 'prebuilds', 'linux-x64', 'libsynaps_scope.so')} (not found)`), missing.stderr);
+  assert.match(missing.stderr, /libsynaps_scope\.so\.1 through the dynamic loader's search \(.+\)/);
+
+  // A library installed on the system is found by its soname, through the dynamic loader.
+  const system = path.join(dir, 'system-lib');
+  fs.mkdirSync(system);
+  fs.copyFileSync(scope.libraryPath, path.join(system, 'libsynaps_scope.so.1'));
+  const found = spawnSync(process.execPath, ['-e', `console.log(require(${JSON.stringify(copy)}).libraryPath)`], {
+    env: { ...env, LD_LIBRARY_PATH: system },
+    encoding: 'utf8',
+  });
+  assert.equal(found.status, 0, found.stderr);
+  assert.equal(found.stdout.trim(), path.join(system, 'libsynaps_scope.so.1'));
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('doctor names the library and the launcher program beside it, found with no configuration', async (t) => {
+  if (!requireRig(t)) return;
+  const report = await scope.doctor();
+  assert.ok(report.startsWith(`library:       ${scope.libraryPath}\n`), report);
+  assert.match(report, /^verdict: {7}scopes will be used \(exit 0\)$/m, report);
+  await assert.rejects(scope.doctor({ env: { '': 'x' } }), { name: 'TypeError' });
+  await assert.rejects(scope.doctor({ timeoutMs: 0 }), RangeError);
+
+  // The package as npm installs it: its own library, the launcher program beside it.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-bundle-'));
+  const prebuilds = path.join(dir, 'prebuilds', 'linux-x64');
+  fs.mkdirSync(prebuilds, { recursive: true });
+  for (const file of ['index.js', 'cli.js', 'package.json']) fs.copyFileSync(path.join(__dirname, '..', file), path.join(dir, file));
+  fs.symlinkSync(path.join(__dirname, '..', 'node_modules'), path.join(dir, 'node_modules'));
+  fs.copyFileSync(scope.libraryPath, path.join(prebuilds, 'libsynaps_scope.so'));
+  const exec = process.env.SYNAPS_SCOPE_EXEC;
+  assert.ok(exec, 'SYNAPS_SCOPE_EXEC names the launcher program built for this test run');
+  fs.copyFileSync(exec, path.join(prebuilds, 'synaps-scope-exec'));
+  fs.chmodSync(path.join(prebuilds, 'synaps-scope-exec'), 0o755);
+  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('SYNAPS_SCOPE_')));
+  const cli = spawnSync(process.execPath, [path.join(dir, 'cli.js'), 'doctor'], { env, encoding: 'utf8' });
+  const library = path.join(prebuilds, 'libsynaps_scope.so');
+  assert.ok(cli.stdout.startsWith(`library:       ${library}\n`), cli.stdout + cli.stderr);
+  assert.ok(cli.stdout.includes(`\n  synaps-scope-exec: ${path.join(prebuilds, 'synaps-scope-exec')} (beside ${library})\n`), cli.stdout);
+  assert.equal(cli.status, 0, cli.stdout + cli.stderr);
+  const usage = spawnSync(process.execPath, [path.join(dir, 'cli.js'), 'bogus'], { env, encoding: 'utf8' });
+  assert.equal(usage.status, 2);
+  assert.match(usage.stderr, /usage: synaps-scope doctor/);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('the package, the library and the header agree on one version', () => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'));
+  assert.equal(scope.version, pkg.version);
+  assert.equal(Number(pkg.version.split('.')[0]), scope.ABI_VERSION, 'the major version is the C ABI version');
+});
