@@ -1,4 +1,4 @@
-//! The C ABI from C: tests/c/abi_test.c is compiled against the committed header with
+//! The C ABI from C: tests/c/abi/*.c are compiled against the committed header with
 //! -Wall -Wextra -Werror -pedantic under AddressSanitizer (leak checks on) and UBSan, and each of
 //! its scenarios runs in its own process against the rig's real user manager.
 
@@ -68,7 +68,14 @@ fn test_binary() -> &'static Path {
         let lib = library_dir();
         let binary = Path::new(env!("CARGO_TARGET_TMPDIR")).join("abi_test");
         let include = format!("-I{}", root.join("include").display());
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/abi_test.c");
+        let sources_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/abi");
+        let mut sources: Vec<String> = std::fs::read_dir(&sources_dir)
+            .expect("tests/c/abi")
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "c"))
+            .map(|path| path.to_str().unwrap().to_owned())
+            .collect();
+        sources.sort();
         let (lib_arg, rpath) = (
             format!("-L{}", lib.display()),
             format!("-Wl,-rpath,{}", lib.display()),
@@ -80,9 +87,9 @@ fn test_binary() -> &'static Path {
             "-fno-sanitize-recover=all",
             "-fno-omit-frame-pointer",
         ]);
+        args.push(include.as_str());
+        args.extend(sources.iter().map(String::as_str));
         args.extend([
-            include.as_str(),
-            source.to_str().unwrap(),
             "-o",
             binary.to_str().unwrap(),
         ]);

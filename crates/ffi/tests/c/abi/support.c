@@ -1,0 +1,141 @@
+/* Helpers the scenarios share. */
+#include "abi.h"
+
+pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* What SENTINEL points to. */
+char sentinel_storage;
+
+const char *scratch_dir(void) {
+    static char dir[256];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/synaps-cabi-%d", (int)getpid());
+        CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST, "mkdir %s", dir);
+    }
+    return dir;
+}
+
+char *scratch_path(const char *name) {
+    size_t size = strlen(scratch_dir()) + strlen(name) + 2;
+    char *path = malloc(size);
+    CHECK(path != NULL, "malloc");
+    snprintf(path, size, "%s/%s", scratch_dir(), name);
+    return path;
+}
+
+/* environ without the variables named in `drop` (NULL-terminated), plus `add` entries. The
+ * array is malloc'd; its strings are borrowed. */
+const char **env_edit(const char *const *drop, const char *const *add) {
+    size_t n = 0, k = 0;
+    while (environ[n]) n++;
+    while (add && add[k]) k++;
+    const char **env = calloc(n + k + 1, sizeof *env);
+    CHECK(env != NULL, "calloc");
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        int dropped = 0;
+        for (size_t d = 0; drop && drop[d]; d++) {
+            size_t len = strlen(drop[d]);
+            if (strncmp(environ[i], drop[d], len) == 0 && environ[i][len] == '=') dropped = 1;
+        }
+        if (!dropped) env[out++] = environ[i];
+    }
+    for (size_t i = 0; i < k; i++) env[out++] = add[i];
+    env[out] = NULL;
+    return env;
+}
+
+const char *const NO_BUS[] = {"XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", NULL};
+
+char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "open %s", path);
+    char *data = malloc(1 << 16);
+    CHECK(data != NULL, "malloc");
+    size_t got = fread(data, 1, (1 << 16) - 1, f);
+    fclose(f);
+    data[got] = '\0';
+    if (len) *len = got;
+    return data;
+}
+
+void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "create %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+pid_t spawn(char *const *argv, int new_group) {
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    if (new_group) {
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&attr, 0);
+    }
+    pid_t pid;
+    int err = posix_spawn(&pid, argv[0], NULL, &attr, argv, environ);
+    posix_spawnattr_destroy(&attr);
+    CHECK(err == 0, "posix_spawn %s: %s", argv[0], strerror(err));
+    return pid;
+}
+
+int wait_exit(pid_t pid) {
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int ends_with(const char *text, const char *suffix) {
+    size_t t = strlen(text), s = strlen(suffix);
+    return t >= s && strcmp(text + t - s, suffix) == 0;
+}
+
+void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int alive(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char buf[512];
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    const char *close = strrchr(buf, ')');
+    return close && close[1] == ' ' && close[2] != 'Z';
+}
+
+scope_launcher *must_launcher(const char *const *envp) {
+    scope_launcher *launcher = SENTINEL;
+    scope_result r = scope_launcher_for_env(envp, SCOPE_KIND_TOOL, &launcher);
+    CHECK(r == SCOPE_RESULT_OK, "scope_launcher_for_env returned %u", (unsigned)r);
+    CHECK(launcher != NULL && launcher != SENTINEL, "expected a launcher from the rig's manager");
+    return launcher;
+}
+
+scope_argv *must_wrap(const scope_launcher *launcher, const char *const *argv) {
+    scope_argv *wrapped = SENTINEL;
+    scope_result r = scope_wrap_argv(launcher, argv, NULL, NULL, &wrapped);
+    CHECK(r == SCOPE_RESULT_OK && wrapped != SENTINEL, "scope_wrap_argv returned %u", (unsigned)r);
+    return wrapped;
+}
+
+/* The first line of the child's report file: its cgroup, and it must be the unit's. */
+void check_cgroup_file(const char *path, const char *unit) {
+    char *text = read_file(path, NULL);
+    char *newline = strchr(text, '\n');
+    if (newline) *newline = '\0';
+    CHECK(ends_with(text, unit), "cgroup %s is not in %s", text, unit);
+    free(text);
+}
+
+/* The monotonic clock, in milliseconds. */
+double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
