@@ -48,10 +48,16 @@ fn every_rule_has_a_row_naming_modules_and_tests_that_exist() {
         })
         .map(str::to_owned)
         .collect();
-    assert!(stated.len() >= 22, "R1-R17 and A1-A5 are stated: {stated:?}");
+    assert!(
+        stated.len() >= 22,
+        "R1-R17 and A1-A5 are stated: {stated:?}"
+    );
     assert_eq!(rules, stated, "one row per rule stated in docs/spec.md");
     for (rule, modules, tests) in &rows {
-        assert!(!modules.is_empty() && !tests.is_empty(), "{rule}: a module and a test");
+        assert!(
+            !modules.is_empty() && !tests.is_empty(),
+            "{rule}: a module and a test"
+        );
         for module in modules {
             assert!(root.join(module).is_file(), "{rule}: no module {module}");
         }

@@ -89,10 +89,7 @@ fn test_binary() -> &'static Path {
         ]);
         args.push(include.as_str());
         args.extend(sources.iter().map(String::as_str));
-        args.extend([
-            "-o",
-            binary.to_str().unwrap(),
-        ]);
+        args.extend(["-o", binary.to_str().unwrap()]);
         args.extend([
             lib_arg.as_str(),
             rpath.as_str(),

@@ -1,0 +1,59 @@
+//! Process helpers of the tests: a process's cgroup, signals, zombies, the systemd-run processes
+//! of a runtime directory.
+
+use std::fs;
+use std::path::Path;
+
+pub use rustix::process::Signal;
+use rustix::process::{kill_process, Pid};
+
+/// The `0::` line of /proc/PID/cgroup, without the prefix.
+pub fn cgroup_of(pid: u32) -> String {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Sends `signal` to `pid`.
+pub fn signal(pid: u32, signal: Signal) {
+    let target = Pid::from_raw(i32::try_from(pid).unwrap()).expect("a pid is positive");
+    kill_process(target, signal).unwrap_or_else(|e| panic!("{signal:?} to {pid}: {e}"));
+}
+
+/// Processes whose parent is this process and that are zombies.
+pub fn zombie_children() -> Vec<u32> {
+    let me = std::process::id();
+    processes()
+        .into_iter()
+        .filter(|(_, status)| {
+            status.lines().any(|l| l == format!("PPid:\t{me}"))
+                && status.lines().any(|l| l.starts_with("State:\tZ"))
+        })
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// Live systemd-run processes whose environment names `runtime_dir` as XDG_RUNTIME_DIR.
+pub fn systemd_runs_for(runtime_dir: &Path) -> Vec<u32> {
+    let needle = format!("XDG_RUNTIME_DIR={}", runtime_dir.display()).into_bytes();
+    processes()
+        .into_iter()
+        .filter(|(pid, status)| {
+            status.lines().any(|l| l == "Name:\tsystemd-run")
+                && fs::read(format!("/proc/{pid}/environ"))
+                    .map(|env| env.split(|&b| b == 0).any(|e| e == needle.as_slice()))
+                    .unwrap_or(false)
+        })
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+fn processes() -> Vec<(u32, String)> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, fs::read_to_string(format!("/proc/{pid}/status")).ok()?)))
+        .collect()
+}
