@@ -2,7 +2,7 @@
 //! refuses a bound that cannot be one.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a request may spend probing by default (R6).
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -47,10 +47,19 @@ pub fn bound_from_secs(seconds: f64, what: &str) -> Result<Duration, BadBound> {
     }
 }
 
+/// `now + bound`, saturating: a bound too large for the clock (a caller's `Duration::MAX`, Python's
+/// `1e19` seconds) means as late as a century from now, never a panic.
+pub(crate) fn deadline_after(bound: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(bound)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{bound_from_millis, bound_from_secs};
-    use std::time::Duration;
+    use super::{bound_from_millis, bound_from_secs, deadline_after};
+    use std::time::{Duration, Instant};
 
     #[test]
     fn a_bound_is_refused_unless_it_is_a_positive_time_the_clock_can_hold() {
@@ -67,5 +76,13 @@ mod tests {
             bound_from_secs(1e19, "t").is_ok(),
             "as long as the clock holds"
         );
+    }
+
+    #[test]
+    fn a_bound_too_large_for_the_clock_saturates() {
+        let far = deadline_after(Duration::MAX);
+        assert!(far > Instant::now() + Duration::from_secs(365 * 86_400));
+        let near = deadline_after(Duration::from_millis(10));
+        assert!(near <= Instant::now() + Duration::from_millis(10));
     }
 }

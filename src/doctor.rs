@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::bounded::deadline_after;
+use crate::bounds::deadline_after;
 use crate::bus::Route;
 use crate::config::{Config, LauncherChoice, Mode, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
 use crate::env::lookup_non_empty;

@@ -17,7 +17,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use rustix::process::{kill_process, Pid, Signal};
 
-use crate::bounded::deadline_after;
+use crate::bounds::deadline_after;
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
 use crate::manager;

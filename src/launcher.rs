@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::bounds::DEFAULT_PROBE_TIMEOUT;
+use crate::bounds::{deadline_after, DEFAULT_PROBE_TIMEOUT};
 use crate::bus::turn::{self, Turn};
 use crate::bus::{Fallback, Route};
 use crate::config::{Config, LauncherChoice, Mode, Origin};
@@ -21,7 +21,7 @@ use crate::own_scope::{self, NotMade as ScopeNotMade, ScopeRequest};
 use crate::probe;
 use crate::resolve::{execve_refuses_format, resolve_program};
 use crate::unit_name::{description, mangle_slice, unit_name};
-use crate::{bounded, slice_check, version, warn};
+use crate::{slice_check, version, warn};
 
 /// The exit status of the launcher program when it could not make the scope in `required` mode
 /// (or was started wrongly): the command has not run. A command's own status 125 is rare (it is
@@ -400,12 +400,7 @@ impl ScopeLauncher {
             slice: self.unit_slice.as_deref(),
             description: &launch.description,
         };
-        own_scope::enter_own_scope(
-            &launch.route,
-            turn,
-            &request,
-            bounded::deadline_after(self.bound),
-        )
+        own_scope::enter_own_scope(&launch.route, turn, &request, deadline_after(self.bound))
     }
 }
 
@@ -609,7 +604,7 @@ fn find_launcher(
     }
     let slice = config.slice_for(kind).map(str::to_owned);
     let mut wrapper = choose_wrapper(env, config.launcher.value)?;
-    let deadline = bounded::deadline_after(options.probe_timeout);
+    let deadline = deadline_after(options.probe_timeout);
     let failed = |detail: String| DirectReason::ProbeFailed {
         slice: slice.clone(),
         detail,

@@ -18,7 +18,6 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod bounded;
 mod bounds;
 mod bus;
 pub mod config;
@@ -28,9 +27,11 @@ mod env;
 mod exec_line;
 mod exec_program;
 pub mod handle;
+mod helper_process;
 mod kind;
 mod launcher;
 mod manager;
+mod memo;
 mod own_scope;
 mod probe;
 mod resolve;

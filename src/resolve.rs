@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::env::{lookup, refused_entry};
-use crate::warn::Shared;
+use crate::memo::Shared;
 
 /// glibc's search path for `execvp` when PATH is unset (`confstr(_CS_PATH)`).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";

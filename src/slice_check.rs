@@ -11,7 +11,7 @@ use crate::bus::wire::Value;
 use crate::bus::Route;
 use crate::diag::{self, TARGET};
 use crate::manager::{self, format_timespan, SLICE, UNIT};
-use crate::warn::Shared;
+use crate::memo::Shared;
 
 /// The limits whose absence makes a slice suspicious (R12).
 const LIMIT_PROPERTIES: [&str; 5] = [
@@ -52,7 +52,7 @@ enum Check {
     },
 }
 
-/// Every slice name's check (the last [`crate::warn::NAMES_REMEMBERED`] names).
+/// Every slice name's check (the last [`crate::memo::NAMES_REMEMBERED`] names).
 static CHECKS: Shared<Check> = Shared::new();
 
 /// How many checks are asking the manager right now (not pausing), so that a program about to
@@ -201,7 +201,7 @@ fn finished_asking() {
 /// each slice whose check is still without an answer and was not reported yet, since this process
 /// may exit before the check asks again. Returns whether no check was still asking.
 pub fn flush_warnings(bound: Duration) -> bool {
-    let deadline = crate::bounded::deadline_after(bound);
+    let deadline = crate::bounds::deadline_after(bound);
     let mut asking = lock_asking();
     while *asking > 0 {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -273,7 +273,7 @@ pub(crate) fn read_slice_limits(
         .map(|name| (SLICE, *name))
         .chain([(UNIT, "FragmentPath")])
         .collect();
-    let deadline = crate::bounded::deadline_after(bound);
+    let deadline = crate::bounds::deadline_after(bound);
     let values = manager::properties(route, &manager::unit_path(slice), &asked, deadline)
         .map_err(|e| e.to_string())?;
     slice_limits(&values)

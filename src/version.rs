@@ -8,8 +8,8 @@ use std::process::Command;
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::bounded;
 use crate::env::set_env;
+use crate::helper_process;
 
 /// The first systemd whose systemd-run knows `--expand-environment`.
 pub(crate) const EXPAND_ENVIRONMENT_SINCE: u32 = 254;
@@ -118,7 +118,7 @@ pub(crate) fn systemd_version(
     let mut cmd = Command::new(path);
     cmd.arg("--version").current_dir("/");
     set_env(&mut cmd, env);
-    let stdout = bounded::run(cmd, deadline)
+    let stdout = helper_process::run(cmd, deadline)
         .map_err(|failure| format!("`{} --version` {failure}", path.display()))?;
     let version = parse_version(&stdout);
     guard.answer = Some(version);

@@ -1,86 +1,8 @@
 //! Once-per-name warnings: the sets of names already warned about, and the probe-failure warning
-//! (R11), given once per slice name per process.
-
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+//! (R11), given once per slice name per process. What is remembered is `memo`'s.
 
 use crate::diag::TARGET;
-
-/// How many distinct names each once-per-name memory holds. A host that meets more names than
-/// this (a daemon fed ever new config paths) forgets the oldest first, so memory stays bounded
-/// (about 40 bytes a name) and a name forgotten may be warned about once more, never not at all.
-pub(crate) const NAMES_REMEMBERED: usize = 4096;
-
-/// A name's fingerprint: 128 bits of it, so that a long name (a config path) costs no more to
-/// remember than a short one.
-fn fingerprint(name: &str) -> u128 {
-    let half = |seed: u8| {
-        let mut hasher = DefaultHasher::new();
-        seed.hash(&mut hasher);
-        name.hash(&mut hasher);
-        hasher.finish()
-    };
-    (u128::from(half(0)) << 64) | u128::from(half(1))
-}
-
-/// What is known of each of the last [`NAMES_REMEMBERED`] names, oldest forgotten first.
-pub(crate) struct Remembered<V> {
-    values: HashMap<u128, V>,
-    order: VecDeque<u128>,
-}
-
-impl<V> Remembered<V> {
-    pub(crate) fn new() -> Self {
-        Remembered {
-            values: HashMap::new(),
-            order: VecDeque::new(),
-        }
-    }
-
-    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut V> {
-        self.values.get_mut(&fingerprint(name))
-    }
-
-    /// Remembers `value` for `name`, forgetting the oldest name when full.
-    pub(crate) fn insert(&mut self, name: &str, value: V) {
-        let key = fingerprint(name);
-        if self.values.insert(key, value).is_none() {
-            self.order.push_back(key);
-            if self.order.len() > NAMES_REMEMBERED {
-                if let Some(oldest) = self.order.pop_front() {
-                    self.values.remove(&oldest);
-                }
-            }
-        }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.values.len()
-    }
-
-    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
-        self.values.values_mut()
-    }
-}
-
-/// A process-wide [`Remembered`] behind a lock that a panicking holder cannot poison for good.
-pub(crate) struct Shared<V>(OnceLock<Mutex<Remembered<V>>>);
-
-impl<V> Shared<V> {
-    pub(crate) const fn new() -> Self {
-        Shared(OnceLock::new())
-    }
-
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Remembered<V>> {
-        let remembered = self.0.get_or_init(|| Mutex::new(Remembered::new()));
-        remembered
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
+use crate::memo::Shared;
 
 /// Which once-per-name warnings have been given; keyed by what makes a warning distinct (a slice
 /// name, a config message).
@@ -92,7 +14,7 @@ impl WarnedSet {
     }
 
     /// True the first time `key` is seen in this process (or since it was forgotten, see
-    /// [`NAMES_REMEMBERED`]), false otherwise.
+    /// [`crate::memo::NAMES_REMEMBERED`]), false otherwise.
     pub(crate) fn first_time(&self, key: &str) -> bool {
         let mut seen = self.0.lock();
         if seen.get_mut(key).is_some() {
@@ -135,26 +57,5 @@ mod tests {
         assert!(SET.first_time("a"));
         assert!(!SET.first_time("a"));
         assert!(SET.first_time("b"));
-    }
-
-    #[test]
-    fn memory_is_bounded_and_forgets_the_oldest_name_first() {
-        let mut remembered = Remembered::new();
-        for i in 0..NAMES_REMEMBERED * 3 {
-            remembered.insert(&format!("/home/u/config-{i}"), i);
-        }
-        assert_eq!(remembered.len(), NAMES_REMEMBERED);
-        assert!(remembered.get_mut("/home/u/config-0").is_none());
-        let newest = format!("/home/u/config-{}", NAMES_REMEMBERED * 3 - 1);
-        assert_eq!(
-            remembered.get_mut(&newest),
-            Some(&mut (NAMES_REMEMBERED * 3 - 1))
-        );
-        remembered.insert(&newest, 7);
-        assert_eq!(
-            remembered.len(),
-            NAMES_REMEMBERED,
-            "a name remembered again is not added twice"
-        );
     }
 }

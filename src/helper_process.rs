@@ -103,15 +103,6 @@ fn reap_by(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
     }
 }
 
-/// `now + bound`, saturating: a bound too large for the clock (a caller's `Duration::MAX`, Python's
-/// `1e19` seconds) means as late as a century from now, never a panic.
-pub(crate) fn deadline_after(bound: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(bound)
-        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
-        .unwrap_or(now)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,13 +157,5 @@ mod tests {
             run(cmd, Instant::now() + Duration::from_secs(1)),
             Err(RunFailure::Spawn(_))
         ));
-    }
-
-    #[test]
-    fn a_bound_too_large_for_the_clock_saturates() {
-        let far = deadline_after(Duration::MAX);
-        assert!(far > Instant::now() + Duration::from_secs(365 * 86_400));
-        let near = deadline_after(Duration::from_millis(10));
-        assert!(near <= Instant::now() + Duration::from_millis(10));
     }
 }
