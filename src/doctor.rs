@@ -10,14 +10,15 @@ use std::time::Instant;
 use crate::bounds::deadline_after;
 use crate::bus::Route;
 use crate::config::{Config, LauncherChoice, Mode, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
+use crate::decide::{
+    choose_wrapper, decide_with, locate_systemd_run, Decision, LauncherOptions, ScopeError,
+    SliceCheck,
+};
 use crate::env::lookup_non_empty;
 use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
 use crate::handle::process_cgroup;
 use crate::kind::ScopeKind;
-use crate::launcher::{
-    choose_wrapper, decide_with, locate_systemd_run, Decision, LauncherOptions, ScopeError,
-    SliceCheck, Wrapper,
-};
+use crate::launcher::Wrapper;
 use crate::manager::{self, ManagerVersion};
 use crate::slice_check::{self, SliceLimits};
 use crate::version;

@@ -16,6 +16,10 @@ use crate::resolve::resolve_program;
 pub const EXEC_PROGRAM: &str = "synaps-scope-exec";
 /// The environment variable that names the launcher program's path (for packagers and tests).
 pub const EXEC_VAR: &str = "SYNAPS_SCOPE_EXEC";
+/// The exit status of the launcher program when it could not make the scope in `required` mode
+/// (or was started wrongly): the command has not run. A command's own status 125 is rare (it is
+/// what `env`, `nice` and `timeout` use for their own failures, for the same reason).
+pub const EXEC_FAILED_STATUS: i32 = 125;
 
 /// Where packages install the launcher program system-wide.
 pub(crate) const SYSTEM_LIBEXEC_DIRS: [&str; 2] = [

@@ -1,155 +1,24 @@
-//! The launcher (R1, R2, R5, R8, R13, A1): decides, per request, between a scope and a direct
-//! launch, and which program makes the scope; then rewrites `program args…` into
-//! `synaps-scope-exec … -- program argv0 args…` or `systemd-run --user --scope … -- program args…`.
+//! The launcher (R1, R2, R4, A1): a [`ScopeLauncher`], made by a request that decided on a scope
+//! (`decide`), rewrites `program args…` into `synaps-scope-exec … -- program argv0 args…` or
+//! `systemd-run --user --scope … -- program args…`, or makes the scope for the calling process
+//! itself (`in_place`, `enter`).
 
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::bounds::{deadline_after, DEFAULT_PROBE_TIMEOUT};
-use crate::bus::turn::{self, Turn};
+use crate::bounds::deadline_after;
+use crate::bus::turn::Turn;
 use crate::bus::{Fallback, Route};
-use crate::config::{Config, LauncherChoice, Mode, Origin};
+use crate::config::LauncherChoice;
 use crate::diag::TARGET;
-use crate::env::{lookup_non_empty, refused_entry};
 use crate::exec_line::ExecLine;
-use crate::exec_program::{locate_exec_program, EXEC_PROGRAM};
 use crate::kind::ScopeKind;
 use crate::own_scope::{self, NotMade as ScopeNotMade, ScopeRequest};
-use crate::probe;
 use crate::resolve::{execve_refuses_format, resolve_program};
-use crate::unit_name::{description, mangle_slice, unit_name};
-use crate::{slice_check, version, warn};
-
-/// The exit status of the launcher program when it could not make the scope in `required` mode
-/// (or was started wrongly): the command has not run. A command's own status 125 is rare (it is
-/// what `env`, `nice` and `timeout` use for their own failures, for the same reason).
-pub const EXEC_FAILED_STATUS: i32 = 125;
-
-/// Options of a launcher request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LauncherOptions {
-    /// The bound on the whole availability check (version query and probe); the request returns
-    /// within it (plus scheduling noise) whatever the manager does.
-    pub probe_timeout: Duration,
-}
-
-impl Default for LauncherOptions {
-    fn default() -> Self {
-        LauncherOptions {
-            probe_timeout: DEFAULT_PROBE_TIMEOUT,
-        }
-    }
-}
-
-/// Why a request decided on a direct launch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DirectReason {
-    /// `process_scopes = off` (or `SYNAPS_PROCESS_SCOPES=off`), set at `origin`.
-    Off {
-        /// Where the switch was set.
-        origin: Origin,
-    },
-    /// Not Linux: scopes exist only under systemd.
-    UnsupportedPlatform,
-    /// No `systemd-run` in the effective PATH (and no launcher program found, or systemd-run
-    /// chosen).
-    NoSystemdRun,
-    /// `scope_launcher = synaps-scope-exec`, but the launcher program is not installed.
-    NoLauncherProgram {
-        /// Where it was looked for.
-        why: String,
-    },
-    /// Neither `XDG_RUNTIME_DIR` nor `DBUS_SESSION_BUS_ADDRESS` is set, so no user manager can be
-    /// reached.
-    NoUserBus,
-    /// The probe (or the version query before it) failed.
-    ProbeFailed {
-        /// The slice the probe asked for (None: systemd's default).
-        slice: Option<String>,
-        /// systemd-run's complaint, the time-out, or the exit status.
-        detail: String,
-    },
-    /// The child runs as another user or group, which a scope of this user's manager cannot
-    /// hold.
-    UserSwitch {
-        /// The spawn options that switch, as the caller's surface names them (`uid=65534`).
-        switches: String,
-    },
-}
-
-impl fmt::Display for DirectReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DirectReason::Off { origin } => write!(f, "process scopes are off ({origin})"),
-            DirectReason::UnsupportedPlatform => f.write_str("process scopes need Linux with systemd"),
-            DirectReason::NoSystemdRun => f.write_str("no systemd-run in the child's PATH"),
-            DirectReason::NoLauncherProgram { why } => {
-                write!(f, "the launcher program {EXEC_PROGRAM} was asked for but {why}")
-            }
-            DirectReason::NoUserBus => f.write_str(
-                "no user manager to reach: neither XDG_RUNTIME_DIR nor DBUS_SESSION_BUS_ADDRESS is set",
-            ),
-            DirectReason::ProbeFailed { slice, detail } => {
-                write!(f, "the probe for {} failed: {detail}", warn::slice_label(slice.as_deref()))
-            }
-            DirectReason::UserSwitch { switches } => write!(
-                f,
-                "the child switches user ({switches}), and a scope of this user's systemd manager \
-                 cannot hold another user's process"
-            ),
-        }
-    }
-}
-
-/// The outcome of a request: a launcher, or a direct launch and why.
-#[derive(Clone, Debug)]
-pub enum Decision {
-    /// Launch through this launcher.
-    Scoped(ScopeLauncher),
-    /// Launch directly.
-    Direct(DirectReason),
-}
-
-/// A launcher request that cannot be answered with a launcher or "launch directly".
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ScopeError {
-    /// Scopes are required (`process_scopes = required`) but this launch would have gone direct.
-    Unavailable {
-        /// The kind of scope asked for.
-        kind: ScopeKind,
-        /// Why scopes are unavailable.
-        reason: DirectReason,
-    },
-    /// The effective environment has an entry no process environment can hold (an empty key, a
-    /// key with `=`, a NUL byte), in any mode: bad input, refused as on every surface.
-    InvalidEnvironment {
-        /// The key of the first such entry.
-        key: OsString,
-        /// What is wrong with it.
-        problem: &'static str,
-    },
-}
-
-impl fmt::Display for ScopeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ScopeError::Unavailable { kind, reason } => write!(
-                f,
-                "process scopes are required but unavailable for a {kind} launch: {reason}"
-            ),
-            ScopeError::InvalidEnvironment { key, problem } => {
-                write!(f, "environment entry {key:?} is refused: {problem}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ScopeError {}
+use crate::unit_name::{description, unit_name};
+use crate::version;
 
 /// The program that makes the scope and then runs the command in place (A1).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -225,6 +94,26 @@ pub struct Wrapped {
 }
 
 impl ScopeLauncher {
+    /// A launcher for scopes of `kind` in `slice` (as systemd names it: `unit_slice`), made by
+    /// `wrapper` within `bound`, after a probe that succeeded.
+    pub(crate) fn new(
+        kind: ScopeKind,
+        slice: Option<String>,
+        unit_slice: Option<String>,
+        wrapper: Wrapper,
+        required: bool,
+        bound: Duration,
+    ) -> Self {
+        ScopeLauncher {
+            kind,
+            slice,
+            unit_slice,
+            wrapper,
+            required,
+            bound,
+        }
+    }
+
     /// The kind of scope this launcher makes.
     pub fn kind(&self) -> ScopeKind {
         self.kind
@@ -358,9 +247,7 @@ impl ScopeLauncher {
             unit: Some(unit),
         }
     }
-}
 
-impl ScopeLauncher {
     /// For a caller that execs the command in place itself (the command line's `run`): resolves
     /// `program` as [`ScopeLauncher::wrap`] would and names its scope, for [`ScopeLauncher::enter`].
     /// None when the program cannot be resolved or execve would refuse it: exec it as given, so
@@ -375,7 +262,7 @@ impl ScopeLauncher {
         Some(InPlace {
             unit: unit_name(self.kind),
             description: description(self.kind, program.as_os_str().as_bytes()),
-            route: Route::from_env(env, Fallback::Since257),
+            route: self.wrapper.route(env),
             program,
         })
     }
@@ -394,7 +281,11 @@ impl ScopeLauncher {
 
     /// [`ScopeLauncher::enter`] in `turn` (None: one taken now), which ends once the scope's job
     /// has run.
-    fn enter_in(&self, turn: Option<Turn>, launch: &InPlace) -> Result<(), ScopeNotMade> {
+    pub(crate) fn enter_in(
+        &self,
+        turn: Option<Turn>,
+        launch: &InPlace,
+    ) -> Result<(), ScopeNotMade> {
         let request = ScopeRequest {
             unit: &launch.unit,
             slice: self.unit_slice.as_deref(),
@@ -402,57 +293,6 @@ impl ScopeLauncher {
         };
         own_scope::enter_own_scope(&launch.route, turn, &request, deadline_after(self.bound))
     }
-}
-
-/// What a request for a command that the caller execs in place comes to ([`decide_in_place`]).
-#[derive(Debug)]
-pub enum InPlaceDecision {
-    /// The launcher program's way, done by the calling process: exec `launch.program` (with the
-    /// caller's own `argv[0]`) now. `entered` says whether the process is in its scope; on Err,
-    /// say [`ScopeNotMade::message`] on stderr and exec anyway, or, when `launcher` is
-    /// [`ScopeLauncher::required`], exit [`EXEC_FAILED_STATUS`] without running the command.
-    Entered {
-        /// The launcher the request decided on.
-        launcher: ScopeLauncher,
-        /// The command and its scope.
-        launch: InPlace,
-        /// Whether the scope was made.
-        entered: Result<(), ScopeNotMade>,
-    },
-    /// Anything else, as [`decide`] decided it: systemd-run as the wrapper (wrap and exec its
-    /// argv), a direct launch, or a program that cannot be resolved (exec it as given, R4).
-    Decided(Decision),
-}
-
-/// For a caller that execs the command in place itself (the command line's `run`): [`decide`],
-/// and, when the launcher program would make the scope, [`ScopeLauncher::in_place`] and
-/// [`ScopeLauncher::enter`] at once, over the probe's connection, in the same turn with the
-/// manager (one conversation per user at a time; see docs/guarantees.md on bursts).
-///
-/// # Errors
-/// As [`decide`].
-pub fn decide_in_place(
-    env: &[(OsString, OsString)],
-    kind: ScopeKind,
-    options: &LauncherOptions,
-    program: &OsStr,
-    cwd: Option<&Path>,
-) -> Result<InPlaceDecision, ScopeError> {
-    // The probe's turn with the manager is kept for making the scope.
-    let (decision, turn) = turn::keeping(|| decide(env, kind, options));
-    Ok(match decision? {
-        Decision::Scoped(launcher) if matches!(launcher.wrapper, Wrapper::Exec { .. }) => {
-            match launcher.in_place(program, env, cwd) {
-                Some(launch) => InPlaceDecision::Entered {
-                    entered: launcher.enter_in(turn, &launch),
-                    launcher,
-                    launch,
-                },
-                None => InPlaceDecision::Decided(Decision::Scoped(launcher)),
-            }
-        }
-        decision => InPlaceDecision::Decided(decision),
-    })
 }
 
 /// A command to exec in place once the calling process is in its scope ([`ScopeLauncher::enter`]).
@@ -492,197 +332,11 @@ fn scopable_program(
     Some(program)
 }
 
-/// Decides between a scope and a direct launch for one request, with reasons: what
-/// [`launcher_for_effective_env`] does, for callers that want to say why a launch went direct.
-///
-/// # Errors
-/// [`ScopeError::Unavailable`] in `required` mode, where the result would otherwise be direct;
-/// [`ScopeError::InvalidEnvironment`] in any mode for an environment no process can have.
-pub fn decide(
-    env: &[(OsString, OsString)],
-    kind: ScopeKind,
-    options: &LauncherOptions,
-) -> Result<Decision, ScopeError> {
-    decide_with(env, kind, options, SliceCheck::Background)
-}
-
-/// Whether a successful request with a slice starts the background R12 check.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SliceCheck {
-    Background,
-    /// The caller checks the slice itself (doctor does, synchronously).
-    Skip,
-}
-
-pub(crate) fn decide_with(
-    env: &[(OsString, OsString)],
-    kind: ScopeKind,
-    options: &LauncherOptions,
-    slice_check: SliceCheck,
-) -> Result<Decision, ScopeError> {
-    if let Some((key, problem)) = refused_entry(env) {
-        return Err(ScopeError::InvalidEnvironment {
-            key: key.to_owned(),
-            problem,
-        });
-    }
-    let config = Config::load(env);
-    let mode = config.mode.value;
-    if mode == Mode::Off {
-        let reason = DirectReason::Off {
-            origin: config.mode.origin,
-        };
-        tracing::debug!(target: TARGET, "launching directly: {reason}");
-        return Ok(Decision::Direct(reason));
-    }
-    let outcome = find_launcher(env, kind, &config, options, slice_check);
-    match outcome {
-        Ok(launcher) => Ok(Decision::Scoped(launcher)),
-        Err(reason) if mode == Mode::Required => Err(ScopeError::Unavailable { kind, reason }),
-        Err(reason) => {
-            if let DirectReason::ProbeFailed { slice, detail } = &reason {
-                warn::warn_probe_failed_once(slice.as_deref(), detail);
-            }
-            tracing::debug!(target: TARGET, "launching directly: {reason}");
-            Ok(Decision::Direct(reason))
-        }
-    }
-}
-
-/// The systemd-run that the effective PATH finds.
-pub(crate) fn locate_systemd_run(env: &[(OsString, OsString)]) -> Option<PathBuf> {
-    resolve_program(OsStr::new("systemd-run"), env, Some(Path::new("/"))).ok()
-}
-
-/// The wrapper a request uses, as `scope_launcher` chooses, or why there is none.
-pub(crate) fn choose_wrapper(
-    env: &[(OsString, OsString)],
-    choice: LauncherChoice,
-) -> Result<Wrapper, DirectReason> {
-    let systemd_run = || {
-        locate_systemd_run(env)
-            .map(|path| Wrapper::SystemdRun {
-                path,
-                version: None,
-            })
-            .ok_or(DirectReason::NoSystemdRun)
-    };
-    match choice {
-        LauncherChoice::SystemdRun => systemd_run(),
-        LauncherChoice::Exec => locate_exec_program(env)
-            .map(|found| Wrapper::Exec {
-                program: found.path,
-            })
-            .map_err(|why| DirectReason::NoLauncherProgram { why }),
-        LauncherChoice::Auto => match locate_exec_program(env) {
-            Ok(found) => Ok(Wrapper::Exec {
-                program: found.path,
-            }),
-            Err(why) => {
-                tracing::debug!(target: TARGET, "using systemd-run: {EXEC_PROGRAM}: {why}");
-                systemd_run()
-            }
-        },
-    }
-}
-
-fn find_launcher(
-    env: &[(OsString, OsString)],
-    kind: ScopeKind,
-    config: &Config,
-    options: &LauncherOptions,
-    slice_check: SliceCheck,
-) -> Result<ScopeLauncher, DirectReason> {
-    if !cfg!(target_os = "linux") {
-        return Err(DirectReason::UnsupportedPlatform);
-    }
-    // R7's cheap negative first: without a bus nothing on disk is worth looking for.
-    if lookup_non_empty(env, "XDG_RUNTIME_DIR").is_none()
-        && lookup_non_empty(env, "DBUS_SESSION_BUS_ADDRESS").is_none()
-    {
-        return Err(DirectReason::NoUserBus);
-    }
-    let slice = config.slice_for(kind).map(str::to_owned);
-    let mut wrapper = choose_wrapper(env, config.launcher.value)?;
-    let deadline = deadline_after(options.probe_timeout);
-    let failed = |detail: String| DirectReason::ProbeFailed {
-        slice: slice.clone(),
-        detail,
-    };
-    let unit_slice = slice
-        .as_deref()
-        .map(mangle_slice)
-        .transpose()
-        .map_err(failed)?;
-    if let Wrapper::SystemdRun { path, version } = &mut wrapper {
-        *version = version::systemd_version(path, env, deadline).map_err(failed)?;
-    }
-    let route = wrapper.route(env);
-    probe::probe(&route, unit_slice.as_deref(), deadline).map_err(failed)?;
-    if let (Some(slice), SliceCheck::Background) = (&slice, slice_check) {
-        slice_check::check_slice_limits_in_background(slice, &route, options.probe_timeout);
-    }
-    Ok(ScopeLauncher {
-        kind,
-        slice,
-        unit_slice,
-        wrapper,
-        required: config.mode.value == Mode::Required,
-        bound: options.probe_timeout,
-    })
-}
-
-/// A fresh, bounded availability check (R5, R6) for a launch of `kind` with the effective
-/// environment `env`. `Ok(None)` means launch directly; `Err` happens in `required` mode, and
-/// for an environment no process can hold ([`ScopeError::InvalidEnvironment`]).
-///
-/// Synchronous callers may wait up to the probe bound (3 s); async callers must offload it (for
-/// example with `spawn_blocking`). A failed probe means a direct launch with one WARN per slice.
-///
-/// ```
-/// use std::process::Command;
-/// use synaps_scope::{inherited_env, launcher_for_effective_env, set_env, ScopeKind};
-///
-/// let env = inherited_env();
-/// let argv = vec!["sh".into(), "-c".into(), "exit 0".into()];
-/// let argv = match launcher_for_effective_env(&env, ScopeKind::Tool)? {
-///     Some(launcher) => launcher.wrap(&argv, &env, None).argv,
-///     None => argv,
-/// };
-/// let mut cmd = Command::new(&argv[0]);
-/// cmd.args(&argv[1..]);
-/// set_env(&mut cmd, &env);
-/// assert!(cmd.status()?.success());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn launcher_for_effective_env(
-    env: &[(OsString, OsString)],
-    kind: ScopeKind,
-) -> Result<Option<ScopeLauncher>, ScopeError> {
-    launcher_with_options(env, kind, &LauncherOptions::default())
-}
-
-/// [`launcher_for_effective_env`] with another probe bound.
-pub fn launcher_with_options(
-    env: &[(OsString, OsString)],
-    kind: ScopeKind,
-    options: &LauncherOptions,
-) -> Result<Option<ScopeLauncher>, ScopeError> {
-    Ok(match decide(env, kind, options)? {
-        Decision::Scoped(launcher) => Some(launcher),
-        Decision::Direct(_) => None,
-    })
-}
-
-/// [`launcher_for_effective_env`] for a [`ScopeKind::Tool`] launch, for callers whose child
-/// environment is the inherited one or was rebuilt whole.
-pub fn launcher_for_env(env: &[(OsString, OsString)]) -> Result<Option<ScopeLauncher>, ScopeError> {
-    launcher_for_effective_env(env, ScopeKind::Tool)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bounds::DEFAULT_PROBE_TIMEOUT;
+    use crate::unit_name::mangle_slice;
 
     fn launcher(version: Option<u32>, slice: Option<&str>) -> ScopeLauncher {
         ScopeLauncher {
@@ -745,37 +399,6 @@ mod tests {
             plain.argv[plain.argv.len() - 2..],
             [sh.into_os_string(), "sh".into()]
         );
-    }
-
-    #[test]
-    fn an_environment_no_process_can_hold_is_refused_in_every_mode() {
-        let env = |extra: (&str, &str)| {
-            vec![
-                ("PATH".into(), "/usr/bin:/bin".into()),
-                ("SYNAPS_CONFIG".into(), "/nonexistent".into()),
-                (OsString::from(extra.0), OsString::from(extra.1)),
-            ]
-        };
-        for mode in ["on", "off", "required"] {
-            for (bad, problem) in [
-                (("A=B", "x"), "its key contains '='"),
-                (("", "x"), "its key is empty"),
-            ] {
-                let mut env: Vec<(OsString, OsString)> = env(bad);
-                env.insert(0, ("SYNAPS_PROCESS_SCOPES".into(), mode.into()));
-                let refused = decide(&env, ScopeKind::Tool, &LauncherOptions::default());
-                assert_eq!(
-                    refused.err(),
-                    Some(ScopeError::InvalidEnvironment {
-                        key: bad.0.into(),
-                        problem
-                    }),
-                    "{mode}"
-                );
-                let resolved = resolve_program("sh".as_ref(), &env, None).unwrap_err();
-                assert_eq!(resolved.kind(), std::io::ErrorKind::InvalidInput);
-            }
-        }
     }
 
     #[test]

@@ -21,6 +21,7 @@
 mod bounds;
 mod bus;
 pub mod config;
+mod decide;
 pub mod diag;
 pub mod doctor;
 mod env;
@@ -44,17 +45,17 @@ mod warn;
 pub use bounds::{
     bound_from_millis, bound_from_secs, BadBound, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
 };
+pub use decide::{
+    decide, decide_in_place, launcher_for_effective_env, launcher_for_env, launcher_with_options,
+    Decision, DirectReason, InPlaceDecision, LauncherOptions, ScopeError,
+};
 pub use env::{
     check_env, inherited_env, parse_env_entry, set_env, with_overrides, EnvEntryError, RefusedEnv,
 };
-pub use exec_program::{ExecProgram, FoundBy, EXEC_PROGRAM, EXEC_VAR};
+pub use exec_program::{ExecProgram, FoundBy, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR};
 pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
 pub use kind::{ScopeKind, UnknownKind};
-pub use launcher::{
-    decide, decide_in_place, launcher_for_effective_env, launcher_for_env, launcher_with_options,
-    Decision, DirectReason, InPlace, InPlaceDecision, LauncherOptions, ScopeError, ScopeLauncher,
-    Wrapped, Wrapper, EXEC_FAILED_STATUS,
-};
+pub use launcher::{InPlace, ScopeLauncher, Wrapped, Wrapper};
 pub use manager::ManagerVersion;
 pub use own_scope::NotMade as ScopeNotMade;
 pub use resolve::resolve_program;
