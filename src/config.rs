@@ -1,7 +1,7 @@
 //! Switches and slices (R8-R10): `SYNAPS_PROCESS_SCOPES`, then the config file, loaded fresh by
 //! every launcher request so that edits apply without a restart.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::OFlags;
 
 use crate::diag::TARGET;
-use crate::env::{lookup, lookup_non_empty};
+use crate::inputs::Inputs;
 use crate::kind::ScopeKind;
 use crate::warn::WarnedSet;
 
@@ -102,13 +102,13 @@ const MODE_VALUES: &str = "on, off, required";
 
 /// The setting an environment variable gives, if it is set; a value `parse` refuses is warned
 /// about once (naming the values allowed) and ignored.
-fn env_setting<T>(
-    env: &[(OsString, OsString)],
+fn switch_setting<T>(
+    raw: Option<&OsStr>,
     var: &'static str,
     parse: fn(&str) -> Option<T>,
     allowed: &str,
 ) -> Option<Setting<T>> {
-    let raw = lookup(env, var)?.to_string_lossy();
+    let raw = raw?.to_string_lossy();
     let value = parse(raw.trim());
     if value.is_none() {
         warn_once(format!(
@@ -217,10 +217,12 @@ impl Config {
     /// Loads the settings for one request from `env` (the effective environment) and the config
     /// file it names, warning (once per process per message) about anything wrong in either.
     pub fn load(env: &[(OsString, OsString)]) -> Config {
-        let (path, explicit) = match lookup_non_empty(env, CONFIG_VAR) {
-            Some(p) => (Some(PathBuf::from(p)), true),
-            None => (default_path(env), false),
-        };
+        Config::from_inputs(&Inputs::read(env))
+    }
+
+    /// The configuration a request's inputs give.
+    pub(crate) fn from_inputs(inputs: &Inputs<'_>) -> Config {
+        let path = inputs.config_path.clone();
         let mut config = Config {
             path: path.clone(),
             mode: Setting::default_value(Mode::On),
@@ -229,15 +231,20 @@ impl Config {
             daemon_slice: Setting::default_value(None),
         };
         if let Some(path) = &path {
-            if let Some(text) = read_config(path, explicit) {
+            if let Some(text) = read_config(path, inputs.config_named) {
                 config.apply_file(path, &text);
             }
         }
-        if let Some(mode) = env_setting(env, SWITCH_VAR, Mode::parse, MODE_VALUES) {
+        if let Some(mode) = switch_setting(inputs.mode_switch, SWITCH_VAR, Mode::parse, MODE_VALUES)
+        {
             config.mode = mode;
         }
-        if let Some(choice) = env_setting(env, LAUNCHER_VAR, LauncherChoice::parse, LAUNCHER_VALUES)
-        {
+        if let Some(choice) = switch_setting(
+            inputs.launcher_switch,
+            LAUNCHER_VAR,
+            LauncherChoice::parse,
+            LAUNCHER_VALUES,
+        ) {
             config.launcher = choice;
         }
         config
@@ -309,17 +316,6 @@ impl Config {
             }
         }
     }
-}
-
-/// `$XDG_CONFIG_HOME/synaps/config` (an absolute XDG_CONFIG_HOME only, as the XDG spec asks),
-/// else `$HOME/.config/synaps/config`.
-fn default_path(env: &[(OsString, OsString)]) -> Option<PathBuf> {
-    let xdg = lookup_non_empty(env, "XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute());
-    let base =
-        xdg.or_else(|| lookup_non_empty(env, "HOME").map(|h| Path::new(h).join(".config")))?;
-    Some(base.join("synaps").join("config"))
 }
 
 /// The file's bytes, or None (with a WARN where one is due) when it cannot be used.
@@ -448,19 +444,6 @@ mod tests {
         );
         let bad: Vec<_> = malformed.iter().map(|m| m.line).collect();
         assert_eq!(bad, vec![5, 6, 7, 8, 9, 10]);
-    }
-
-    #[test]
-    fn the_default_path_follows_xdg_then_home() {
-        assert_eq!(
-            default_path(&env(&[("XDG_CONFIG_HOME", "/x"), ("HOME", "/h")])),
-            Some(PathBuf::from("/x/synaps/config"))
-        );
-        assert_eq!(
-            default_path(&env(&[("XDG_CONFIG_HOME", "relative"), ("HOME", "/h")])),
-            Some(PathBuf::from("/h/.config/synaps/config"))
-        );
-        assert_eq!(default_path(&env(&[])), None);
     }
 
     #[test]

@@ -11,13 +11,14 @@ use crate::bounds::{deadline_after, DEFAULT_PROBE_TIMEOUT};
 use crate::bus::turn;
 use crate::config::{Config, LauncherChoice, Mode, Origin};
 use crate::diag::TARGET;
-use crate::env::{lookup_non_empty, refused_entry};
+use crate::env::refused_entry;
 use crate::exec_program::{locate_exec_program, EXEC_PROGRAM};
+use crate::inputs::Inputs;
 use crate::kind::ScopeKind;
 use crate::launcher::{InPlace, ScopeLauncher, Wrapper};
 use crate::own_scope::NotMade as ScopeNotMade;
 use crate::probe;
-use crate::resolve::resolve_program;
+use crate::resolve::resolve_in;
 use crate::unit_name::mangle_slice;
 use crate::{slice_check, version, warn};
 
@@ -229,7 +230,8 @@ pub(crate) fn decide_with(
             problem,
         });
     }
-    let config = Config::load(env);
+    let inputs = Inputs::read(env);
+    let config = Config::from_inputs(&inputs);
     let mode = config.mode.value;
     if mode == Mode::Off {
         let reason = DirectReason::Off {
@@ -238,7 +240,7 @@ pub(crate) fn decide_with(
         tracing::debug!(target: TARGET, "launching directly: {reason}");
         return Ok(Decision::Direct(reason));
     }
-    let outcome = find_launcher(env, kind, &config, options, slice_check);
+    let outcome = find_launcher(&inputs, kind, &config, options, slice_check);
     match outcome {
         Ok(launcher) => Ok(Decision::Scoped(launcher)),
         Err(reason) if mode == Mode::Required => Err(ScopeError::Unavailable { kind, reason }),
@@ -253,17 +255,17 @@ pub(crate) fn decide_with(
 }
 
 /// The systemd-run that the effective PATH finds.
-pub(crate) fn locate_systemd_run(env: &[(OsString, OsString)]) -> Option<PathBuf> {
-    resolve_program(OsStr::new("systemd-run"), env, Some(Path::new("/"))).ok()
+pub(crate) fn locate_systemd_run(inputs: &Inputs<'_>) -> Option<PathBuf> {
+    resolve_in(OsStr::new("systemd-run"), inputs.path, Some(Path::new("/"))).ok()
 }
 
 /// The wrapper a request uses, as `scope_launcher` chooses, or why there is none.
 pub(crate) fn choose_wrapper(
-    env: &[(OsString, OsString)],
+    inputs: &Inputs<'_>,
     choice: LauncherChoice,
 ) -> Result<Wrapper, DirectReason> {
     let systemd_run = || {
-        locate_systemd_run(env)
+        locate_systemd_run(inputs)
             .map(|path| Wrapper::SystemdRun {
                 path,
                 version: None,
@@ -272,12 +274,12 @@ pub(crate) fn choose_wrapper(
     };
     match choice {
         LauncherChoice::SystemdRun => systemd_run(),
-        LauncherChoice::Exec => locate_exec_program(env)
+        LauncherChoice::Exec => locate_exec_program(inputs)
             .map(|found| Wrapper::Exec {
                 program: found.path,
             })
             .map_err(|why| DirectReason::NoLauncherProgram { why }),
-        LauncherChoice::Auto => match locate_exec_program(env) {
+        LauncherChoice::Auto => match locate_exec_program(inputs) {
             Ok(found) => Ok(Wrapper::Exec {
                 program: found.path,
             }),
@@ -290,7 +292,7 @@ pub(crate) fn choose_wrapper(
 }
 
 fn find_launcher(
-    env: &[(OsString, OsString)],
+    inputs: &Inputs<'_>,
     kind: ScopeKind,
     config: &Config,
     options: &LauncherOptions,
@@ -300,13 +302,11 @@ fn find_launcher(
         return Err(DirectReason::UnsupportedPlatform);
     }
     // R7's cheap negative first: without a bus nothing on disk is worth looking for.
-    if lookup_non_empty(env, "XDG_RUNTIME_DIR").is_none()
-        && lookup_non_empty(env, "DBUS_SESSION_BUS_ADDRESS").is_none()
-    {
+    if !inputs.has_user_bus() {
         return Err(DirectReason::NoUserBus);
     }
     let slice = config.slice_for(kind).map(str::to_owned);
-    let mut wrapper = choose_wrapper(env, config.launcher.value)?;
+    let mut wrapper = choose_wrapper(inputs, config.launcher.value)?;
     let deadline = deadline_after(options.probe_timeout);
     let failed = |detail: String| DirectReason::ProbeFailed {
         slice: slice.clone(),
@@ -318,9 +318,9 @@ fn find_launcher(
         .transpose()
         .map_err(failed)?;
     if let Wrapper::SystemdRun { path, version } = &mut wrapper {
-        *version = version::systemd_version(path, env, deadline).map_err(failed)?;
+        *version = version::systemd_version(path, inputs.env, deadline).map_err(failed)?;
     }
-    let route = wrapper.route(env);
+    let route = wrapper.route(inputs);
     probe::probe(&route, unit_slice.as_deref(), deadline).map_err(failed)?;
     if let (Some(slice), SliceCheck::Background) = (&slice, slice_check) {
         slice_check::check_slice_limits_in_background(slice, &route, options.probe_timeout);
@@ -386,6 +386,7 @@ pub fn launcher_for_env(env: &[(OsString, OsString)]) -> Result<Option<ScopeLaun
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resolve::resolve_program;
 
     #[test]
     fn an_environment_no_process_can_hold_is_refused_in_every_mode() {

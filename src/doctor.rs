@@ -14,9 +14,9 @@ use crate::decide::{
     choose_wrapper, decide_with, locate_systemd_run, Decision, LauncherOptions, ScopeError,
     SliceCheck,
 };
-use crate::env::lookup_non_empty;
 use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
 use crate::handle::process_cgroup;
+use crate::inputs::Inputs;
 use crate::kind::ScopeKind;
 use crate::launcher::Wrapper;
 use crate::manager::{self, ManagerVersion};
@@ -91,13 +91,14 @@ pub fn diagnose(
     kinds: &[ScopeKind],
     options: &LauncherOptions,
 ) -> Report {
-    let config = Config::load(env);
+    let inputs = Inputs::read(env);
+    let config = Config::from_inputs(&inputs);
     let (kinds, routes): (Vec<KindReport>, Vec<Option<Route>>) = kinds
         .iter()
         .map(|&kind| diagnose_kind(env, kind, &config, options))
         .unzip();
-    let systemd_run = locate_systemd_run(env);
-    let wrapper = choose_wrapper(env, config.launcher.value);
+    let systemd_run = locate_systemd_run(&inputs);
+    let wrapper = choose_wrapper(&inputs, config.launcher.value);
     // After the requests the version is normally cached; asking first could spend a bound twice.
     let systemd_version = match (&systemd_run, config.mode.value) {
         (Some(path), Mode::On | Mode::Required)
@@ -126,20 +127,18 @@ pub fn diagnose(
             .map(|s| s.trim().to_owned()),
         config_exists: config.path.as_ref().is_some_and(|p| p.is_file()),
         wrapper,
-        exec_program: locate_exec_program(env),
+        exec_program: locate_exec_program(&inputs),
         systemd_run,
         systemd_version,
         manager_version,
         warnings,
-        bus: ["XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"]
-            .into_iter()
-            .map(|var| {
-                (
-                    var,
-                    lookup_non_empty(env, var).map(|v| v.to_string_lossy().into_owned()),
-                )
-            })
-            .collect(),
+        bus: [
+            ("XDG_RUNTIME_DIR", inputs.runtime_dir),
+            ("DBUS_SESSION_BUS_ADDRESS", inputs.bus_address),
+        ]
+        .into_iter()
+        .map(|(var, value)| (var, value.map(|v| v.to_string_lossy().into_owned())))
+        .collect(),
         config,
         kinds,
         cgroup: process_cgroup(std::process::id()).ok(),
@@ -194,7 +193,7 @@ fn diagnose_kind(
     let decision = decide_with(env, kind, options, SliceCheck::Skip);
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let route = match &decision {
-        Ok(Decision::Scoped(launcher)) => Some(launcher.wrapper().route(env)),
+        Ok(Decision::Scoped(launcher)) => Some(launcher.wrapper().route(&Inputs::read(env))),
         _ => None,
     };
     let (outcome, probed) = match decision {

@@ -4,13 +4,13 @@
 //! wherever the artifact was unpacked. Which file holds this code is read from `/proc/self/maps`:
 //! the mapping that contains one of this module's functions.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::env::lookup_non_empty;
-use crate::resolve::resolve_program;
+use crate::inputs::Inputs;
+use crate::resolve::resolve_in;
 
 /// The name of the project's launcher program.
 pub const EXEC_PROGRAM: &str = "synaps-scope-exec";
@@ -67,12 +67,11 @@ impl fmt::Display for FoundBy {
     }
 }
 
-/// Finds the launcher program for a request with the effective environment `env`; Err says where
-/// it was looked for.
-pub(crate) fn locate_exec_program(env: &[(OsString, OsString)]) -> Result<ExecProgram, String> {
-    if let Some(named) = lookup_non_empty(env, EXEC_VAR) {
+/// Finds the launcher program for a request with `inputs`; Err says where it was looked for.
+pub(crate) fn locate_exec_program(inputs: &Inputs<'_>) -> Result<ExecProgram, String> {
+    if let Some(named) = inputs.exec_program {
         let path = Path::new(named);
-        return match resolve_program(named, env, Some(Path::new("/"))) {
+        return match resolve_in(named, inputs.path, Some(Path::new("/"))) {
             Ok(found) if path.is_absolute() => Ok(ExecProgram {
                 path: found,
                 found_by: FoundBy::Variable,
@@ -81,7 +80,7 @@ pub(crate) fn locate_exec_program(env: &[(OsString, OsString)]) -> Result<ExecPr
             Err(e) => Err(format!("{EXEC_VAR}={named:?}: {e}")),
         };
     }
-    let is_program = |path: &Path| resolve_program(path.as_os_str(), env, None).ok();
+    let is_program = |path: &Path| resolve_in(path.as_os_str(), inputs.path, None).ok();
     let found = |path: PathBuf, found_by: FoundBy| ExecProgram { path, found_by };
     let own = own_file();
     // Beside the file that holds this code, then in its ../libexec/synaps-scope.
@@ -103,7 +102,7 @@ pub(crate) fn locate_exec_program(env: &[(OsString, OsString)]) -> Result<ExecPr
         .flatten()
         .find_map(|(candidate, found_by)| Some(found(is_program(&candidate)?, found_by)))
         .or_else(|| {
-            resolve_program(OsStr::new(EXEC_PROGRAM), env, Some(Path::new("/")))
+            resolve_in(OsStr::new(EXEC_PROGRAM), inputs.path, Some(Path::new("/")))
                 .ok()
                 .map(|path| found(path, FoundBy::Path))
         })

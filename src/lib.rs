@@ -29,6 +29,7 @@ mod exec_line;
 mod exec_program;
 pub mod handle;
 mod helper_process;
+mod inputs;
 mod kind;
 mod launcher;
 mod manager;

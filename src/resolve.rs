@@ -39,6 +39,15 @@ pub fn resolve_program(
             format!("environment entry {key:?} is refused: {problem}"),
         ));
     }
+    resolve_in(program, lookup(env, "PATH"), cwd)
+}
+
+/// [`resolve_program`] with the child's PATH given (None: unset, so the libc default applies).
+pub(crate) fn resolve_in(
+    program: &OsStr,
+    path: Option<&OsStr>,
+    cwd: Option<&Path>,
+) -> io::Result<PathBuf> {
     let cwd = child_cwd(cwd)?;
     let not_found = || {
         io::Error::new(
@@ -52,7 +61,7 @@ pub fn resolve_program(
     let found = if program.as_bytes().contains(&b'/') {
         which::which_in(program, None::<&OsStr>, &cwd)
     } else {
-        let path = lookup(env, "PATH").unwrap_or(OsStr::new(DEFAULT_PATH));
+        let path = path.unwrap_or(OsStr::new(DEFAULT_PATH));
         let entries: Vec<PathBuf> = std::env::split_paths(path)
             .map(|entry| cwd.join(entry))
             .collect();

@@ -16,7 +16,7 @@ use rustix::net::{
 
 use super::address::{self, Address};
 use super::wire::{self, Call, Kind, Message};
-use crate::env::lookup_non_empty;
+use crate::inputs::Inputs;
 
 /// The manager's well-known name, object and interface.
 pub(crate) const SYSTEMD: &str = "org.freedesktop.systemd1";
@@ -104,13 +104,18 @@ impl Fallback {
 impl Route {
     /// The route for the effective environment `env`.
     pub(crate) fn from_env(env: &[(OsString, OsString)], fallback: Fallback) -> Self {
-        let runtime = lookup_non_empty(env, "XDG_RUNTIME_DIR");
+        Route::from_inputs(&Inputs::read(env), fallback)
+    }
+
+    /// The route for a request's inputs.
+    pub(crate) fn from_inputs(inputs: &Inputs<'_>, fallback: Fallback) -> Self {
+        let runtime = inputs.runtime_dir;
         let private = runtime.map(|dir| {
             let mut path = dir.to_owned();
             path.push("/systemd/private");
             path
         });
-        let session = match lookup_non_empty(env, "DBUS_SESSION_BUS_ADDRESS") {
+        let session = match inputs.bus_address {
             Some(address) => Some(address.as_bytes().to_vec()),
             None if fallback == Fallback::UpTo256 => runtime.map(|dir| {
                 let mut address = b"unix:path=".to_vec();
