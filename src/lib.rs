@@ -89,14 +89,16 @@ pub mod __fuzz {
 
     /// A conversation with a peer that sends `stream` (read `read_size` bytes at a time, so it
     /// arrives split anywhere) and then hangs up, as the launcher program has it: authentication,
-    /// `StartTransientUnit`, its reply, the wait for the job, all by `bound`. Returns how long it
-    /// took and what became of it.
+    /// `StartTransientUnit` (with `pipelined`, sent with the authentication, before its answer),
+    /// its reply, the wait for the job, all by `bound`. Returns how long it took and what became
+    /// of it.
     pub fn converse_with_peer(
         stream: &[u8],
         read_size: usize,
         bound: std::time::Duration,
+        pipelined: bool,
     ) -> (std::time::Duration, String) {
-        crate::bus::converse_with_peer(stream, read_size, bound)
+        crate::bus::converse_with_peer(stream, read_size, bound, pipelined)
     }
 
     /// The slice name mangling of systemd-run.

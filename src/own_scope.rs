@@ -123,7 +123,7 @@ fn make_own_scope_over(
     deadline: Instant,
 ) -> Result<(), NotMade> {
     let before = |e: BusError| NotMade::before_sending(e.to_string());
-    bus.renew(deadline);
+    // Both ways here (a new connection, or a kept one taken renewed) bound it by `deadline`.
     bus.listen_for_jobs();
     bus.subscribe_job_removed().map_err(before)?;
     let pid = [std::process::id()];

@@ -1,7 +1,9 @@
 //! Arbitrary bytes from a peer that speaks where the manager should (auth answers, messages,
 //! signals, any of them malformed), split at any byte, against the connection as the launcher
 //! program converses: it must end within its bound, and hold no more memory than the conversation
-//! needs, whatever the peer sends. The first byte picks how many bytes one read takes.
+//! needs, whatever the peer sends. The first byte picks how many bytes one read takes, and
+//! whether the call goes out with the authentication (pipelined, as the launcher program sends
+//! it) or after its answer.
 #![no_main]
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -48,9 +50,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let read_size = [1, 2, 3, 7, 16, 61, 512, 4096, 16384][usize::from(first) % 9];
+    let pipelined = first >= 128;
     let before = LIVE.load(Ordering::Relaxed);
     PEAK.store(before, Ordering::Relaxed);
-    let (took, outcome) = synaps_scope::__fuzz::converse_with_peer(stream, read_size, BOUND);
+    let (took, outcome) =
+        synaps_scope::__fuzz::converse_with_peer(stream, read_size, BOUND, pipelined);
     let added = PEAK.load(Ordering::Relaxed).saturating_sub(before);
     assert!(
         took < BOUND + Duration::from_millis(400),

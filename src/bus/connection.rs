@@ -196,7 +196,18 @@ impl Connection {
         if via_broker {
             return Connection::over(fd, via_broker, READ_SIZE, started, deadline);
         }
-        let mut connection = Connection::unauthenticated(fd, false, READ_SIZE, started, deadline);
+        Connection::pipelined_over(fd, READ_SIZE, started, deadline)
+    }
+
+    /// Over the manager's connected private socket `fd`: sends the authentication and leaves its
+    /// answer to [`Connection::authenticated`], so that the first call goes out with it.
+    pub(crate) fn pipelined_over(
+        fd: OwnedFd,
+        read_size: usize,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Self, BusError> {
+        let mut connection = Connection::unauthenticated(fd, false, read_size, started, deadline);
         connection.send_authentication()?;
         connection.authenticating = true;
         Ok(connection)

@@ -21,6 +21,7 @@ pub(crate) fn converse_with_peer(
     stream: &[u8],
     read_size: usize,
     bound: std::time::Duration,
+    pipelined: bool,
 ) -> (std::time::Duration, String) {
     use std::os::unix::net::UnixStream;
 
@@ -51,9 +52,21 @@ pub(crate) fn converse_with_peer(
         ) {}
     });
     let outcome = (|| {
-        let mut bus = Connection::over(ours.into(), false, read_size, started, deadline)?;
         let call = wire::Call::new().string("synaps-fuzz.scope").string("fail");
-        let reply = bus.call_manager("StartTransientUnit", call)?;
+        let reply = if pipelined {
+            // As the launcher program has it: the call goes out with the authentication.
+            let mut bus = Connection::pipelined_over(ours.into(), read_size, started, deadline)?;
+            bus.listen_for_jobs();
+            let serial = bus.send_manager("StartTransientUnit", call)?;
+            bus.authenticated()?;
+            let reply = bus.reply(serial)?;
+            (bus, reply)
+        } else {
+            let mut bus = Connection::over(ours.into(), false, read_size, started, deadline)?;
+            let reply = bus.call_manager("StartTransientUnit", call)?;
+            (bus, reply)
+        };
+        let (mut bus, reply) = reply;
         let job = reply.first_str().unwrap_or_default().to_owned();
         bus.wait_for_job(&job)
     })();
@@ -82,16 +95,23 @@ mod tests {
                 "Ok(\"failed\")",
             ),
         ];
-        for (seed, expected) in seeds {
-            for read_size in [1, 3, 61, 16384] {
-                let (took, outcome) =
-                    super::converse_with_peer(&seed[1..], read_size, Duration::from_secs(2));
-                assert_eq!(outcome, expected, "read size {read_size}");
-                assert!(took < Duration::from_secs(1), "{took:?}");
+        for pipelined in [false, true] {
+            for (seed, expected) in seeds {
+                for read_size in [1, 3, 61, 16384] {
+                    let (took, outcome) = super::converse_with_peer(
+                        &seed[1..],
+                        read_size,
+                        Duration::from_secs(2),
+                        pipelined,
+                    );
+                    assert_eq!(outcome, expected, "read size {read_size}, {pipelined}");
+                    assert!(took < Duration::from_secs(1), "{took:?}");
+                }
             }
+            let rejected = include_bytes!("../../fuzz/seeds/peer_stream/rejected");
+            let (_, outcome) =
+                super::converse_with_peer(&rejected[1..], 7, Duration::from_secs(2), pipelined);
+            assert!(outcome.contains("authentication refused"), "{outcome}");
         }
-        let rejected = include_bytes!("../../fuzz/seeds/peer_stream/rejected");
-        let (_, outcome) = super::converse_with_peer(&rejected[1..], 7, Duration::from_secs(2));
-        assert!(outcome.contains("authentication refused"), "{outcome}");
     }
 }

@@ -43,8 +43,7 @@ pub(crate) fn with_connection<T>(
     deadline: Instant,
     mut ask: impl FnMut(&mut Connection, bool) -> Result<T, BusError>,
 ) -> Result<T, BusError> {
-    if let Some(mut connection) = take(route) {
-        connection.renew(deadline);
+    if let Some(mut connection) = take_renewed(route, deadline) {
         match ask(&mut connection, false) {
             Err(BusError::Broken(why)) => {
                 tracing::debug!(target: crate::diag::TARGET, "a kept connection broke ({why}); connecting anew");
@@ -71,13 +70,17 @@ pub(crate) fn with_connection<T>(
 /// A kept connection for `route`, renewed for `deadline`, else a new one: for a conversation that
 /// ends with the connection let go (a scope made for the calling process, which then execs).
 pub(crate) fn take_or_open(route: &Route, deadline: Instant) -> Result<Connection, BusError> {
-    match take(route) {
-        Some(mut connection) => {
-            connection.renew(deadline);
-            Ok(connection)
-        }
+    match take_renewed(route, deadline) {
+        Some(connection) => Ok(connection),
         None => Connection::open(route, deadline),
     }
+}
+
+/// A kept connection for `route`, its conversations now bounded by `deadline`.
+fn take_renewed(route: &Route, deadline: Instant) -> Option<Connection> {
+    let mut connection = take(route)?;
+    connection.renew(deadline);
+    Some(connection)
 }
 
 fn keep_if_sound<T>(route: &Route, connection: Connection, outcome: &Result<T, BusError>) {
