@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use crate::bounds::{deadline_after, DEFAULT_PROBE_TIMEOUT};
 use crate::bus::turn;
+use crate::bus::Route;
 use crate::config::{Config, LauncherChoice, Mode, Origin};
 use crate::diag::TARGET;
 use crate::env::refused_entry;
-use crate::exec_program::{locate_exec_program, EXEC_PROGRAM};
+use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
 use crate::inputs::Inputs;
 use crate::kind::ScopeKind;
 use crate::launcher::{InPlace, ScopeLauncher, Wrapper};
@@ -207,7 +208,22 @@ pub fn decide(
     kind: ScopeKind,
     options: &LauncherOptions,
 ) -> Result<Decision, ScopeError> {
-    decide_with(env, kind, options, SliceCheck::Background)
+    decide_with(env, kind, options, SliceCheck::Background).0
+}
+
+/// What a request found on its way to its decision: the decision's own evidence, which `doctor`
+/// renders rather than working the decision out a second time.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Evidence {
+    /// The launcher program, or where it was looked for (None: not looked for).
+    pub exec_program: Option<Result<ExecProgram, String>>,
+    /// The systemd-run of the effective PATH (None: not looked for; `Some(None)`: none there).
+    pub systemd_run: Option<Option<PathBuf>>,
+    /// The wrapper chosen (with systemd-run's version when it was read), or why there is none
+    /// (None: none was chosen, for scopes are off or no user bus is named).
+    pub wrapper: Option<Result<Wrapper, DirectReason>>,
+    /// How the manager was reached, when the probe reached it.
+    pub route: Option<Route>,
 }
 
 /// Whether a successful request with a slice starts the background R12 check.
@@ -218,11 +234,24 @@ pub(crate) enum SliceCheck {
     Skip,
 }
 
+/// [`decide`], with what the request found on its way.
 pub(crate) fn decide_with(
     env: &[(OsString, OsString)],
     kind: ScopeKind,
     options: &LauncherOptions,
     slice_check: SliceCheck,
+) -> (Result<Decision, ScopeError>, Evidence) {
+    let mut evidence = Evidence::default();
+    let decision = decide_finding(env, kind, options, slice_check, &mut evidence);
+    (decision, evidence)
+}
+
+fn decide_finding(
+    env: &[(OsString, OsString)],
+    kind: ScopeKind,
+    options: &LauncherOptions,
+    slice_check: SliceCheck,
+    evidence: &mut Evidence,
 ) -> Result<Decision, ScopeError> {
     if let Some((key, problem)) = refused_entry(env) {
         return Err(ScopeError::InvalidEnvironment {
@@ -240,7 +269,7 @@ pub(crate) fn decide_with(
         tracing::debug!(target: TARGET, "launching directly: {reason}");
         return Ok(Decision::Direct(reason));
     }
-    let outcome = find_launcher(&inputs, kind, &config, options, slice_check);
+    let outcome = find_launcher(&inputs, kind, &config, options, slice_check, evidence);
     match outcome {
         Ok(launcher) => Ok(Decision::Scoped(launcher)),
         Err(reason) if mode == Mode::Required => Err(ScopeError::Unavailable { kind, reason }),
@@ -254,40 +283,37 @@ pub(crate) fn decide_with(
     }
 }
 
-/// The systemd-run that the effective PATH finds.
-pub(crate) fn locate_systemd_run(inputs: &Inputs<'_>) -> Option<PathBuf> {
-    resolve_in(OsStr::new("systemd-run"), inputs.path, Some(Path::new("/"))).ok()
-}
-
-/// The wrapper a request uses, as `scope_launcher` chooses, or why there is none.
-pub(crate) fn choose_wrapper(
+/// The wrapper a request uses, as `scope_launcher` chooses, or why there is none; what was
+/// looked for on the way goes to `evidence`.
+fn choose_wrapper(
     inputs: &Inputs<'_>,
     choice: LauncherChoice,
+    evidence: &mut Evidence,
 ) -> Result<Wrapper, DirectReason> {
-    let systemd_run = || {
-        locate_systemd_run(inputs)
+    let systemd_run = |evidence: &mut Evidence| {
+        let found = resolve_in(OsStr::new("systemd-run"), inputs.path, Some(Path::new("/"))).ok();
+        evidence.systemd_run = Some(found.clone());
+        found
             .map(|path| Wrapper::SystemdRun {
                 path,
                 version: None,
             })
             .ok_or(DirectReason::NoSystemdRun)
     };
-    match choice {
-        LauncherChoice::SystemdRun => systemd_run(),
-        LauncherChoice::Exec => locate_exec_program(inputs)
-            .map(|found| Wrapper::Exec {
-                program: found.path,
-            })
-            .map_err(|why| DirectReason::NoLauncherProgram { why }),
-        LauncherChoice::Auto => match locate_exec_program(inputs) {
-            Ok(found) => Ok(Wrapper::Exec {
-                program: found.path,
-            }),
-            Err(why) => {
-                tracing::debug!(target: TARGET, "using systemd-run: {EXEC_PROGRAM}: {why}");
-                systemd_run()
-            }
-        },
+    if choice == LauncherChoice::SystemdRun {
+        return systemd_run(evidence);
+    }
+    let exec_program = locate_exec_program(inputs);
+    evidence.exec_program = Some(exec_program.clone());
+    match (choice, exec_program) {
+        (_, Ok(found)) => Ok(Wrapper::Exec {
+            program: found.path,
+        }),
+        (LauncherChoice::Auto, Err(why)) => {
+            tracing::debug!(target: TARGET, "using systemd-run: {EXEC_PROGRAM}: {why}");
+            systemd_run(evidence)
+        }
+        (_, Err(why)) => Err(DirectReason::NoLauncherProgram { why }),
     }
 }
 
@@ -297,6 +323,7 @@ fn find_launcher(
     config: &Config,
     options: &LauncherOptions,
     slice_check: SliceCheck,
+    evidence: &mut Evidence,
 ) -> Result<ScopeLauncher, DirectReason> {
     if !cfg!(target_os = "linux") {
         return Err(DirectReason::UnsupportedPlatform);
@@ -306,7 +333,9 @@ fn find_launcher(
         return Err(DirectReason::NoUserBus);
     }
     let slice = config.slice_for(kind).map(str::to_owned);
-    let mut wrapper = choose_wrapper(inputs, config.launcher.value)?;
+    let chosen = choose_wrapper(inputs, config.launcher.value, evidence);
+    evidence.wrapper = Some(chosen.clone());
+    let mut wrapper = chosen?;
     let deadline = deadline_after(options.probe_timeout);
     let failed = |detail: String| DirectReason::ProbeFailed {
         slice: slice.clone(),
@@ -319,9 +348,11 @@ fn find_launcher(
         .map_err(failed)?;
     if let Wrapper::SystemdRun { path, version } = &mut wrapper {
         *version = version::systemd_version(path, inputs.env, deadline).map_err(failed)?;
+        evidence.wrapper = Some(Ok(wrapper.clone()));
     }
     let route = wrapper.route(inputs);
     probe::probe(&route, unit_slice.as_deref(), deadline).map_err(failed)?;
+    evidence.route = Some(route.clone());
     if let (Some(slice), SliceCheck::Background) = (&slice, slice_check) {
         slice_check::check_slice_limits_in_background(slice, &route, options.probe_timeout);
     }

@@ -1,6 +1,7 @@
-//! `doctor`: what the library finds on this machine and why it would launch as it would, as a
-//! report built from the same pieces the launcher uses, and its rendering for a person (every
-//! surface offers it; the command line also renders it as JSON).
+//! `doctor`: what the library finds on this machine and why it would launch as it would: each
+//! kind's decision and the evidence the decision itself found (the wrapper, how it was found,
+//! the versions, the way to the manager), never worked out a second time, and its rendering for a
+//! person (every surface offers it; the command line also renders it as JSON).
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -8,13 +9,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::bounds::deadline_after;
-use crate::bus::Route;
-use crate::config::{Config, LauncherChoice, Mode, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
-use crate::decide::{
-    choose_wrapper, decide_with, locate_systemd_run, Decision, LauncherOptions, ScopeError,
-    SliceCheck,
-};
-use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
+use crate::config::{Config, LauncherChoice, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
+use crate::decide::{decide_with, Decision, Evidence, LauncherOptions, ScopeError, SliceCheck};
+use crate::exec_program::{ExecProgram, EXEC_PROGRAM};
 use crate::handle::process_cgroup;
 use crate::inputs::Inputs;
 use crate::kind::ScopeKind;
@@ -22,6 +19,11 @@ use crate::launcher::Wrapper;
 use crate::manager::{self, ManagerVersion};
 use crate::slice_check::{self, SliceLimits};
 use crate::version;
+
+#[cfg(feature = "serde")]
+mod json;
+#[cfg(feature = "serde")]
+pub use json::ReportJson;
 
 /// What became of one kind's request.
 #[derive(Clone, Debug)]
@@ -58,14 +60,14 @@ pub struct Report {
     pub os: &'static str,
     /// The kernel release, where readable.
     pub kernel: Option<String>,
-    /// The wrapper launches use (the launcher program or systemd-run), or why there is none.
-    pub wrapper: Result<Wrapper, crate::DirectReason>,
-    /// Where the launcher program is installed, or where it was looked for.
-    pub exec_program: Result<ExecProgram, String>,
-    /// The systemd-run the effective PATH finds.
-    pub systemd_run: Option<PathBuf>,
-    /// Its major version; None when unknown or not asked (no systemd-run, or scopes off).
-    pub systemd_version: Option<u32>,
+    /// The wrapper the requests chose (the launcher program, or systemd-run with its version), or
+    /// why there is none; None when no request chose one (scopes off, no user bus named).
+    pub wrapper: Option<Result<Wrapper, crate::DirectReason>>,
+    /// The launcher program, or where it was looked for; None when it was not looked for.
+    pub exec_program: Option<Result<ExecProgram, String>>,
+    /// The systemd-run of the effective PATH: None when it was not looked for (the launcher
+    /// program was found first), `Some(None)` when there is none.
+    pub systemd_run: Option<Option<PathBuf>>,
     /// The version the user manager reports, asked only when a probe reached it; the error says
     /// why it could not be read.
     pub manager_version: Option<Result<ManagerVersion, String>>,
@@ -93,29 +95,27 @@ pub fn diagnose(
 ) -> Report {
     let inputs = Inputs::read(env);
     let config = Config::from_inputs(&inputs);
-    let (kinds, routes): (Vec<KindReport>, Vec<Option<Route>>) = kinds
+    let (kinds, found): (Vec<KindReport>, Vec<Evidence>) = kinds
         .iter()
         .map(|&kind| diagnose_kind(env, kind, &config, options))
         .unzip();
-    let systemd_run = locate_systemd_run(&inputs);
-    let wrapper = choose_wrapper(&inputs, config.launcher.value);
-    // After the requests the version is normally cached; asking first could spend a bound twice.
-    let systemd_version = match (&systemd_run, config.mode.value) {
-        (Some(path), Mode::On | Mode::Required)
-            if matches!(wrapper, Ok(Wrapper::SystemdRun { .. })) =>
-        {
-            version::systemd_version(path, env, deadline_after(options.probe_timeout))
-                .unwrap_or(None)
-        }
-        _ => None,
-    };
+    // The kinds share the wrapper's evidence; the first that chose a wrapper says it.
+    let evidence = found
+        .iter()
+        .find(|evidence| evidence.wrapper.is_some())
+        .or(found.first())
+        .cloned()
+        .unwrap_or_default();
     // Only a manager that answered a probe is asked (the way the probe reached it): one that did
     // not would cost another bound.
-    let manager_version = routes
+    let manager_version = found
         .iter()
-        .flatten()
-        .next()
+        .find_map(|evidence| evidence.route.as_ref())
         .map(|route| manager::manager_version(route, deadline_after(options.probe_timeout)));
+    let systemd_version = match &evidence.wrapper {
+        Some(Ok(Wrapper::SystemdRun { version, .. })) => *version,
+        _ => None,
+    };
     let warnings = version_mismatch(systemd_version, manager_version.as_ref())
         .into_iter()
         .chain(older_than_supported(manager_version.as_ref()))
@@ -126,10 +126,9 @@ pub fn diagnose(
             .ok()
             .map(|s| s.trim().to_owned()),
         config_exists: config.path.as_ref().is_some_and(|p| p.is_file()),
-        wrapper,
-        exec_program: locate_exec_program(&inputs),
-        systemd_run,
-        systemd_version,
+        wrapper: evidence.wrapper,
+        exec_program: evidence.exec_program,
+        systemd_run: evidence.systemd_run,
         manager_version,
         warnings,
         bus: [
@@ -187,15 +186,11 @@ fn diagnose_kind(
     kind: ScopeKind,
     config: &Config,
     options: &LauncherOptions,
-) -> (KindReport, Option<Route>) {
+) -> (KindReport, Evidence) {
     let slice = config.slice_setting(kind).clone();
     let started = Instant::now();
-    let decision = decide_with(env, kind, options, SliceCheck::Skip);
+    let (decision, evidence) = decide_with(env, kind, options, SliceCheck::Skip);
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let route = match &decision {
-        Ok(Decision::Scoped(launcher)) => Some(launcher.wrapper().route(&Inputs::read(env))),
-        _ => None,
-    };
     let (outcome, probed) = match decision {
         Ok(Decision::Scoped(_)) => (Outcome::Scoped, true),
         Ok(Decision::Direct(reason)) => {
@@ -213,6 +208,7 @@ fn diagnose_kind(
             (Outcome::Refused(error), probed)
         }
     };
+    let route = &evidence.route;
     let slice_limits = match (&slice.value, &route) {
         (Some(name), Some(route)) => Some(slice_check::read_slice_limits(
             name,
@@ -233,7 +229,7 @@ fn diagnose_kind(
         slice_limits,
         slice_warning,
     };
-    (report, route)
+    (report, evidence)
 }
 
 impl Report {
@@ -263,23 +259,22 @@ impl Report {
         let kernel = self.kernel.as_deref().unwrap_or("unknown");
         let _ = writeln!(out, "platform:      {} (kernel {kernel})", self.os);
         let wrapper = match &self.wrapper {
-            Ok(wrapper) => format!("{} {}", wrapper.name(), wrapper.program().display()),
-            Err(_) => "none".to_owned(),
+            Some(Ok(wrapper)) => format!("{} {}", wrapper.name(), wrapper.program().display()),
+            _ => "none".to_owned(),
         };
         let _ = writeln!(out, "launcher:      {wrapper} ({})", self.wrapper_reason());
         let exec = match &self.exec_program {
-            Ok(found) => format!("{} ({})", found.path.display(), found.found_by),
-            Err(why) => format!("not found: {why}"),
+            Some(Ok(found)) => format!("{} ({})", found.path.display(), found.found_by),
+            Some(Err(why)) => format!("not found: {why}"),
+            None => "not looked for".to_owned(),
         };
         let _ = writeln!(out, "  synaps-scope-exec: {exec}");
-        match &self.systemd_run {
-            Some(path) if !matches!(self.wrapper, Ok(Wrapper::SystemdRun { .. })) => {
-                let _ = writeln!(out, "systemd-run:   {} (not used)", path.display());
-            }
-            Some(path) => {
-                let version = self
-                    .systemd_version
-                    .map_or("version unknown".to_owned(), |v| format!("systemd {v}"));
+        match (&self.systemd_run, &self.wrapper) {
+            (None, Some(Ok(_))) => out.push_str("systemd-run:   not looked for (not used)\n"),
+            (None, _) => out.push_str("systemd-run:   not looked for\n"),
+            (Some(Some(path)), Some(Ok(Wrapper::SystemdRun { version, .. }))) => {
+                let version =
+                    version.map_or("version unknown".to_owned(), |v| format!("systemd {v}"));
                 let expand = if self.expands_off() {
                     "passed"
                 } else {
@@ -291,7 +286,10 @@ impl Report {
                     path.display()
                 );
             }
-            None => out.push_str("systemd-run:   not found in PATH\n"),
+            (Some(Some(path)), _) => {
+                let _ = writeln!(out, "systemd-run:   {} (not used)", path.display());
+            }
+            (Some(None), _) => out.push_str("systemd-run:   not found in PATH\n"),
         }
         let manager = match &self.manager_version {
             Some(Ok(version)) => format!(
@@ -370,9 +368,18 @@ impl Report {
         out
     }
 
+    /// The major version of the systemd-run the requests chose, when they chose it and could read
+    /// it.
+    pub fn systemd_version(&self) -> Option<u32> {
+        match &self.wrapper {
+            Some(Ok(Wrapper::SystemdRun { version, .. })) => *version,
+            _ => None,
+        }
+    }
+
     /// Whether launches through systemd-run pass `--expand-environment=no` (R3).
     pub fn expands_off(&self) -> bool {
-        version::disables_expansion(self.systemd_version)
+        version::disables_expansion(self.systemd_version())
     }
 
     /// Which wrapper launches use and why, in words.
@@ -384,13 +391,16 @@ impl Report {
             setting.origin
         );
         match (&self.wrapper, setting.value) {
-            (Ok(Wrapper::Exec { .. }), _) => chosen,
-            (Ok(_), LauncherChoice::Auto) => match &self.exec_program {
-                Err(why) => format!("{chosen}, and {EXEC_PROGRAM} is not installed: {why}"),
-                Ok(_) => chosen,
+            (Some(Ok(Wrapper::Exec { .. })), _) => chosen,
+            (Some(Ok(_)), LauncherChoice::Auto) => match &self.exec_program {
+                Some(Err(why)) => format!("{chosen}, and {EXEC_PROGRAM} is not installed: {why}"),
+                _ => chosen,
             },
-            (Ok(_), _) => chosen,
-            (Err(reason), _) => format!("{chosen}: {reason}"),
+            (Some(Ok(_)), _) => chosen,
+            (Some(Err(reason)), _) => format!("{chosen}: {reason}"),
+            (None, _) => format!(
+                "{chosen}; none chosen: no request went so far (scopes are off, or no user bus is named)"
+            ),
         }
     }
 

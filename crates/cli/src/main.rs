@@ -3,7 +3,6 @@
 
 #![forbid(unsafe_code)]
 
-mod doctor;
 mod log;
 
 use std::ffi::OsString;
@@ -136,7 +135,8 @@ fn main() -> ExitCode {
             };
             let report = diagnose(&env, &kinds, &request.options());
             if json {
-                println!("{}", doctor::to_json(&report));
+                let json = serde_json::to_string(&report.json()).expect("plain data serializes");
+                println!("{json}");
             } else {
                 print!("{}", report.to_text());
             }
