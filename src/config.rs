@@ -14,14 +14,10 @@ use crate::inputs::Inputs;
 use crate::kind::ScopeKind;
 use crate::warn::WarnedSet;
 
-/// The environment variable that switches scopes `on`, `off` or `required`; it wins over the file.
-pub const SWITCH_VAR: &str = "SYNAPS_PROCESS_SCOPES";
-/// The environment variable naming the config file.
-pub const CONFIG_VAR: &str = "SYNAPS_CONFIG";
+pub use crate::inputs::{CONFIG_VAR, LAUNCHER_VAR, SWITCH_VAR};
+
 /// The config key of the switch.
 pub const SWITCH_KEY: &str = "process_scopes";
-/// The environment variable choosing the wrapper; it wins over the file.
-pub const LAUNCHER_VAR: &str = "SYNAPS_SCOPE_LAUNCHER";
 /// The config key choosing the wrapper.
 pub const LAUNCHER_KEY: &str = "scope_launcher";
 

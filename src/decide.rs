@@ -14,7 +14,7 @@ use crate::config::{Config, LauncherChoice, Mode, Origin};
 use crate::diag::TARGET;
 use crate::env::refused_entry;
 use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
-use crate::inputs::Inputs;
+use crate::inputs::{Inputs, NO_USER_BUS};
 use crate::kind::ScopeKind;
 use crate::launcher::{InPlace, ScopeLauncher, Wrapper};
 use crate::own_scope::NotMade as ScopeNotMade;
@@ -80,16 +80,23 @@ impl fmt::Display for DirectReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DirectReason::Off { origin } => write!(f, "process scopes are off ({origin})"),
-            DirectReason::UnsupportedPlatform => f.write_str("process scopes need Linux with systemd"),
+            DirectReason::UnsupportedPlatform => {
+                f.write_str("process scopes need Linux with systemd")
+            }
             DirectReason::NoSystemdRun => f.write_str("no systemd-run in the child's PATH"),
             DirectReason::NoLauncherProgram { why } => {
-                write!(f, "the launcher program {EXEC_PROGRAM} was asked for but {why}")
+                write!(
+                    f,
+                    "the launcher program {EXEC_PROGRAM} was asked for but {why}"
+                )
             }
-            DirectReason::NoUserBus => f.write_str(
-                "no user manager to reach: neither XDG_RUNTIME_DIR nor DBUS_SESSION_BUS_ADDRESS is set",
-            ),
+            DirectReason::NoUserBus => f.write_str(NO_USER_BUS),
             DirectReason::ProbeFailed { slice, detail } => {
-                write!(f, "the probe for {} failed: {detail}", warn::slice_label(slice.as_deref()))
+                write!(
+                    f,
+                    "the probe for {} failed: {detail}",
+                    warn::slice_label(slice.as_deref())
+                )
             }
             DirectReason::UserSwitch { switches } => write!(
                 f,

@@ -14,8 +14,7 @@ use crate::resolve::resolve_in;
 
 /// The name of the project's launcher program.
 pub const EXEC_PROGRAM: &str = "synaps-scope-exec";
-/// The environment variable that names the launcher program's path (for packagers and tests).
-pub const EXEC_VAR: &str = "SYNAPS_SCOPE_EXEC";
+pub use crate::inputs::EXEC_VAR;
 /// The exit status of the launcher program when it could not make the scope in `required` mode
 /// (or was started wrongly): the command has not run. A command's own status 125 is rare (it is
 /// what `env`, `nice` and `timeout` use for their own failures, for the same reason).

@@ -6,9 +6,19 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use crate::config::{CONFIG_VAR, LAUNCHER_VAR, SWITCH_VAR};
 use crate::env::{lookup, lookup_non_empty};
-use crate::exec_program::EXEC_VAR;
+
+/// The environment variable that switches scopes `on`, `off` or `required`; it wins over the file.
+pub const SWITCH_VAR: &str = "SYNAPS_PROCESS_SCOPES";
+/// The environment variable naming the config file.
+pub const CONFIG_VAR: &str = "SYNAPS_CONFIG";
+/// The environment variable choosing the wrapper; it wins over the file.
+pub const LAUNCHER_VAR: &str = "SYNAPS_SCOPE_LAUNCHER";
+/// The environment variable that names the launcher program's path (for packagers and tests).
+pub const EXEC_VAR: &str = "SYNAPS_SCOPE_EXEC";
+/// Why no manager can be reached when neither user-bus variable is set (R7).
+pub(crate) const NO_USER_BUS: &str =
+    "no user manager to reach: neither XDG_RUNTIME_DIR nor DBUS_SESSION_BUS_ADDRESS is set";
 
 /// The inputs of one request.
 #[derive(Clone, Debug)]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::bus::turn::{self, Turn};
 use crate::bus::wire::{Call, Property};
 use crate::bus::{pool, BusError, Connection, Fallback, Route};
-use crate::DirectReason;
+use crate::inputs::NO_USER_BUS;
 
 /// One scope to make for the calling process.
 #[derive(Clone, Debug)]
@@ -74,7 +74,7 @@ pub fn make_own_scope(
 ) -> Result<(), NotMade> {
     let route = Route::from_env(env, Fallback::Since257);
     if !route.is_configured() {
-        return Err(NotMade::before_sending(DirectReason::NoUserBus.to_string()));
+        return Err(NotMade::before_sending(NO_USER_BUS));
     }
     let turn = take_turn(&route, deadline)?;
     let bus = Connection::open_pipelined(&route, deadline)
