@@ -363,14 +363,14 @@ fn find_launcher(
     if let (Some(slice), SliceCheck::Background) = (&slice, slice_check) {
         slice_check::check_slice_limits_in_background(slice, &route, options.probe_timeout);
     }
-    Ok(ScopeLauncher::new(
+    Ok(ScopeLauncher {
         kind,
         slice,
         unit_slice,
         wrapper,
-        config.mode.value == Mode::Required,
-        options.probe_timeout,
-    ))
+        required: config.mode.value == Mode::Required,
+        bound: options.probe_timeout,
+    })
 }
 
 /// A fresh, bounded availability check (R5, R6) for a launch of `kind` with the effective

@@ -72,15 +72,15 @@ impl Wrapper {
 /// probe for exactly that scope.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScopeLauncher {
-    kind: ScopeKind,
-    slice: Option<String>,
+    pub(crate) kind: ScopeKind,
+    pub(crate) slice: Option<String>,
     /// The slice as systemd names it (mangled as systemd-run mangles it).
-    unit_slice: Option<String>,
-    wrapper: Wrapper,
+    pub(crate) unit_slice: Option<String>,
+    pub(crate) wrapper: Wrapper,
     /// `required` mode: the launcher program fails rather than run the command unscoped.
-    required: bool,
+    pub(crate) required: bool,
     /// The launcher program's bound on making the scope.
-    bound: Duration,
+    pub(crate) bound: Duration,
 }
 
 /// A command line ready to spawn, and the scope it will run in.
@@ -95,26 +95,6 @@ pub struct Wrapped {
 }
 
 impl ScopeLauncher {
-    /// A launcher for scopes of `kind` in `slice` (as systemd names it: `unit_slice`), made by
-    /// `wrapper` within `bound`, after a probe that succeeded.
-    pub(crate) fn new(
-        kind: ScopeKind,
-        slice: Option<String>,
-        unit_slice: Option<String>,
-        wrapper: Wrapper,
-        required: bool,
-        bound: Duration,
-    ) -> Self {
-        ScopeLauncher {
-            kind,
-            slice,
-            unit_slice,
-            wrapper,
-            required,
-            bound,
-        }
-    }
-
     /// The kind of scope this launcher makes.
     pub fn kind(&self) -> ScopeKind {
         self.kind

@@ -74,15 +74,17 @@ def slow_slice_checks(tmp_path: Path, first_only: bool) -> Iterator[str]:
         proxy.wait()
 
 
+def slice_env_at(tmp_path: Path, slice: str, runtime: str) -> Dict[str, str]:
+    """An environment whose tool slice is `slice`, reaching the manager through `runtime`."""
+    return {**config_env(tmp_path, f"tool_scope_slice = {slice}\n"), "XDG_RUNTIME_DIR": runtime}
+
+
 def test_a_slice_check_the_busy_manager_did_not_answer_asks_again_on_its_own_and_warns_once(
     rig: Dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="synaps_scope")
     with slow_slice_checks(tmp_path, first_only=True) as runtime:
-        env = {
-            **config_env(tmp_path, "tool_scope_slice = pybusy.slice\n"),
-            "XDG_RUNTIME_DIR": runtime,
-        }
+        env = slice_env_at(tmp_path, "pybusy.slice", runtime)
         started = time.monotonic()
         assert synaps_scope.launcher_for_env(env, probe_timeout=0.3) is not None
         assert time.monotonic() - started < 0.4, "a request waited for the check"
@@ -103,10 +105,7 @@ def test_flush_warnings_reports_a_slice_check_without_an_answer(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="synaps_scope")
     with slow_slice_checks(tmp_path, first_only=False) as runtime:
-        env = {
-            **config_env(tmp_path, "tool_scope_slice = pyflush.slice\n"),
-            "XDG_RUNTIME_DIR": runtime,
-        }
+        env = slice_env_at(tmp_path, "pyflush.slice", runtime)
         assert synaps_scope.launcher_for_env(env, probe_timeout=0.5) is not None
         started = time.monotonic()
         assert synaps_scope.flush_warnings(0.3) is False
