@@ -159,7 +159,7 @@ pub enum InPlaceDecision {
     /// The launcher program's way, done by the calling process: exec `launch.program` (with the
     /// caller's own `argv[0]`) now. `entered` says whether the process is in its scope; on Err,
     /// say [`ScopeNotMade::message`] on stderr and exec anyway, or, when `launcher` is
-    /// [`ScopeLauncher::required`], exit [`EXEC_FAILED_STATUS`] without running the command.
+    /// [`ScopeLauncher::required`], exit [`crate::EXEC_FAILED_STATUS`] without running the command.
     Entered {
         /// The launcher the request decided on.
         launcher: ScopeLauncher,

@@ -252,7 +252,7 @@ impl ScopeLauncher {
     /// its exec, within this launcher's bound: one process and one connection to the manager fewer
     /// per launch than running the launcher program (the probe's connection is used again). On
     /// Err the command has not run: the caller runs it anyway with [`ScopeNotMade::message`] on
-    /// stderr, or, when [`ScopeLauncher::required`], exits [`EXEC_FAILED_STATUS`] with it.
+    /// stderr, or, when [`ScopeLauncher::required`], exits [`crate::EXEC_FAILED_STATUS`] with it.
     ///
     /// # Errors
     /// Why the scope was not made, and whether the manager may still move the process into it.
