@@ -116,6 +116,11 @@ install -m 0755 "$exec_program" "$npm_root/prebuilds/linux-x64/synaps-scope-exec
 
 echo "== crates (cargo package), docs (cargo doc, warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --locked -p synaps-scope -p synaps-scope-ffi
+# cargo package verifies each crate against the others through a registry of its own in
+# target/package, unpacked into CARGO_HOME once per path and version and never again: a copy left
+# by an earlier build of this same version would be verified against instead of this one.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/synaps-scope-"$version" \
+  "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/synaps-scope-*-"$version"
 cargo package -q --locked ${SYNAPS_DIST_ALLOW_DIRTY:+--allow-dirty} -p synaps-scope -p synaps-scope-exec -p synaps-scope-cli
 for crate in synaps-scope synaps-scope-exec synaps-scope-cli; do
   cp "$target/package/$crate-$version.crate" "$out/"
