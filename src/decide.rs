@@ -290,6 +290,11 @@ fn decide_finding(
     }
 }
 
+/// The systemd-run that the effective PATH finds.
+pub(crate) fn locate_systemd_run(inputs: &Inputs<'_>) -> Option<PathBuf> {
+    resolve_in(OsStr::new("systemd-run"), inputs.path, Some(Path::new("/"))).ok()
+}
+
 /// The wrapper a request uses, as `scope_launcher` chooses, or why there is none; what was
 /// looked for on the way goes to `evidence`.
 fn choose_wrapper(
@@ -298,7 +303,7 @@ fn choose_wrapper(
     evidence: &mut Evidence,
 ) -> Result<Wrapper, DirectReason> {
     let systemd_run = |evidence: &mut Evidence| {
-        let found = resolve_in(OsStr::new("systemd-run"), inputs.path, Some(Path::new("/"))).ok();
+        let found = locate_systemd_run(inputs);
         evidence.systemd_run = Some(found.clone());
         found
             .map(|path| Wrapper::SystemdRun {

@@ -10,8 +10,10 @@ use std::time::Instant;
 
 use crate::bounds::deadline_after;
 use crate::config::{Config, LauncherChoice, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
-use crate::decide::{decide_with, Decision, Evidence, LauncherOptions, ScopeError, SliceCheck};
-use crate::exec_program::{ExecProgram, EXEC_PROGRAM};
+use crate::decide::{
+    decide_with, locate_systemd_run, Decision, Evidence, LauncherOptions, ScopeError, SliceCheck,
+};
+use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
 use crate::handle::process_cgroup;
 use crate::inputs::Inputs;
 use crate::kind::ScopeKind;
@@ -63,11 +65,13 @@ pub struct Report {
     /// The wrapper the requests chose (the launcher program, or systemd-run with its version), or
     /// why there is none; None when no request chose one (scopes off, no user bus named).
     pub wrapper: Option<Result<Wrapper, crate::DirectReason>>,
-    /// The launcher program, or where it was looked for; None when it was not looked for.
-    pub exec_program: Option<Result<ExecProgram, String>>,
-    /// The systemd-run of the effective PATH: None when it was not looked for (the launcher
-    /// program was found first), `Some(None)` when there is none.
-    pub systemd_run: Option<Option<PathBuf>>,
+    /// The launcher program, or where it was looked for: as the requests found it, else (when
+    /// they did not look, for another wrapper was chosen or none) as it would be found.
+    pub exec_program: Result<ExecProgram, String>,
+    /// The systemd-run of the effective PATH, likewise.
+    pub systemd_run: Option<PathBuf>,
+    /// systemd-run's major version, when the requests chose systemd-run and could read it.
+    pub systemd_version: Option<u32>,
     /// The version the user manager reports, asked only when a probe reached it; the error says
     /// why it could not be read.
     pub manager_version: Option<Result<ManagerVersion, String>>,
@@ -127,8 +131,14 @@ pub fn diagnose(
             .map(|s| s.trim().to_owned()),
         config_exists: config.path.as_ref().is_some_and(|p| p.is_file()),
         wrapper: evidence.wrapper,
-        exec_program: evidence.exec_program,
-        systemd_run: evidence.systemd_run,
+        // What the requests did not look for is looked for here, to be named as not used.
+        exec_program: evidence
+            .exec_program
+            .unwrap_or_else(|| locate_exec_program(&inputs)),
+        systemd_run: evidence
+            .systemd_run
+            .unwrap_or_else(|| locate_systemd_run(&inputs)),
+        systemd_version,
         manager_version,
         warnings,
         bus: [
@@ -264,15 +274,12 @@ impl Report {
         };
         let _ = writeln!(out, "launcher:      {wrapper} ({})", self.wrapper_reason());
         let exec = match &self.exec_program {
-            Some(Ok(found)) => format!("{} ({})", found.path.display(), found.found_by),
-            Some(Err(why)) => format!("not found: {why}"),
-            None => "not looked for".to_owned(),
+            Ok(found) => format!("{} ({})", found.path.display(), found.found_by),
+            Err(why) => format!("not found: {why}"),
         };
         let _ = writeln!(out, "  synaps-scope-exec: {exec}");
         match (&self.systemd_run, &self.wrapper) {
-            (None, Some(Ok(_))) => out.push_str("systemd-run:   not looked for (not used)\n"),
-            (None, _) => out.push_str("systemd-run:   not looked for\n"),
-            (Some(Some(path)), Some(Ok(Wrapper::SystemdRun { version, .. }))) => {
+            (Some(path), Some(Ok(Wrapper::SystemdRun { version, .. }))) => {
                 let version =
                     version.map_or("version unknown".to_owned(), |v| format!("systemd {v}"));
                 let expand = if self.expands_off() {
@@ -286,10 +293,10 @@ impl Report {
                     path.display()
                 );
             }
-            (Some(Some(path)), _) => {
+            (Some(path), _) => {
                 let _ = writeln!(out, "systemd-run:   {} (not used)", path.display());
             }
-            (Some(None), _) => out.push_str("systemd-run:   not found in PATH\n"),
+            (None, _) => out.push_str("systemd-run:   not found in PATH\n"),
         }
         let manager = match &self.manager_version {
             Some(Ok(version)) => format!(
@@ -368,18 +375,9 @@ impl Report {
         out
     }
 
-    /// The major version of the systemd-run the requests chose, when they chose it and could read
-    /// it.
-    pub fn systemd_version(&self) -> Option<u32> {
-        match &self.wrapper {
-            Some(Ok(Wrapper::SystemdRun { version, .. })) => *version,
-            _ => None,
-        }
-    }
-
     /// Whether launches through systemd-run pass `--expand-environment=no` (R3).
     pub fn expands_off(&self) -> bool {
-        version::disables_expansion(self.systemd_version())
+        version::disables_expansion(self.systemd_version)
     }
 
     /// Which wrapper launches use and why, in words.
@@ -393,8 +391,8 @@ impl Report {
         match (&self.wrapper, setting.value) {
             (Some(Ok(Wrapper::Exec { .. })), _) => chosen,
             (Some(Ok(_)), LauncherChoice::Auto) => match &self.exec_program {
-                Some(Err(why)) => format!("{chosen}, and {EXEC_PROGRAM} is not installed: {why}"),
-                _ => chosen,
+                Err(why) => format!("{chosen}, and {EXEC_PROGRAM} is not installed: {why}"),
+                Ok(_) => chosen,
             },
             (Some(Ok(_)), _) => chosen,
             (Some(Err(reason)), _) => format!("{chosen}: {reason}"),

@@ -21,23 +21,13 @@ impl Report {
                 wrapper: wrapper.map(Wrapper::name),
                 path: wrapper.map(|w| w.program().display().to_string()),
                 why: self.wrapper_reason(),
-                exec_program: exec_program
-                    .and_then(|p| p.as_ref().ok())
-                    .map(|p| p.path.display().to_string()),
-                exec_program_found_by: exec_program
-                    .and_then(|p| p.as_ref().ok())
-                    .map(|p| p.found_by.to_string()),
-                exec_program_error: exec_program
-                    .and_then(|p| p.as_ref().err())
-                    .map(String::as_str),
+                exec_program: exec_program.ok().map(|p| p.path.display().to_string()),
+                exec_program_found_by: exec_program.ok().map(|p| p.found_by.to_string()),
+                exec_program_error: exec_program.err().map(String::as_str),
             },
             systemd_run: SystemdRunJson {
-                path: self
-                    .systemd_run
-                    .as_ref()
-                    .and_then(Option::as_ref)
-                    .map(|p| p.display().to_string()),
-                version: self.systemd_version(),
+                path: self.systemd_run.as_ref().map(|p| p.display().to_string()),
+                version: self.systemd_version,
                 expand_environment_no: self.expands_off(),
             },
             manager: self.manager_version.as_ref().map(|version| match version {
