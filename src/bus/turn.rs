@@ -12,30 +12,44 @@
 //! after a pause waits for an RCU grace period, 7 to 16 ms here; those that follow within one
 //! take about 0.1 ms).
 //!
-//! A turn is an exclusive `flock` on `$XDG_RUNTIME_DIR/synaps-scope.turn`, which the kernel
-//! releases when its holder closes it, execs or dies, however it dies. It is held from the
-//! connection to the last answer the conversation needs, never while waiting for a job. Waiting
-//! costs no CPU: within a process, requests wait on a condition variable; across processes, one
-//! thread per process at most waits in a blocking `flock` for all of that process's requests.
+//! Turns come in the order they were asked for, across processes: a request draws a ticket, and
+//! its turn comes once every earlier ticket has ended. A ticket is one byte of
+//! `$XDG_RUNTIME_DIR/synaps-scope.turn`, locked by its holder (an open file description lock,
+//! `F_OFD_SETLK`) from the draw to the end of its turn. The kernel releases it however its holder
+//! ends, so a ticket whose holder died holds no one back. The file's header counts the tickets
+//! drawn and names the last whose turn came; it is read and written under a lock of its own, held
+//! for the few system calls of a draw. Waiting costs no CPU: a ticket waits (in one thread per
+//! process) blocked on the lock of the live ticket just ahead of it, so the end of a turn wakes
+//! the next in line and no other. An `flock`, which these turns were before, wakes every waiter
+//! and lets the first to run win: in a burst of 256, one launch lost every draw for 2.7 s while
+//! the others went through, and ran before its scope was made. Within a process, requests are
+//! served in the order they came, one ticket at a time. A turn is held from the connection to the
+//! last answer the conversation needs, never while waiting for a job.
+//!
 //! Each turn counts itself in the lock file, so that waiters see the turns go round. A request
 //! waits for its turn as long as they do, until a tenth of the time left to its deadline, at most
-//! 100 ms, remains for the conversation. When no turn has begun for [`STALL`] (a holder
-//! stopped in the middle of its turn, a manager that stopped answering), it talks to the manager
-//! anyway. When the turns go round but its own has not come in that time, the manager is busier
-//! than the request's bound allows: the request ends as one the manager did not answer in time
-//! would, rather than crowd in and hold back every turn that is going round. A thread already in
+//! 100 ms, remains for the conversation. When no turn has begun for [`STALL`] (a holder stopped in
+//! the middle of its turn, a manager that stopped answering), it talks to the manager anyway.
+//! When the turns go round but its own has not come in that time, the manager is busier than the
+//! request's bound allows: the request ends as one the manager did not answer in time would,
+//! rather than crowd in and hold back every turn that is going round. A ticket outlives a request
+//! that stopped waiting for it: it goes to the process's next request, or is given up when its
+//! turn comes and no request is left, so the tickets behind it lose nothing. A thread already in
 //! a turn takes no second one, and a caller can keep the turn of one conversation for the next
 //! ([`keeping`]: a probe, then a scope made in place).
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::marker::PhantomData;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rustix::fs::{self, FlockOperation, Mode, OFlags};
-use rustix::io::Errno;
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg};
+use nix::libc;
+use rustix::fs::{self, Mode, OFlags};
 
 use super::Route;
 
@@ -49,13 +63,29 @@ const RESERVE: Duration = Duration::from_millis(100);
 /// How often a waiting request looks whether the turns go round.
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 
+/// Where the lock file counts the turns taken (little-endian u64, as every field).
+const TURNS_AT: u64 = 0;
+/// Where it keeps the number of the next ticket.
+const NEXT_AT: u64 = 8;
+/// Where it keeps the number of the last ticket whose turn came.
+const SERVED_AT: u64 = 16;
+/// The header's length: the fields above, locked together.
+const HEADER_LEN: u64 = 24;
+/// Where the tickets' bytes begin: ticket `n`'s is at `PLACES_AT + n % PLACES`.
+const PLACES_AT: u64 = 4096;
+/// How many tickets can wait at once; a request that finds its ticket's byte still held by one
+/// drawn this many tickets earlier talks to the manager without a turn.
+const PLACES: u64 = 4096;
+/// How long a draw sleeps between tries while another holds the header (for a few system calls).
+const HEADER_RETRY: Duration = Duration::from_micros(200);
+
 thread_local! {
-    /// How many turns this thread is in (the outermost holds the lock).
+    /// How many turns this thread is in (the outermost holds the ticket).
     static DEPTH: Cell<usize> = const { Cell::new(0) };
     /// Whether the outermost turn that ends on this thread is kept ([`keeping`]).
     static KEEP: Cell<bool> = const { Cell::new(false) };
     /// The turn kept.
-    static KEPT: RefCell<Option<(OwnedFd, Arc<Local>)>> = const { RefCell::new(None) };
+    static KEPT: RefCell<Option<(Ticket, Arc<Local>)>> = const { RefCell::new(None) };
 }
 
 /// The turns went round, but this request's did not come within its time.
@@ -68,15 +98,22 @@ pub(crate) struct NoTurn {
 /// A turn to talk to the manager, held until dropped.
 #[must_use = "a turn ends when it is dropped"]
 pub(crate) struct Turn {
-    /// The lock this turn holds, and the process's side of it; None when the turn holds no lock
-    /// (nested in another, none could be had, or the wait was given up).
-    held: Option<(OwnedFd, Arc<Local>)>,
+    /// The ticket whose turn this is, and the process's side of the lock; None when the turn holds
+    /// no ticket (nested in another, none could be had, or the wait was given up).
+    held: Option<(Ticket, Arc<Local>)>,
     /// A turn ends on the thread that took it (it counts in that thread's [`DEPTH`]).
     _not_send: PhantomData<*const ()>,
 }
 
 impl Turn {
-    /// Whether this turn holds the lock.
+    fn unheld() -> Self {
+        Turn {
+            held: None,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Whether this turn holds a ticket.
     #[cfg(test)]
     fn is_held(&self) -> bool {
         self.held.is_some()
@@ -95,12 +132,42 @@ impl Drop for Turn {
                 return;
             }
         }
-        if let Some((lock, local)) = self.held.take() {
+        if let Some((ticket, local)) = self.held.take() {
             let mut state = local.state();
-            state.busy = false;
-            // Closing the lock releases it for the other processes too.
-            drop(lock);
+            state.drawn = false;
+            // The next ticket's holder wakes now.
+            drop(ticket);
+            drop(state);
             local.changed.notify_all();
+        }
+    }
+}
+
+/// A place in the queue: its byte of the lock file, locked until the ticket is dropped.
+struct Ticket {
+    number: u64,
+    file: OwnedFd,
+    /// The process that drew it.
+    pid: u32,
+}
+
+impl Ticket {
+    fn new(number: u64, file: OwnedFd) -> Self {
+        Ticket {
+            number,
+            file,
+            pid: std::process::id(),
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        // Unlocked, not only closed: a child forked meanwhile shares the open file, and would
+        // otherwise hold the ticket for as long as it lives. A forked child's copy of a ticket is
+        // only closed: the ticket is its parent's.
+        if self.pid == std::process::id() {
+            let _ = set_lock(&self.file, Lock::Unlock, Span::Place(self.number), false);
         }
     }
 }
@@ -115,17 +182,28 @@ struct Local {
 
 #[derive(Default)]
 struct State {
-    /// The lock, taken by this process's waiting thread and not yet handed to a request.
-    ready: Option<OwnedFd>,
-    /// A request of this process is in its turn.
-    busy: bool,
-    /// Requests of this process waiting for a turn.
-    waiting: usize,
-    /// A thread of this process is waiting in `flock` for the lock.
-    waiter: bool,
+    /// The process's ticket whose turn has come, not yet handed to a request.
+    ready: Option<Ticket>,
+    /// The process holds a ticket: waiting for its turn, ready, or in a request's turn.
+    drawn: bool,
+    /// Why the wait for the process's last ticket failed, for the next request to say.
+    failed: Option<Errno>,
+    /// The requests waiting for a turn, by the order they came in.
+    waiting: BTreeSet<u64>,
+    /// The number of the next request to come.
+    arrivals: u64,
 }
 
 impl Local {
+    fn new(path: OsString) -> Arc<Self> {
+        Arc::new(Local {
+            path,
+            pid: std::process::id(),
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        })
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -136,17 +214,12 @@ fn local_for(path: OsString) -> Arc<Local> {
     static LOCALS: Mutex<Vec<Arc<Local>>> = Mutex::new(Vec::new());
     let mut locals = LOCALS.lock().unwrap_or_else(|p| p.into_inner());
     let pid = std::process::id();
-    // A forked child starts afresh: its parent's waiting thread is not its own.
+    // A forked child starts afresh: its parent's tickets and waiting thread are not its own.
     locals.retain(|local| local.pid == pid);
     if let Some(local) = locals.iter().find(|local| local.path == path) {
         return Arc::clone(local);
     }
-    let local = Arc::new(Local {
-        path,
-        pid,
-        state: Mutex::new(State::default()),
-        changed: Condvar::new(),
-    });
+    let local = Local::new(path);
     locals.push(Arc::clone(&local));
     local
 }
@@ -160,49 +233,80 @@ fn open_lock(path: &OsString) -> rustix::io::Result<OwnedFd> {
 }
 
 /// Waits for this request's turn to talk to the manager on `route`, for as long as the turns go
-/// round, until a tenth of the time left until `deadline`, at most 100 ms, remains. Routes without a runtime directory (the session bus alone) take no turns;
-/// nor does a thread already in one.
+/// round, until a tenth of the time left until `deadline`, at most 100 ms, remains. Routes
+/// without a runtime directory (the session bus alone) take no turns; nor does a thread already
+/// in one.
 ///
 /// # Errors
 /// [`NoTurn`] when the turns went round all that time without this request's.
 pub(crate) fn take(route: &Route, deadline: Instant) -> Result<Turn, NoTurn> {
-    let depth = DEPTH.with(|depth| depth.replace(depth.get() + 1));
-    let unheld = || Turn {
-        held: None,
-        _not_send: PhantomData,
-    };
-    if depth > 0 {
-        return Ok(unheld());
+    if enter() > 0 {
+        return Ok(Turn::unheld());
     }
     let Some(dir) = route.runtime_dir() else {
-        return Ok(unheld());
+        return Ok(Turn::unheld());
     };
     let mut path = dir.to_owned();
     path.push("/");
     path.push(LOCK_NAME);
+    take_in(&local_for(path), deadline)
+}
+
+/// Counts a turn begun on this thread; how many it was in before.
+fn enter() -> usize {
+    DEPTH.with(|depth| depth.replace(depth.get() + 1))
+}
+
+/// [`take`] with the process's side of the lock given.
+fn take_in(local: &Arc<Local>, deadline: Instant) -> Result<Turn, NoTurn> {
     let started = Instant::now();
     // A tenth of the time left, at most 100 ms, is kept for the conversation itself (a turn's
     // takes milliseconds).
     let left = deadline.saturating_duration_since(started);
     let give_up = started + left - (left / 10).min(RESERVE);
-    let local = local_for(path);
     // What the lock file says of the turns taken, read while waiting.
     let counter = open_lock(&local.path).ok();
     let mut turns_seen = counter.as_ref().map(turns_taken);
     let mut last_turn = started;
     let mut moved = false;
     let mut state = local.state();
-    state.waiting += 1;
+    let me = state.arrivals;
+    state.arrivals += 1;
+    state.waiting.insert(me);
     let outcome = loop {
-        if !state.busy {
-            if let Some(lock) = state.ready.take() {
-                break Waited::Turn(lock);
+        if state.waiting.first() == Some(&me) {
+            if let Some(ticket) = state.ready.take() {
+                break Waited::Turn(ticket);
             }
-            if !state.waiter {
-                match try_lock(&local.path) {
-                    Ok(Some(lock)) => break Waited::Turn(lock),
-                    Ok(None) => state.waiter = wait_in_flock(&local),
-                    Err(e) => break Waited::WithoutTurn(format!("turn lock: {e}")),
+            if let Some(e) = state.failed.take() {
+                break Waited::WithoutTurn(format!("turn lock: {e}"));
+            }
+            if !state.drawn {
+                state.drawn = true;
+                drop(state);
+                let drawn = draw(&local.path, give_up);
+                state = local.state();
+                match drawn {
+                    Ok(Some(Drawn::Now(ticket))) => break Waited::Turn(ticket),
+                    Ok(Some(Drawn::Behind(ticket, ahead))) => {
+                        if !wait_behind(local, ticket, ahead) {
+                            state.drawn = false;
+                            break Waited::WithoutTurn("no thread to wait in".to_owned());
+                        }
+                    }
+                    Ok(Some(Drawn::Crowded)) => {
+                        state.drawn = false;
+                        break Waited::WithoutTurn(format!(
+                            "{PLACES} or more requests wait for a turn"
+                        ));
+                    }
+                    // The header stayed locked until it was time to give up; the looks below
+                    // end the wait.
+                    Ok(None) => state.drawn = false,
+                    Err(e) => {
+                        state.drawn = false;
+                        break Waited::WithoutTurn(format!("turn lock: {e}"));
+                    }
                 }
             }
         }
@@ -229,35 +333,241 @@ pub(crate) fn take(route: &Route, deadline: Instant) -> Result<Turn, NoTurn> {
             .unwrap_or_else(|p| p.into_inner())
             .0;
     };
-    state.waiting -= 1;
-    match outcome {
-        Waited::Turn(lock) => {
-            state.busy = true;
+    state.waiting.remove(&me);
+    let not_had = match outcome {
+        Waited::Turn(ticket) => {
             drop(state);
-            count_turn(&lock);
-            Ok(Turn {
-                held: Some((lock, local)),
+            count_turn(&ticket.file);
+            return Ok(Turn {
+                held: Some((ticket, Arc::clone(local))),
                 _not_send: PhantomData,
-            })
+            });
         }
-        Waited::WithoutTurn(why) => {
+        Waited::WithoutTurn(why) => Ok(why),
+        Waited::TimedOut(waited) => Err(NoTurn { waited }),
+    };
+    // A ticket whose turn came with no request left to take it is given up; one still waiting
+    // goes to the next request.
+    if state.waiting.is_empty() && state.ready.take().is_some() {
+        state.drawn = false;
+    }
+    drop(state);
+    local.changed.notify_all();
+    match not_had {
+        Ok(why) => {
             tracing::debug!(target: crate::diag::TARGET, "{why}; talking to the manager without a turn");
-            Ok(unheld())
+            Ok(Turn::unheld())
         }
-        Waited::TimedOut(waited) => {
-            drop(state);
+        Err(no) => {
             // This take counted in DEPTH; no turn came of it.
             DEPTH.with(|depth| depth.set(depth.get().saturating_sub(1)));
-            Err(NoTurn { waited })
+            Err(no)
         }
     }
 }
 
 /// What a wait for a turn came to.
 enum Waited {
-    Turn(OwnedFd),
+    Turn(Ticket),
     WithoutTurn(String),
     TimedOut(Duration),
+}
+/// A ticket drawn.
+enum Drawn {
+    /// Its turn has come: no earlier ticket is held.
+    Now(Ticket),
+    /// Its turn comes after the ticket numbered here (the latest earlier one still held) ends.
+    Behind(Ticket, u64),
+    /// Its byte is still held by a ticket drawn [`PLACES`] earlier.
+    Crowded,
+}
+
+/// Draws the next ticket from the lock file at `path`; None when another held the header until
+/// `give_up`.
+fn draw(path: &OsString, give_up: Instant) -> Result<Option<Drawn>, Errno> {
+    let file = open_lock(path).map_err(|e| Errno::from_raw(e.raw_os_error()))?;
+    let Some(header) = Header::lock_by(&file, give_up)? else {
+        return Ok(None);
+    };
+    let number = header.read(NEXT_AT);
+    if !set_lock(&file, Lock::Write, Span::Place(number), false)? {
+        return Ok(Some(Drawn::Crowded));
+    }
+    header.write(NEXT_AT, number.wrapping_add(1));
+    let ahead = header.held_ahead_of(number);
+    if let Ok(None) = ahead {
+        header.write(SERVED_AT, number);
+    }
+    drop(header);
+    let ticket = Ticket::new(number, file);
+    Ok(Some(match ahead? {
+        None => Drawn::Now(ticket),
+        Some(ahead) => Drawn::Behind(ticket, ahead),
+    }))
+}
+
+/// Starts this process's thread that waits for `ticket`'s turn, behind the ticket numbered
+/// `ahead`, and hands it to the process's next waiting request (or gives it up if none is left).
+/// Whether it started.
+fn wait_behind(local: &Arc<Local>, ticket: Ticket, ahead: u64) -> bool {
+    let local = Arc::clone(local);
+    std::thread::Builder::new()
+        .name("synaps-scope turn".into())
+        .spawn(move || {
+            let came = wait_for_turn(&ticket, ahead);
+            let mut state = local.state();
+            match came {
+                Ok(()) if !state.waiting.is_empty() => state.ready = Some(ticket),
+                Ok(()) => {
+                    state.drawn = false;
+                    drop(ticket);
+                }
+                Err(e) => {
+                    state.drawn = false;
+                    state.failed = Some(e);
+                    drop(ticket);
+                }
+            }
+            drop(state);
+            local.changed.notify_all();
+        })
+        .is_ok()
+}
+
+/// Blocks until every ticket before `ticket` has ended, waiting on the latest one still held
+/// (first the one numbered `ahead`), and records that its turn came.
+fn wait_for_turn(ticket: &Ticket, mut ahead: u64) -> Result<(), Errno> {
+    loop {
+        // A read lock is granted once the ticket ahead is unlocked: it ended, however.
+        set_lock(&ticket.file, Lock::Read, Span::Place(ahead), true)?;
+        set_lock(&ticket.file, Lock::Unlock, Span::Place(ahead), false)?;
+        let header = Header::wait(&ticket.file)?;
+        match header.held_ahead_of(ticket.number)? {
+            Some(next) => ahead = next,
+            None => {
+                header.write(SERVED_AT, ticket.number);
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The lock file's header, locked until dropped.
+struct Header<'a> {
+    file: &'a OwnedFd,
+}
+
+impl<'a> Header<'a> {
+    /// Locks the header through `file`, waiting as long as it takes (for a thread that only
+    /// waits).
+    fn wait(file: &'a OwnedFd) -> Result<Self, Errno> {
+        set_lock(file, Lock::Write, Span::Header, true)?;
+        Ok(Header { file })
+    }
+
+    /// Locks the header through `file`, trying until `give_up`; None when that passed.
+    fn lock_by(file: &'a OwnedFd, give_up: Instant) -> Result<Option<Self>, Errno> {
+        loop {
+            if set_lock(file, Lock::Write, Span::Header, false)? {
+                return Ok(Some(Header { file }));
+            }
+            if Instant::now() >= give_up {
+                return Ok(None);
+            }
+            std::thread::sleep(HEADER_RETRY);
+        }
+    }
+
+    fn read(&self, at: u64) -> u64 {
+        read_field(self.file, at)
+    }
+
+    fn write(&self, at: u64, value: u64) {
+        // Best effort: a field not written costs waiters time (a ticket that looks held ahead of
+        // them), never a turn taken twice at once, which the tickets' own locks rule out.
+        let _ = rustix::io::pwrite(self.file, &value.to_le_bytes(), at);
+    }
+
+    /// The latest ticket before `number`, from the last served on, that its holder still holds.
+    fn held_ahead_of(&self, number: u64) -> Result<Option<u64>, Errno> {
+        let served = self.read(SERVED_AT);
+        // Tickets more than PLACES back share bytes with later ones; they ended long ago.
+        let oldest = served.max(number.saturating_sub(PLACES - 1));
+        for earlier in (oldest..number).rev() {
+            if is_locked(self.file, Span::Place(earlier))? {
+                return Ok(Some(earlier));
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Drop for Header<'_> {
+    fn drop(&mut self) {
+        let _ = set_lock(self.file, Lock::Unlock, Span::Header, false);
+    }
+}
+
+/// A part of the lock file that is locked on its own.
+#[derive(Clone, Copy)]
+enum Span {
+    Header,
+    /// A ticket's byte.
+    Place(u64),
+}
+
+#[derive(Clone, Copy)]
+enum Lock {
+    Read,
+    Write,
+    Unlock,
+}
+
+/// An open file description lock request for `span`.
+fn request(lock: Lock, span: Span) -> libc::flock {
+    let (start, len) = match span {
+        Span::Header => (0, HEADER_LEN),
+        Span::Place(number) => (PLACES_AT + number % PLACES, 1),
+    };
+    let kind = match lock {
+        Lock::Read => libc::F_RDLCK,
+        Lock::Write => libc::F_WRLCK,
+        Lock::Unlock => libc::F_UNLCK,
+    };
+    libc::flock {
+        l_type: kind as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        // Both fit: the file's locks end before 8 KiB.
+        l_start: start as libc::off_t,
+        l_len: len as libc::off_t,
+        l_pid: 0,
+    }
+}
+
+/// Sets `lock` on `span` of `file`, waiting for a conflicting lock to go if `wait`; whether it
+/// was set (false: another holds a conflicting one).
+fn set_lock(file: &OwnedFd, lock: Lock, span: Span, wait: bool) -> Result<bool, Errno> {
+    let request = request(lock, span);
+    loop {
+        let arg = if wait {
+            FcntlArg::F_OFD_SETLKW(&request)
+        } else {
+            FcntlArg::F_OFD_SETLK(&request)
+        };
+        match fcntl(file, arg) {
+            Ok(_) => return Ok(true),
+            Err(Errno::EINTR) => continue,
+            Err(Errno::EAGAIN | Errno::EACCES) if !wait => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether another open file holds a write lock on `span` of `file`.
+fn is_locked(file: &OwnedFd, span: Span) -> Result<bool, Errno> {
+    let mut probe = request(Lock::Read, span);
+    fcntl(file, FcntlArg::F_OFD_GETLK(&mut probe))?;
+    Ok(i32::from(probe.l_type) != libc::F_UNLCK)
 }
 
 /// Runs `first` keeping the turn it ends on this thread, if it held one, for what the caller does
@@ -283,56 +593,25 @@ pub(crate) fn keeping<T>(first: impl FnOnce() -> T) -> (T, Option<Turn>) {
     (out, kept)
 }
 
-/// How many turns the lock file says were taken (it wraps; only changes matter).
-fn turns_taken(lock: &OwnedFd) -> u64 {
-    let mut count = [0u8; 8];
-    match rustix::io::pread(lock, &mut count, 0) {
-        Ok(8) => u64::from_le_bytes(count),
+/// A field of the lock file's header (0 where the file is shorter).
+fn read_field(file: &OwnedFd, at: u64) -> u64 {
+    let mut field = [0u8; 8];
+    match rustix::io::pread(file, &mut field, at) {
+        Ok(8) => u64::from_le_bytes(field),
         _ => 0,
     }
 }
 
-/// Counts one more turn in the lock file (best effort: waiters that cannot see the turns go
-/// round only stop waiting sooner).
-fn count_turn(lock: &OwnedFd) {
-    let next = turns_taken(lock).wrapping_add(1);
-    let _ = rustix::io::pwrite(lock, &next.to_le_bytes(), 0);
+/// How many turns the lock file says were taken (it wraps; only changes matter).
+fn turns_taken(file: &OwnedFd) -> u64 {
+    read_field(file, TURNS_AT)
 }
 
-/// The lock at `path` if it is free now; None if another holds it.
-fn try_lock(path: &OsString) -> rustix::io::Result<Option<OwnedFd>> {
-    let lock = open_lock(path)?;
-    match fs::flock(&lock, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(Some(lock)),
-        Err(Errno::WOULDBLOCK | Errno::INTR) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// Starts this process's thread that waits in `flock` and leaves the lock ready for the next
-/// waiting request (or releases it if none is left). Whether it started.
-fn wait_in_flock(local: &Arc<Local>) -> bool {
-    let Ok(lock) = open_lock(&local.path) else {
-        return false;
-    };
-    let local = Arc::clone(local);
-    std::thread::Builder::new()
-        .name("synaps-scope turn".into())
-        .spawn(move || {
-            let locked = loop {
-                match fs::flock(&lock, FlockOperation::LockExclusive) {
-                    Err(Errno::INTR) => continue,
-                    other => break other,
-                }
-            };
-            let mut state = local.state();
-            state.waiter = false;
-            if locked.is_ok() && state.waiting > 0 && state.ready.is_none() {
-                state.ready = Some(lock);
-            }
-            local.changed.notify_all();
-        })
-        .is_ok()
+/// Counts one more turn in the lock file, by the turn's holder (best effort: waiters that cannot
+/// see the turns go round only stop waiting sooner).
+fn count_turn(file: &OwnedFd) {
+    let next = turns_taken(file).wrapping_add(1);
+    let _ = rustix::io::pwrite(file, &next.to_le_bytes(), TURNS_AT);
 }
 
 #[cfg(test)]
@@ -347,6 +626,36 @@ mod tests {
             dir.as_os_str().to_owned(),
         )];
         Route::from_env(&env, Fallback::Since257)
+    }
+
+    /// A turn taken as another process would take it: through a side of the lock of its own.
+    fn take_as(local: &Arc<Local>, deadline: Instant) -> Result<Turn, NoTurn> {
+        enter();
+        take_in(local, deadline)
+    }
+
+    /// A ticket drawn and held by the test itself, as a process that is not this library's
+    /// request would (one stopped mid-turn, or about to die).
+    fn foreign_ticket(path: &OsString) -> (Ticket, bool) {
+        match draw(path, Instant::now() + Duration::from_secs(1)) {
+            Ok(Some(Drawn::Now(ticket))) => (ticket, true),
+            Ok(Some(Drawn::Behind(ticket, _))) => (ticket, false),
+            _ => panic!("no ticket drawn"),
+        }
+    }
+
+    /// Waits until `count` tickets more than `base` have been drawn from the lock file at `path`.
+    fn until_drawn(path: &OsString, count: u64) {
+        let file = open_lock(path).unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        while read_field(&file, NEXT_AT) < count {
+            assert!(
+                Instant::now() < until,
+                "tickets drawn: {}",
+                read_field(&file, NEXT_AT)
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     fn scratch(label: &str) -> std::path::PathBuf {
@@ -404,18 +713,10 @@ mod tests {
     fn a_turn_stuck_in_another_process_delays_a_request_by_the_stall_only() {
         let dir = scratch("stall");
         let route = route_in(&dir);
-        let path = dir.join(LOCK_NAME);
-        // `flock(1)` from util-linux: another process, holding the lock for 5 s (-o: the lock
-        // is its own, not its child's).
-        let mut holder = std::process::Command::new("flock")
-            .arg("-o")
-            .arg(&path)
-            .args(["sleep", "5"])
-            .spawn()
-            .expect("flock(1) runs");
-        while !matches!(try_lock(&path.clone().into_os_string()), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let path = dir.join(LOCK_NAME).into_os_string();
+        // Another process's ticket, its turn come and never ended while this lasts.
+        let (stuck, now) = foreign_ticket(&path);
+        assert!(now);
         let started = Instant::now();
         let turn = take(&route, started + Duration::from_secs(3)).unwrap();
         let waited = started.elapsed();
@@ -435,11 +736,142 @@ mod tests {
             "{waited:?}"
         );
         drop(turn);
-        // Once the holder is gone this process's waiting thread gets the lock for the next turn.
-        holder.kill().unwrap();
-        holder.wait().unwrap();
+        // Once the holder is gone, turns are had again.
+        drop(stuck);
         let again = take(&route, Instant::now() + Duration::from_secs(2)).unwrap();
         assert!(again.is_held());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn turns_come_in_the_order_they_were_asked_for_across_processes() {
+        let dir = scratch("fifo");
+        let path = dir.join(LOCK_NAME).into_os_string();
+        let far = || Instant::now() + Duration::from_secs(10);
+        let first = take_as(&Local::new(path.clone()), far()).unwrap();
+        assert!(first.is_held());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let waiters: Vec<_> = (0..16)
+            .map(|i| {
+                let local = Local::new(path.clone());
+                let order = Arc::clone(&order);
+                let waiter = std::thread::spawn(move || {
+                    let turn = take_as(&local, far()).unwrap();
+                    assert!(turn.is_held(), "waiter {i} got a turn of its own");
+                    order.lock().unwrap().push(i);
+                    std::thread::sleep(Duration::from_millis(2));
+                });
+                // The next asks only once this one holds its ticket.
+                until_drawn(&path, i + 2);
+                waiter
+            })
+            .collect();
+        drop(first);
+        for waiter in waiters {
+            waiter.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), (0..16).collect::<Vec<u64>>());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn requests_of_one_process_are_served_in_the_order_they_came() {
+        let dir = scratch("local-fifo");
+        let path = dir.join(LOCK_NAME).into_os_string();
+        let local = Local::new(path);
+        let far = || Instant::now() + Duration::from_secs(10);
+        let first = take_as(&local, far()).unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let waiters: Vec<_> = (0..16)
+            .map(|i| {
+                let mine = Arc::clone(&local);
+                let order = Arc::clone(&order);
+                let waiter = std::thread::spawn(move || {
+                    let turn = take_as(&mine, far()).unwrap();
+                    assert!(turn.is_held());
+                    order.lock().unwrap().push(i);
+                });
+                while local.state().waiting.len() < i + 1 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                waiter
+            })
+            .collect();
+        drop(first);
+        for waiter in waiters {
+            waiter.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), (0..16).collect::<Vec<usize>>());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_ticket_whose_holder_died_or_stopped_waiting_holds_no_one_back() {
+        let dir = scratch("ended");
+        let path = dir.join(LOCK_NAME).into_os_string();
+        let far = || Instant::now() + Duration::from_secs(10);
+        let first = take_as(&Local::new(path.clone()), far()).unwrap();
+        // Behind it: a process that dies while it waits ...
+        let (dies, now) = foreign_ticket(&path);
+        assert!(!now);
+        // ... a request that stops waiting (its bound is short, and no turn goes round) ...
+        let gives_up = Local::new(path.clone());
+        let short = std::thread::spawn(move || {
+            let turn = take_as(&gives_up, Instant::now() + Duration::from_millis(300)).unwrap();
+            assert!(!turn.is_held());
+        });
+        until_drawn(&path, 3);
+        // ... and one that waits.
+        let waits = Local::new(path.clone());
+        let patient = std::thread::spawn(move || {
+            let turn = take_as(&waits, far()).unwrap();
+            (turn.is_held(), Instant::now())
+        });
+        until_drawn(&path, 4);
+        short.join().unwrap();
+        drop(dies);
+        std::thread::sleep(Duration::from_millis(50));
+        let released = Instant::now();
+        drop(first);
+        let (held, got) = patient.join().unwrap();
+        assert!(held);
+        assert!(
+            got - released < Duration::from_millis(50),
+            "{:?} after the turn ahead ended",
+            got - released
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn never_two_turns_at_once_among_many_processes() {
+        let dir = scratch("exclusive");
+        let path = dir.join(LOCK_NAME).into_os_string();
+        let in_turn = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let turns = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let processes: Vec<_> = (0..16).map(|_| Local::new(path.clone())).collect();
+        let threads: Vec<_> = (0..64)
+            .map(|i| {
+                let local = Arc::clone(&processes[i % processes.len()]);
+                let in_turn = Arc::clone(&in_turn);
+                let turns = Arc::clone(&turns);
+                std::thread::spawn(move || {
+                    for _ in 0..8 {
+                        let turn =
+                            take_as(&local, Instant::now() + Duration::from_secs(20)).unwrap();
+                        assert!(turn.is_held());
+                        assert!(!in_turn.swap(true, std::sync::atomic::Ordering::SeqCst));
+                        std::thread::sleep(Duration::from_micros(200));
+                        in_turn.store(false, std::sync::atomic::Ordering::SeqCst);
+                        turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_eq!(turns.load(std::sync::atomic::Ordering::SeqCst), 64 * 8);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
