@@ -12,7 +12,7 @@ use crate::bus::turn;
 use crate::bus::Route;
 use crate::config::{Config, LauncherChoice, Mode, Origin};
 use crate::diag::TARGET;
-use crate::env::refused_entry;
+use crate::env::{check_env, RefusedEnv};
 use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
 use crate::inputs::{Inputs, NO_USER_BUS};
 use crate::kind::ScopeKind;
@@ -129,12 +129,7 @@ pub enum ScopeError {
     },
     /// The effective environment has an entry no process environment can hold (an empty key, a
     /// key with `=`, a NUL byte), in any mode: bad input, refused as on every surface.
-    InvalidEnvironment {
-        /// The key of the first such entry.
-        key: OsString,
-        /// What is wrong with it.
-        problem: &'static str,
-    },
+    InvalidEnvironment(RefusedEnv),
 }
 
 impl fmt::Display for ScopeError {
@@ -144,9 +139,7 @@ impl fmt::Display for ScopeError {
                 f,
                 "process scopes are required but unavailable for a {kind} launch: {reason}"
             ),
-            ScopeError::InvalidEnvironment { key, problem } => {
-                write!(f, "environment entry {key:?} is refused: {problem}")
-            }
+            ScopeError::InvalidEnvironment(refused) => refused.fmt(f),
         }
     }
 }
@@ -215,13 +208,22 @@ pub fn decide(
     kind: ScopeKind,
     options: &LauncherOptions,
 ) -> Result<Decision, ScopeError> {
-    decide_with(env, kind, options, SliceCheck::Background).0
+    decide_finding(
+        env,
+        kind,
+        options,
+        SliceCheck::Background,
+        &mut Evidence::default(),
+    )
 }
 
 /// What a request found on its way to its decision: the decision's own evidence, which `doctor`
-/// renders rather than working the decision out a second time.
+/// renders rather than working the decision out a second time. Only a request that asks for it
+/// ([`decide_with`]) keeps it; every other leaves it empty and copies nothing.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Evidence {
+    /// Whether this request keeps its evidence.
+    kept: bool,
     /// The launcher program, or where it was looked for (None: not looked for).
     pub exec_program: Option<Result<ExecProgram, String>>,
     /// The systemd-run of the effective PATH (None: not looked for; `Some(None)`: none there).
@@ -231,6 +233,15 @@ pub(crate) struct Evidence {
     pub wrapper: Option<Result<Wrapper, DirectReason>>,
     /// How the manager was reached, when the probe reached it.
     pub route: Option<Route>,
+}
+
+impl Evidence {
+    /// Notes what `note` writes, if this request keeps its evidence.
+    fn note(&mut self, note: impl FnOnce(&mut Self)) {
+        if self.kept {
+            note(self);
+        }
+    }
 }
 
 /// Whether a successful request with a slice starts the background R12 check.
@@ -248,7 +259,10 @@ pub(crate) fn decide_with(
     options: &LauncherOptions,
     slice_check: SliceCheck,
 ) -> (Result<Decision, ScopeError>, Evidence) {
-    let mut evidence = Evidence::default();
+    let mut evidence = Evidence {
+        kept: true,
+        ..Evidence::default()
+    };
     let decision = decide_finding(env, kind, options, slice_check, &mut evidence);
     (decision, evidence)
 }
@@ -260,12 +274,7 @@ fn decide_finding(
     slice_check: SliceCheck,
     evidence: &mut Evidence,
 ) -> Result<Decision, ScopeError> {
-    if let Some((key, problem)) = refused_entry(env) {
-        return Err(ScopeError::InvalidEnvironment {
-            key: key.to_owned(),
-            problem,
-        });
-    }
+    check_env(env).map_err(ScopeError::InvalidEnvironment)?;
     let inputs = Inputs::read(env);
     let config = Config::from_inputs(&inputs);
     let mode = config.mode.value;
@@ -304,7 +313,7 @@ fn choose_wrapper(
 ) -> Result<Wrapper, DirectReason> {
     let systemd_run = |evidence: &mut Evidence| {
         let found = locate_systemd_run(inputs);
-        evidence.systemd_run = Some(found.clone());
+        evidence.note(|e| e.systemd_run = Some(found.clone()));
         found
             .map(|path| Wrapper::SystemdRun {
                 path,
@@ -316,7 +325,7 @@ fn choose_wrapper(
         return systemd_run(evidence);
     }
     let exec_program = locate_exec_program(inputs);
-    evidence.exec_program = Some(exec_program.clone());
+    evidence.note(|e| e.exec_program = Some(exec_program.clone()));
     match (choice, exec_program) {
         (_, Ok(found)) => Ok(Wrapper::Exec {
             program: found.path,
@@ -346,7 +355,7 @@ fn find_launcher(
     }
     let slice = config.slice_for(kind).map(str::to_owned);
     let chosen = choose_wrapper(inputs, config.launcher.value, evidence);
-    evidence.wrapper = Some(chosen.clone());
+    evidence.note(|e| e.wrapper = Some(chosen.clone()));
     let mut wrapper = chosen?;
     let deadline = deadline_after(options.probe_timeout);
     let failed = |detail: String| DirectReason::ProbeFailed {
@@ -360,11 +369,11 @@ fn find_launcher(
         .map_err(failed)?;
     if let Wrapper::SystemdRun { path, version } = &mut wrapper {
         *version = version::systemd_version(path, inputs.env, deadline).map_err(failed)?;
-        evidence.wrapper = Some(Ok(wrapper.clone()));
+        evidence.note(|e| e.wrapper = Some(Ok(wrapper.clone())));
     }
-    let route = wrapper.route(inputs);
+    let route = wrapper.route(inputs.bus);
     probe::probe(&route, unit_slice.as_deref(), deadline).map_err(failed)?;
-    evidence.route = Some(route.clone());
+    evidence.note(|e| e.route = Some(route.clone()));
     if let (Some(slice), SliceCheck::Background) = (&slice, slice_check) {
         slice_check::check_slice_limits_in_background(slice, &route, options.probe_timeout);
     }
@@ -450,10 +459,10 @@ mod tests {
                 let refused = decide(&env, ScopeKind::Tool, &LauncherOptions::default());
                 assert_eq!(
                     refused.err(),
-                    Some(ScopeError::InvalidEnvironment {
+                    Some(ScopeError::InvalidEnvironment(RefusedEnv {
                         key: bad.0.into(),
                         problem
-                    }),
+                    })),
                     "{mode}"
                 );
                 let resolved = resolve_program("sh".as_ref(), &env, None).unwrap_err();

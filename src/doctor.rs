@@ -142,8 +142,8 @@ pub fn diagnose(
         manager_version,
         warnings,
         bus: [
-            ("XDG_RUNTIME_DIR", inputs.runtime_dir),
-            ("DBUS_SESSION_BUS_ADDRESS", inputs.bus_address),
+            ("XDG_RUNTIME_DIR", inputs.bus.runtime_dir),
+            ("DBUS_SESSION_BUS_ADDRESS", inputs.bus.bus_address),
         ]
         .into_iter()
         .map(|(var, value)| (var, value.map(|v| v.to_string_lossy().into_owned())))

@@ -107,7 +107,7 @@ pub fn check_env(env: &[(OsString, OsString)]) -> Result<(), RefusedEnv> {
 /// The first entry of `env` that no process environment can hold, and why: an empty key, a key
 /// with `=` (it would read back as another key), or NUL in a key or value (exec cannot pass it).
 /// Every surface refuses such an environment (`docs/surfaces.md`).
-pub(crate) fn refused_entry(env: &[(OsString, OsString)]) -> Option<(&OsStr, &'static str)> {
+fn refused_entry(env: &[(OsString, OsString)]) -> Option<(&OsStr, &'static str)> {
     env.iter().find_map(|(key, value)| {
         let why = if key.is_empty() {
             "its key is empty"

@@ -34,10 +34,8 @@ pub(crate) struct Inputs<'a> {
     pub config_path: Option<PathBuf>,
     /// Whether `SYNAPS_CONFIG` named the config file (a missing one is then worth a warning).
     pub config_named: bool,
-    /// `XDG_RUNTIME_DIR`: the private socket's directory.
-    pub runtime_dir: Option<&'a OsStr>,
-    /// `DBUS_SESSION_BUS_ADDRESS`.
-    pub bus_address: Option<&'a OsStr>,
+    /// Where the user's manager is reached.
+    pub bus: UserBus<'a>,
     /// `PATH` (None: unset, so the libc default applies).
     pub path: Option<&'a OsStr>,
     /// `SYNAPS_SCOPE_EXEC`: the launcher program named by path.
@@ -56,8 +54,7 @@ impl<'a> Inputs<'a> {
                 .map(PathBuf::from)
                 .or_else(|| default_config_path(env)),
             config_named: named.is_some(),
-            runtime_dir: lookup_non_empty(env, "XDG_RUNTIME_DIR"),
-            bus_address: lookup_non_empty(env, "DBUS_SESSION_BUS_ADDRESS"),
+            bus: UserBus::read(env),
             path: lookup(env, "PATH"),
             exec_program: lookup_non_empty(env, EXEC_VAR),
         }
@@ -65,7 +62,27 @@ impl<'a> Inputs<'a> {
 
     /// Whether any user bus is named at all (R7: without one, nothing is worth looking for).
     pub(crate) fn has_user_bus(&self) -> bool {
-        self.runtime_dir.is_some() || self.bus_address.is_some()
+        self.bus.runtime_dir.is_some() || self.bus.bus_address.is_some()
+    }
+}
+
+/// The two entries a way to the user's manager is made from: all that a caller which only talks
+/// to the manager (a handle, the launcher program) needs to read.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UserBus<'a> {
+    /// `XDG_RUNTIME_DIR`: the private socket's directory.
+    pub runtime_dir: Option<&'a OsStr>,
+    /// `DBUS_SESSION_BUS_ADDRESS`.
+    pub bus_address: Option<&'a OsStr>,
+}
+
+impl<'a> UserBus<'a> {
+    /// Reads them from the effective environment `env` (an empty value names nothing).
+    pub(crate) fn read(env: &'a [(OsString, OsString)]) -> Self {
+        UserBus {
+            runtime_dir: lookup_non_empty(env, "XDG_RUNTIME_DIR"),
+            bus_address: lookup_non_empty(env, "DBUS_SESSION_BUS_ADDRESS"),
+        }
     }
 }
 

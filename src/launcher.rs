@@ -14,7 +14,7 @@ use crate::bus::{Fallback, Route};
 use crate::config::LauncherChoice;
 use crate::diag::TARGET;
 use crate::exec_line::ExecLine;
-use crate::inputs::Inputs;
+use crate::inputs::UserBus;
 use crate::kind::ScopeKind;
 use crate::own_scope::{self, NotMade as ScopeNotMade, ScopeRequest};
 use crate::resolve::{execve_refuses_format, resolve_program};
@@ -59,12 +59,12 @@ impl Wrapper {
 
     /// How this wrapper reaches the manager with the effective environment `env`: every question
     /// of a request goes the same way, so it meets the manager the launch will meet.
-    pub(crate) fn route(&self, inputs: &Inputs<'_>) -> Route {
+    pub(crate) fn route(&self, bus: UserBus<'_>) -> Route {
         let fallback = match self {
             Wrapper::SystemdRun { version, .. } => Fallback::of_systemd_run(*version),
             Wrapper::Exec { .. } => Fallback::Since257,
         };
-        Route::from_inputs(inputs, fallback)
+        Route::to(bus, fallback)
     }
 }
 
@@ -243,7 +243,7 @@ impl ScopeLauncher {
         Some(InPlace {
             unit: unit_name(self.kind),
             description: description(self.kind, program.as_os_str().as_bytes()),
-            route: self.wrapper.route(&Inputs::read(env)),
+            route: self.wrapper.route(UserBus::read(env)),
             program,
         })
     }

@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::env::{lookup, refused_entry};
+use crate::env::{check_env, lookup};
 use crate::memo::Shared;
 
 /// glibc's search path for `execvp` when PATH is unset (`confstr(_CS_PATH)`).
@@ -33,12 +33,7 @@ pub fn resolve_program(
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
 ) -> io::Result<PathBuf> {
-    if let Some((key, problem)) = refused_entry(env) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("environment entry {key:?} is refused: {problem}"),
-        ));
-    }
+    check_env(env).map_err(|refused| io::Error::new(io::ErrorKind::InvalidInput, refused))?;
     resolve_in(program, lookup(env, "PATH"), cwd)
 }
 

@@ -16,7 +16,7 @@ use rustix::net::{
 
 use super::address::{self, Address};
 use super::wire::{self, Call, Kind, Message};
-use crate::inputs::Inputs;
+use crate::inputs::UserBus;
 
 /// The manager's well-known name, object and interface.
 pub(crate) const SYSTEMD: &str = "org.freedesktop.systemd1";
@@ -104,18 +104,18 @@ impl Fallback {
 impl Route {
     /// The route for the effective environment `env`.
     pub(crate) fn from_env(env: &[(OsString, OsString)], fallback: Fallback) -> Self {
-        Route::from_inputs(&Inputs::read(env), fallback)
+        Route::to(UserBus::read(env), fallback)
     }
 
-    /// The route for a request's inputs.
-    pub(crate) fn from_inputs(inputs: &Inputs<'_>, fallback: Fallback) -> Self {
-        let runtime = inputs.runtime_dir;
+    /// The route to the manager named by `bus`.
+    pub(crate) fn to(bus: UserBus<'_>, fallback: Fallback) -> Self {
+        let runtime = bus.runtime_dir;
         let private = runtime.map(|dir| {
             let mut path = dir.to_owned();
             path.push("/systemd/private");
             path
         });
-        let session = match inputs.bus_address {
+        let session = match bus.bus_address {
             Some(address) => Some(address.as_bytes().to_vec()),
             None if fallback == Fallback::UpTo256 => runtime.map(|dir| {
                 let mut address = b"unix:path=".to_vec();
