@@ -6,13 +6,19 @@ pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 /* What SENTINEL points to. */
 char sentinel_storage;
 
+static char scratch[256];
+
+static void make_scratch_dir(void) {
+    snprintf(scratch, sizeof scratch, "/tmp/synaps-cabi-%d", (int)getpid());
+    CHECK(mkdir(scratch, 0700) == 0 || errno == EEXIST, "mkdir %s", scratch);
+}
+
+/* Made once, by whichever thread asks first: the burst's 256 threads ask at once, and a thread
+ * that saw the name half written used a directory that does not exist. */
 const char *scratch_dir(void) {
-    static char dir[256];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/synaps-cabi-%d", (int)getpid());
-        CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST, "mkdir %s", dir);
-    }
-    return dir;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    CHECK(pthread_once(&once, make_scratch_dir) == 0, "pthread_once");
+    return scratch;
 }
 
 char *scratch_path(const char *name) {
