@@ -644,7 +644,7 @@ mod tests {
         }
     }
 
-    /// Waits until `count` tickets more than `base` have been drawn from the lock file at `path`.
+    /// Waits until `count` tickets have been drawn from the lock file at `path`.
     fn until_drawn(path: &OsString, count: u64) {
         let file = open_lock(path).unwrap();
         let until = Instant::now() + Duration::from_secs(5);
@@ -743,65 +743,68 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// While a turn is held through `first`, 16 requests ask one after another, each through the
+    /// side of the lock `side(i)` gives it, and each only once `asked(i)` has seen the one before
+    /// it wait; the order in which their turns came.
+    fn order_of_turns(
+        first: &Arc<Local>,
+        side: impl Fn(usize) -> Arc<Local>,
+        asked: impl Fn(usize),
+    ) -> Vec<usize> {
+        let far = || Instant::now() + Duration::from_secs(10);
+        let held = take_as(first, far()).unwrap();
+        assert!(held.is_held());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let waiters: Vec<_> = (0..16)
+            .map(|i| {
+                let local = side(i);
+                let order = Arc::clone(&order);
+                let waiter = std::thread::spawn(move || {
+                    let turn = take_as(&local, far()).unwrap();
+                    assert!(turn.is_held(), "request {i} got a turn of its own");
+                    order.lock().unwrap().push(i);
+                    std::thread::sleep(Duration::from_millis(2));
+                });
+                asked(i);
+                waiter
+            })
+            .collect();
+        drop(held);
+        for waiter in waiters {
+            waiter.join().unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        order
+    }
+
     #[test]
     fn turns_come_in_the_order_they_were_asked_for_across_processes() {
         let dir = scratch("fifo");
         let path = dir.join(LOCK_NAME).into_os_string();
-        let far = || Instant::now() + Duration::from_secs(10);
-        let first = take_as(&Local::new(path.clone()), far()).unwrap();
-        assert!(first.is_held());
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let waiters: Vec<_> = (0..16)
-            .map(|i| {
-                let local = Local::new(path.clone());
-                let order = Arc::clone(&order);
-                let waiter = std::thread::spawn(move || {
-                    let turn = take_as(&local, far()).unwrap();
-                    assert!(turn.is_held(), "waiter {i} got a turn of its own");
-                    order.lock().unwrap().push(i);
-                    std::thread::sleep(Duration::from_millis(2));
-                });
-                // The next asks only once this one holds its ticket.
-                until_drawn(&path, i + 2);
-                waiter
-            })
-            .collect();
-        drop(first);
-        for waiter in waiters {
-            waiter.join().unwrap();
-        }
-        assert_eq!(*order.lock().unwrap(), (0..16).collect::<Vec<u64>>());
+        let order = order_of_turns(
+            &Local::new(path.clone()),
+            |_| Local::new(path.clone()),
+            // The first turn's ticket, then one more for each request that asked.
+            |i| until_drawn(&path, i as u64 + 2),
+        );
+        assert_eq!(order, (0..16).collect::<Vec<_>>());
         std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn requests_of_one_process_are_served_in_the_order_they_came() {
         let dir = scratch("local-fifo");
-        let path = dir.join(LOCK_NAME).into_os_string();
-        let local = Local::new(path);
-        let far = || Instant::now() + Duration::from_secs(10);
-        let first = take_as(&local, far()).unwrap();
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let waiters: Vec<_> = (0..16)
-            .map(|i| {
-                let mine = Arc::clone(&local);
-                let order = Arc::clone(&order);
-                let waiter = std::thread::spawn(move || {
-                    let turn = take_as(&mine, far()).unwrap();
-                    assert!(turn.is_held());
-                    order.lock().unwrap().push(i);
-                });
+        let local = Local::new(dir.join(LOCK_NAME).into_os_string());
+        let order = order_of_turns(
+            &local,
+            |_| Arc::clone(&local),
+            |i| {
                 while local.state().waiting.len() < i + 1 {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                waiter
-            })
-            .collect();
-        drop(first);
-        for waiter in waiters {
-            waiter.join().unwrap();
-        }
-        assert_eq!(*order.lock().unwrap(), (0..16).collect::<Vec<usize>>());
+            },
+        );
+        assert_eq!(order, (0..16).collect::<Vec<_>>());
         std::fs::remove_dir_all(dir).unwrap();
     }
 
