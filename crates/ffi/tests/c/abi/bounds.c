@@ -167,18 +167,26 @@ struct async_requests {
     pthread_mutex_t lock;
     pthread_cond_t done;
     int answered;
+};
+
+/* One async request: when it was made, and what it came to. */
+struct async_request {
+    struct async_requests *all;
     double started;
-    double took_ms[STOPPED_REQUESTS];
-    int direct[STOPPED_REQUESTS];
+    double took_ms;
+    int direct;
 };
 
 static void async_ready(void *userdata, scope_result result, scope_launcher *launcher, const char *error) {
-    struct async_requests *all = userdata;
+    struct async_request *request = userdata;
+    struct async_requests *all = request->all;
     (void)error;
     pthread_mutex_lock(&all->lock);
-    int i = all->answered++;
-    all->took_ms[i] = now_ms() - all->started;
-    all->direct[i] = result == SCOPE_RESULT_OK && launcher == NULL;
+    /* From its own call: the bound is each request's, and the later requests were made after the
+     * earlier ones' threads were started. */
+    request->took_ms = now_ms() - request->started;
+    request->direct = result == SCOPE_RESULT_OK && launcher == NULL;
+    all->answered++;
     pthread_cond_signal(&all->done);
     pthread_mutex_unlock(&all->lock);
     scope_launcher_free(launcher);
@@ -196,16 +204,20 @@ int scenario_stopped_manager_requests(void) {
     }
 
     static struct async_requests all = {.lock = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
-    all.started = now_ms();
-    for (int i = 0; i < STOPPED_REQUESTS; i++)
-        CHECK(scope_launcher_for_env_async(NULL, SCOPE_KIND_TOOL, STOPPED_BOUND_MS, async_ready, &all) == SCOPE_RESULT_OK,
+    static struct async_request requests[STOPPED_REQUESTS];
+    for (int i = 0; i < STOPPED_REQUESTS; i++) {
+        requests[i] = (struct async_request){.all = &all, .started = now_ms()};
+        CHECK(scope_launcher_for_env_async(NULL, SCOPE_KIND_TOOL, STOPPED_BOUND_MS, async_ready, &requests[i]) ==
+                  SCOPE_RESULT_OK,
               "async request %d: %s", i, scope_last_error());
+    }
     pthread_mutex_lock(&all.lock);
     while (all.answered < STOPPED_REQUESTS) pthread_cond_wait(&all.done, &all.lock);
     pthread_mutex_unlock(&all.lock);
     for (int i = 0; i < STOPPED_REQUESTS; i++) {
-        CHECK(all.direct[i], "async answer %d is not a direct launch", i);
-        CHECK(all.took_ms[i] < STOPPED_BOUND_MS + 100, "async answer %d came after %.0f ms", i, all.took_ms[i]);
+        CHECK(requests[i].direct, "async request %d was not answered with a direct launch", i);
+        CHECK(requests[i].took_ms < STOPPED_BOUND_MS + 100, "async request %d was answered after %.0f ms", i,
+              requests[i].took_ms);
     }
     CHECK(scope_launcher_for_env_async(NULL, SCOPE_KIND_TOOL, STOPPED_BOUND_MS, NULL, NULL) == SCOPE_RESULT_NULL_PARAMETER,
           "a NULL callback is refused");
