@@ -76,6 +76,32 @@ typedef uint32_t scope_result;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// How a scope ended. The numbers never change meaning.
+typedef enum scope_ending_kind {
+  // Processes are still in the scope.
+  SCOPE_ENDING_KIND_RUNNING = 0,
+  // systemd-oomd killed it (`rule` says under which rule, where that can be told).
+  SCOPE_ENDING_KIND_OOMD = 1,
+  // The kernel's OOM killer killed `kernel_oom_kills` process(es) in it.
+  SCOPE_ENDING_KIND_KERNEL_OOM = 2,
+  // A scope handle's kill emptied it.
+  SCOPE_ENDING_KIND_HANDLE_KILL = 3,
+  // Its processes ended without any of the above.
+  SCOPE_ENDING_KIND_ON_ITS_OWN = 4,
+  // It ended, but how cannot be told (no memory controller, and no mark on the cgroup).
+  SCOPE_ENDING_KIND_UNKNOWN = 5,
+} scope_ending_kind;
+
+// The systemd-oomd rule that killed a scope. The numbers never change meaning.
+typedef enum scope_oomd_rule {
+  // Not killed by oomd, or both rules cover the scope, or the managers could not say.
+  SCOPE_OOMD_RULE_UNKNOWN = 0,
+  // `ManagedOOMSwap=kill`: swap and memory nearly used up.
+  SCOPE_OOMD_RULE_SWAP = 1,
+  // `ManagedOOMMemoryPressure=kill`: memory pressure over its limit.
+  SCOPE_OOMD_RULE_MEMORY_PRESSURE = 2,
+} scope_oomd_rule;
+
 // Severity of a log line; lower is more severe.
 enum scope_log_level
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -123,6 +149,16 @@ typedef struct scope_stats {
   // `pids.current`.
   uint64_t pids_current;
 } scope_stats;
+
+// How a scope ended, from [`scope_handle_ending`].
+typedef struct scope_ending {
+  // How it ended.
+  enum scope_ending_kind kind;
+  // With [`scope_ending_kind::Oomd`], the rule that acted.
+  enum scope_oomd_rule rule;
+  // With [`scope_ending_kind::KernelOom`], how many processes the kernel killed.
+  uint64_t kernel_oom_kills;
+} scope_ending;
 
 // Which kind of scope: [`SCOPE_KIND_TOOL`] or [`SCOPE_KIND_DAEMON`]. A plain integer, so that
 // an out-of-range value from C is an error, not undefined behaviour.
@@ -259,6 +295,19 @@ void scope_pids_free(uint32_t *pids, size_t len);
 // # Safety
 // `handle` is NULL or a live handle; `out` is writable.
 scope_result scope_handle_stats(const struct scope_handle *handle, struct scope_stats *out);
+
+// How the scope ended, into `*out`: answered after the manager has collected the scope too,
+// from what the handle kept since it was made. For an oomd kill, which rule acted is asked of
+// the user manager reached with `envp` (NULL: this process's environment) and of the system
+// manager, within `timeout_ms`. May block up to `timeout_ms`.
+//
+// # Safety
+// `handle` is NULL or a live handle; `envp` is NULL or a NULL-terminated array of C strings;
+// `out` is writable.
+scope_result scope_handle_ending(const struct scope_handle *handle,
+                                 const char *const *envp,
+                                 uint32_t timeout_ms,
+                                 struct scope_ending *out);
 
 // Kills every process in the scope (descendants that left the process group included) and
 // waits up to `timeout_ms` until it is empty.

@@ -9,7 +9,9 @@
 # systemd version (among them 256 launches at once against 256 bare systemd-run), the long runs
 # (scripts/long-run.sh) on the newest, and every artifact of scripts/dist.sh (wheel, npm package,
 # C tarball, crates) installed and used from outside the repository (scripts/test-dist.sh) on the oldest and the newest, and again as a normal user in a
-# login session of booted Debian 11, 12 and 13 (scripts/test-session.sh: systemd 247, 252, 257).
+# login session of booted Debian 11, 12 and 13 (scripts/test-session.sh: systemd 247, 252, 257),
+# and against the real systemd-oomd with a real kernel's memory controller in a virtual machine
+# of Debian 12 and 13 (scripts/test-vm.sh).
 #
 #   scripts/test.sh                      # everything, every version (as root)
 #   scripts/test.sh rust python          # only these phases (and what they are built from)
@@ -19,12 +21,13 @@
 # per systemd version rust (cargo test of the core, the command line and the launcher program),
 # c (the C ABI from C under sanitizers, and the installed library through pkg-config), python,
 # node, bench; then dist (the artifacts installed from outside the repository), session
-# (booted Debian login sessions) and long (the long runs). Exits non-zero if anything fails or is
+# (booted Debian login sessions), vm (the real systemd-oomd and memory controller in a virtual
+# machine: scripts/test-vm.sh) and long (the long runs). Exits non-zero if anything fails or is
 # skipped; the last lines summarise each version's counts.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 
-all_phases="lint fuzz rust c python node bench dist session long"
+all_phases="lint fuzz rust c python node bench dist session vm long"
 phases="${*:-$all_phases}"
 for phase in $phases; do
   case " $all_phases " in
@@ -64,10 +67,16 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
+if ! command -v qemu-system-x86_64 >/dev/null; then
+  echo "== installing qemu-system-x86 from Debian's packages (the vm phase's machine)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86
+fi
 
 scratch="$(mktemp -d)"
 roots_pid=""
-trap 'rm -rf "$scratch"; [ -z "$roots_pid" ] || kill "$roots_pid" 2>/dev/null || true' EXIT
+images_pid=""
+trap 'rm -rf "$scratch"; for p in $roots_pid $images_pid; do kill "$p" 2>/dev/null || true; done' EXIT
 
 # The booted roots take minutes to make (once); made in the background while everything builds.
 releases="${SYNAPS_SESSION_RELEASES-11 12 13}"
@@ -77,6 +86,16 @@ if [ -n "$releases" ]; then
   # shellcheck disable=SC2086 # one release per word
   scripts/session-rig.sh --fetch $releases >"$roots_log" 2>&1 &
   roots_pid=$!
+fi
+
+# The virtual machines' disk images likewise (once).
+vm_releases="${SYNAPS_VM_RELEASES-12 13}"
+want vm || vm_releases=""
+images_log="$scratch/images.log"
+if [ -n "$vm_releases" ]; then
+  # shellcheck disable=SC2086 # one release per word
+  scripts/vm-rig.sh --fetch $vm_releases >"$images_log" 2>&1 &
+  images_pid=$!
 fi
 
 if want lint; then
@@ -89,7 +108,7 @@ fi
 cargo build --all-targets --locked
 
 dist="$scratch/dist"
-if want python dist session long; then
+if want python dist session vm long; then
   echo "== dist: every artifact (scripts/dist.sh), tested after the suites from outside the repository"
   SYNAPS_DIST_DIR="$dist" scripts/dist.sh
 fi
@@ -201,18 +220,33 @@ for version in $(want dist && printf '%s\n' "$oldest" "$newest" | uniq); do
   summary+=("artifacts on systemd $version: $(grep -c '^ok: ' "$log") checks passed (wheel, npm package, C tarball from C and C++ through pkg-config and CMake)")
   rm -f "$log"
 done
-if [ -n "$releases" ]; then
-  echo "== Debian $releases: the booted roots (made in the background since the start)"
-  wait "$roots_pid" || { cat "$roots_log" >&2; echo "test.sh: FAILED: making the Debian roots" >&2; exit 1; }
-  roots_pid=""
-  cat "$roots_log"
-  echo "== the artifacts as a normal user in a login session of booted Debian $releases (scripts/test-session.sh)"
+# booted_phase WHAT PID LOG SUMMARY-PATTERN FAILURE COMMAND...: waits for the background job PID
+# that made what the phase boots (its output in LOG), then runs COMMAND, keeping the lines of its
+# output that match SUMMARY-PATTERN for the summary; fails with FAILURE.
+booted_phase() {
+  local what="$1" pid="$2" made_log="$3" pattern="$4" failure="$5" log
+  shift 5
+  echo "== $what (made in the background since the start)"
+  wait "$pid" || { cat "$made_log" >&2; echo "test.sh: FAILED: making $what" >&2; exit 1; }
+  cat "$made_log"
   log="$(mktemp)"
-  # shellcheck disable=SC2086
-  scripts/test-session.sh "$dist" $releases 2>&1 | tee "$log" \
-    || { rm -f "$log"; printf '%s\n' "${summary[@]}"; echo "test.sh: FAILED: the artifacts in a booted login session" >&2; exit 1; }
-  while IFS= read -r line; do summary+=("$line"); done < <(grep -E '^Debian [0-9]+ \(systemd [0-9]+\): [0-9]+ checks passed' "$log")
+  "$@" 2>&1 | tee "$log" || { rm -f "$log"; printf '%s\n' "${summary[@]}"; echo "test.sh: FAILED: $failure" >&2; exit 1; }
+  while IFS= read -r line; do summary+=("$line"); done < <(grep -E "$pattern" "$log")
   rm -f "$log"
+}
+if [ -n "$releases" ]; then
+  # shellcheck disable=SC2086 # one release per word
+  booted_phase "the booted roots of Debian $releases" "$roots_pid" "$roots_log" \
+    '^Debian [0-9]+ \(systemd [0-9]+\): [0-9]+ checks passed' "the artifacts in a booted login session" \
+    scripts/test-session.sh "$dist" $releases
+  roots_pid=""
+fi
+if [ -n "$vm_releases" ]; then
+  # shellcheck disable=SC2086 # one release per word
+  booted_phase "the virtual machines' disk images of Debian $vm_releases" "$images_pid" "$images_log" \
+    '^Debian [0-9]+ in a VM: [0-9]+ checks passed' "the scenarios in the virtual machine (the real systemd-oomd)" \
+    scripts/test-vm.sh "$dist" $vm_releases
+  images_pid=""
 fi
 if want long; then
   echo "== long runs against systemd $newest: a million wraps and ten thousand probes in one process, C, Python and Node"

@@ -1,6 +1,7 @@
 //! Scope handles (R15): from a unit name that `wrap` returned, find the scope's cgroup, list and
 //! kill every process in it (descendants that left the process group included), read its usage,
-//! and wait for it to empty. Anything that is not a `synaps-*.scope` made by this library is
+//! wait for it to empty, and tell how it ended (`crate::ending`) even after the manager has
+//! collected it. Anything that is not a `synaps-*.scope` made by this library is
 //! refused, and so is any scope that holds the calling process (when the handle is made and again
 //! when it kills), so a caller can never kill its own cgroup by mistake: not a daemon in a scope of
 //! its own whose child was launched directly, nor one whose scoped child has not yet left it.
@@ -11,6 +12,8 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
@@ -20,6 +23,7 @@ use rustix::process::{kill_process, Pid, Signal};
 use crate::bounds::deadline_after;
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
+use crate::ending::{ScopeEnding, Witness};
 use crate::manager;
 use crate::unit_name::parse_unit_name;
 
@@ -150,13 +154,26 @@ pub enum KillMethod {
 
 /// A running scope of this library, found by unit name. It stays bound to that one scope: a
 /// scope started later under the same name (a new cgroup at the same path) is not this one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Clones share what the handle witnessed, so any of them can tell how the scope ended.
+#[derive(Clone, Debug)]
 pub struct ScopeHandle {
     unit: String,
     cgroup: PathBuf,
     /// The cgroup's inode number, which the kernel never gives two cgroups in one boot.
     cgroup_id: u64,
+    /// The open cgroup and its OOM kills, kept to tell how the scope ended.
+    witness: Arc<Witness>,
+    /// Whether a clone of this handle killed the scope (for kernels that take no mark).
+    killed_here: Arc<AtomicBool>,
 }
+
+impl PartialEq for ScopeHandle {
+    fn eq(&self, other: &Self) -> bool {
+        self.unit == other.unit && self.cgroup == other.cgroup && self.cgroup_id == other.cgroup_id
+    }
+}
+
+impl Eq for ScopeHandle {}
 
 impl ScopeHandle {
     /// The scope `unit`, found through the cgroup of `pid` (a process launched in it), without
@@ -227,29 +244,32 @@ impl ScopeHandle {
         }
         ensure_not_the_callers(relative)?;
         let cgroup = cgroup2_mount()?.join(relative.trim_start_matches('/'));
-        let meta = match fs::metadata(&cgroup) {
-            Ok(meta) if meta.is_dir() => meta,
-            _ => {
-                return Err(HandleError::NotFound {
-                    unit: unit.to_owned(),
-                })
-            }
+        let not_found = || HandleError::NotFound {
+            unit: unit.to_owned(),
         };
+        let dir = rustix::fs::open(
+            &cgroup,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|_| not_found())?;
+        let meta = rustix::fs::fstat(&dir).map_err(|_| not_found())?;
         // A user's manager makes its scopes' cgroups in the subtree delegated to that user, so
         // they are owned by that user; another user's scope is not this caller's to handle.
         let me = rustix::process::geteuid().as_raw();
-        if meta.uid() != me {
+        if meta.st_uid != me {
             return Err(HandleError::OtherUsers {
                 cgroup: relative.to_owned(),
-                owner: meta.uid(),
+                owner: meta.st_uid,
                 me,
             });
         }
-        let cgroup_id = meta.ino();
         Ok(ScopeHandle {
             unit: unit.to_owned(),
             cgroup,
-            cgroup_id,
+            cgroup_id: meta.st_ino,
+            witness: Arc::new(Witness::keep(dir)),
+            killed_here: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -332,6 +352,10 @@ impl ScopeHandle {
                 own: process_cgroup(std::process::id())?,
             });
         }
+        // Marked first, so that however the scope is collected, every handle can tell it was this.
+        if !self.witness.mark_handle_kill() {
+            self.killed_here.store(true, Ordering::Release);
+        }
         match method {
             KillMethod::CgroupKill => match self.write_cgroup_kill() {
                 Ok(()) => {}
@@ -344,19 +368,11 @@ impl ScopeHandle {
         Ok(before)
     }
 
-    /// Writes `cgroup.kill` of this very cgroup: opened through the directory whose identity was
-    /// checked, so a scope that took the path in between is never the one killed.
+    /// Writes `cgroup.kill` of this very cgroup: opened through the directory the handle holds
+    /// open since it was made, so a scope that took the path in between is never the one killed.
     fn write_cgroup_kill(&self) -> io::Result<()> {
-        let dir = rustix::fs::open(
-            &self.cgroup,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        if rustix::fs::fstat(&dir)?.st_ino != self.cgroup_id {
-            return Ok(());
-        }
         let kill = rustix::fs::openat(
-            &dir,
+            self.witness.dir(),
             "cgroup.kill",
             OFlags::WRONLY | OFlags::CLOEXEC,
             Mode::empty(),
@@ -385,6 +401,28 @@ impl ScopeHandle {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// How the scope ended: `Running` while processes are in it. Answers after the manager has
+    /// collected the scope too, from what the handle kept since it was made. Where systemd-oomd
+    /// killed it, which rule acted is asked of the user manager (reached with `env`) and the
+    /// system manager, within `timeout`; the rule is None where they cannot say.
+    pub fn ending(&self, env: &[(OsString, OsString)], timeout: Duration) -> ScopeEnding {
+        let running = self.is_still_the_same_scope()
+            && fs::read_to_string(self.cgroup.join("cgroup.events"))
+                .is_ok_and(|text| crate::oom_watch::field(&text, "populated") == Some(1));
+        let relative = cgroup2_mount()
+            .ok()
+            .and_then(|mount| self.cgroup.strip_prefix(mount).ok().map(Path::to_owned))
+            .map(|p| format!("/{}", p.display()))
+            .unwrap_or_default();
+        self.witness.ending(
+            running,
+            self.killed_here.load(Ordering::Acquire),
+            &relative,
+            env,
+            deadline_after(timeout),
+        )
     }
 
     /// Waits up to `timeout` until no process is left in the scope.

@@ -24,6 +24,7 @@ pub mod config;
 mod decide;
 pub mod diag;
 pub mod doctor;
+mod ending;
 mod env;
 mod exec_line;
 mod exec_program;
@@ -34,6 +35,7 @@ mod kind;
 mod launcher;
 mod manager;
 mod memo;
+mod oom_watch;
 mod own_scope;
 mod probe;
 mod resolve;
@@ -50,6 +52,7 @@ pub use decide::{
     decide, decide_in_place, launcher_for_effective_env, launcher_for_env, launcher_with_options,
     Decision, DirectReason, InPlaceDecision, LauncherOptions, ScopeError,
 };
+pub use ending::{OomdRule, ScopeEnding};
 pub use env::{
     check_env, inherited_env, parse_env_entry, set_env, with_overrides, EnvEntryError, RefusedEnv,
 };

@@ -14,6 +14,7 @@ use crate::version::parse_major;
 pub(crate) const UNIT: &str = "org.freedesktop.systemd1.Unit";
 pub(crate) const SLICE: &str = "org.freedesktop.systemd1.Slice";
 pub(crate) const SCOPE: &str = "org.freedesktop.systemd1.Scope";
+pub(crate) const SERVICE: &str = "org.freedesktop.systemd1.Service";
 
 /// The object path of `unit`, as the manager names it (sd-bus's label escaping: every byte but
 /// ASCII letters, and digits after the first byte, becomes `_xx`). Asking a path whose unit is not

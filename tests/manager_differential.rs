@@ -6,14 +6,14 @@
 mod common;
 
 use std::ffi::OsString;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use common::{cgroup_of, exec_program, rig, TempDir};
+use common::{exec_program, rig, spawn_scoped, TempDir};
 use synaps_scope::doctor::{diagnose, Report};
 use synaps_scope::{
-    inherited_env, launcher_for_env, set_env, with_overrides, HandleError, LauncherOptions,
-    ScopeHandle, ScopeKind, SliceLimits,
+    inherited_env, with_overrides, HandleError, LauncherOptions, ScopeHandle, ScopeKind,
+    SliceLimits,
 };
 
 const LIMITS: [&str; 5] = [
@@ -166,28 +166,10 @@ fn the_managers_version_is_what_systemctl_shows() {
     }
 }
 
-fn spawn_scoped_sleep() -> (Child, String) {
-    let env = inherited_env();
-    let launcher = launcher_for_env(&env).unwrap().expect("scoped");
-    let argv: Vec<OsString> = ["sleep", "30"].iter().map(OsString::from).collect();
-    let wrapped = launcher.wrap(&argv, &env, None);
-    let unit = wrapped.unit.unwrap();
-    let mut cmd = Command::new(&wrapped.argv[0]);
-    cmd.args(&wrapped.argv[1..]);
-    set_env(&mut cmd, &env);
-    let child = cmd.spawn().unwrap();
-    let end = Instant::now() + Duration::from_secs(10);
-    while !cgroup_of(child.id()).ends_with(&unit) {
-        assert!(Instant::now() < end, "the child never entered {unit}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    (child, unit)
-}
-
 #[test]
 fn a_scopes_cgroup_is_what_systemctl_shows() {
     let Some(_rig) = rig() else { return };
-    let (mut child, unit) = spawn_scoped_sleep();
+    let (mut child, unit) = spawn_scoped(&["sleep", "30"]);
     let shown = systemctl_show(Some(&unit), &["ControlGroup"]);
     let (_, expected) = shown[0].clone();
     assert!(expected.ends_with(&unit), "{shown:?}");

@@ -4,12 +4,10 @@
 
 mod common;
 
-use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{cgroup_of, rig, TempDir};
+use common::{cgroup_of, rig, spawn_scoped, wait_for, TempDir};
 use synaps_scope::{
     inherited_env, launcher_for_env, set_env, HandleError, KillMethod, ScopeHandle,
 };
@@ -19,32 +17,6 @@ fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .map(|s| !s.lines().any(|l| l.starts_with("State:\tZ")))
         .unwrap_or(false)
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Spawns `argv` wrapped, as the leader of a new process group, once it is in its scope.
-fn spawn_scoped(argv: &[&str]) -> (Child, String) {
-    let env = inherited_env();
-    let launcher = launcher_for_env(&env).unwrap().expect("scoped");
-    let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
-    let wrapped = launcher.wrap(&argv, &env, None);
-    let unit = wrapped.unit.unwrap();
-    let mut cmd = Command::new(&wrapped.argv[0]);
-    cmd.args(&wrapped.argv[1..]).process_group(0);
-    set_env(&mut cmd, &env);
-    let child = cmd.spawn().unwrap();
-    let pid = child.id();
-    wait_for("the child to enter its scope", || {
-        cgroup_of(pid).ends_with(&unit)
-    });
-    (child, unit)
 }
 
 fn scope_kill_reaches_an_escaped_descendant(method: KillMethod) {

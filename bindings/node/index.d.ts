@@ -14,6 +14,9 @@ export declare const WRAPPERS: Readonly<Record<WrapperName, number>>;
 export declare const EXEC_FAILED_STATUS: 125;
 /** The names of the C ABI's result codes (`SCOPE_RESULT_*`), indexed by number. */
 export declare const RESULT_NAMES: readonly string[];
+/** SCOPE_ENDING_KIND_* and SCOPE_OOMD_RULE_* of the header, by number. */
+export declare const ENDING_NAMES: readonly string[];
+export declare const OOMD_RULE_NAMES: readonly string[];
 /** Each result's number by its name, as the header's `SCOPE_RESULT_*`. */
 export declare const RESULT: Readonly<Record<string, number>>;
 /** The bound of a probe when none is given, in milliseconds (the header's `SCOPE_DEFAULT_PROBE_TIMEOUT_MS`). */
@@ -91,6 +94,17 @@ export interface ScopeStats {
   pidsCurrent: number | null;
 }
 
+/** How a scope ended (`ScopeHandle.ending`). */
+export interface ScopeEnding {
+  /** 'oomd': systemd-oomd killed it; 'kernel-oom': the kernel's OOM killer killed `kernelOomKills`
+   * processes in it; 'handle-kill': a scope handle's kill; 'unknown': no memory controller to count
+   * OOM kills by and no mark on the cgroup. */
+  kind: 'running' | 'oomd' | 'kernel-oom' | 'handle-kill' | 'on-its-own' | 'unknown';
+  /** With 'oomd', the rule that acted, where only one covers the scope. */
+  oomdRule: 'swap' | 'memory-pressure' | null;
+  kernelOomKills: number;
+}
+
 /** A running scope of this library, found by the unit name that `wrap` returned. */
 export declare class ScopeHandle {
   private constructor();
@@ -105,6 +119,9 @@ export declare class ScopeHandle {
    * resolves to the pids that were in it when the kill began. */
   kill(options?: { timeoutMs?: number }): Promise<number[]>;
   waitEmpty(options?: { timeoutMs?: number }): Promise<void>;
+  /** How the scope ended, told after the manager has collected it too (make the handle while the
+   * tool runs); an oomd kill's rule is asked of the managers within `timeoutMs`. */
+  ending(options?: { env?: Environment; timeoutMs?: number }): Promise<ScopeEnding>;
   /** Frees the handle now, or once a kill or waitEmpty still running settles; later calls throw. */
   close(): void;
 }

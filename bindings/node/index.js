@@ -28,6 +28,10 @@ const RESULT_NAMES = Object.freeze([
 /** Each result's number by its name: results are compared by name, never by a bare number. */
 const RESULT = Object.freeze(Object.fromEntries(RESULT_NAMES.map((name, number) => [name, number])));
 const LEVELS = Object.freeze(['', 'error', 'warn', 'info', 'debug', 'trace']);
+// SCOPE_ENDING_KIND_* and SCOPE_OOMD_RULE_*; each name, lowercased with dashes, is the core's word.
+const ENDING_NAMES = Object.freeze(['RUNNING', 'OOMD', 'KERNEL_OOM', 'HANDLE_KILL', 'ON_ITS_OWN', 'UNKNOWN']);
+const OOMD_RULE_NAMES = Object.freeze(['UNKNOWN', 'SWAP', 'MEMORY_PRESSURE']);
+const word = (name) => name.toLowerCase().replace(/_/g, '-');
 const STAT_UNKNOWN = 0xffffffffffffffffn;
 const DEFAULT_PROBE_TIMEOUT_MS = 3000;
 const DEFAULT_KILL_TIMEOUT_MS = 5000;
@@ -113,6 +117,7 @@ koffi.opaque('scope_launcher');
 koffi.opaque('scope_argv');
 koffi.opaque('scope_handle');
 koffi.struct('scope_stats', { memory_current: 'uint64_t', memory_peak: 'uint64_t', pids_current: 'uint64_t' });
+koffi.struct('scope_ending', { kind: 'int', rule: 'int', kernel_oom_kills: 'uint64_t' });
 const LogCallback = koffi.proto('void scope_log_callback(void *userdata, uint32_t level, const char *message, size_t len)');
 const LauncherReady = koffi.proto(
   'void scope_launcher_ready(void *userdata, uint32_t result, scope_launcher *launcher, const char *error)',
@@ -154,6 +159,9 @@ const c = {
     'uint32_t scope_handle_kill_pids_r(const scope_handle *handle, uint32_t timeout_ms, _Out_ void **pids, _Out_ size_t *len, void *error, size_t error_len)',
   ),
   handleWaitEmpty: lib.func('uint32_t scope_handle_wait_empty_r(const scope_handle *handle, uint32_t timeout_ms, void *error, size_t error_len)'),
+  handleEnding: lib.func(
+    'uint32_t scope_handle_ending(const scope_handle *handle, const char **envp, uint32_t timeout_ms, _Out_ scope_ending *out)',
+  ),
   handleFree: lib.func('void scope_handle_free(scope_handle *handle)'),
   setLogCallback: lib.func('void scope_set_log_callback(scope_log_callback *callback, void *userdata)'),
   setLogLevel: lib.func('uint32_t scope_set_log_level(uint32_t level)'),
@@ -526,10 +534,15 @@ class ScopeHandle {
 
   /** `fn(pointer, ...args)` on a worker thread; the handle is not freed while it runs. */
   async #blocking(fn, ...args) {
+    await this.#whileLive((pointer) => callBlocking(fn, pointer, ...args));
+  }
+
+  /** Awaits `call(pointer)`; the handle is not freed while it runs. */
+  async #whileLive(call) {
     const pointer = this.#live();
     this.#inFlight += 1;
     try {
-      await callBlocking(fn, pointer, ...args);
+      await call(pointer);
     } finally {
       this.#inFlight -= 1;
       if (this.#closed && this.#inFlight === 0) this.#free();
@@ -562,6 +575,26 @@ class ScopeHandle {
 
   async waitEmpty({ timeoutMs: ms } = {}) {
     await this.#blocking(c.handleWaitEmpty, timeoutMs(ms, 'timeoutMs', DEFAULT_KILL_TIMEOUT_MS));
+  }
+
+  /**
+   * How the scope ended, answered after the manager has collected it too, from what this handle
+   * kept since it was made (so make the handle while the tool runs): `kind` is 'running', 'oomd',
+   * 'kernel-oom', 'handle-kill', 'on-its-own' or 'unknown'; `oomdRule` 'swap' or
+   * 'memory-pressure' where only one rule covers the scope. On a worker thread: an oomd kill's rule
+   * is asked of the user and system managers within `timeoutMs`.
+   */
+  async ending({ env, timeoutMs: ms } = {}) {
+    const envp = envArray(env);
+    const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
+    const out = {};
+    await this.#whileLive(async (pointer) => check(await promisify(c.handleEnding.async)(pointer, envp, timeout, out)));
+    const rule = OOMD_RULE_NAMES[out.rule];
+    return {
+      kind: word(ENDING_NAMES[out.kind] ?? 'UNKNOWN'),
+      oomdRule: rule && rule !== 'UNKNOWN' ? word(rule) : null,
+      kernelOomKills: Number(out.kernel_oom_kills),
+    };
   }
 
   /** Frees the handle now, or when the last kill or waitEmpty still running settles. */
@@ -639,6 +672,8 @@ module.exports = {
   WRAPPERS,
   KINDS,
   LOG_LEVELS: LEVELS,
+  ENDING_NAMES,
+  OOMD_RULE_NAMES,
   RESULT,
   RESULT_NAMES,
   ScopeError,

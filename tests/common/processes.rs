@@ -1,8 +1,14 @@
-//! Process helpers of the tests: a process's cgroup, signals, zombies, the systemd-run processes
-//! of a runtime directory.
+//! Process helpers of the tests: a process's cgroup, a child launched in a scope of its own,
+//! signals, zombies, the systemd-run processes of a runtime directory.
 
+use std::ffi::OsString;
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use synaps_scope::{inherited_env, launcher_for_env, set_env};
 
 pub use rustix::process::Signal;
 use rustix::process::{kill_process, Pid};
@@ -14,6 +20,34 @@ pub fn cgroup_of(pid: u32) -> String {
         .find_map(|l| l.strip_prefix("0::"))
         .unwrap_or("")
         .to_owned()
+}
+
+/// Waits up to 10 s until `done`, failing the test with `what` after that.
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Spawns `argv` wrapped, as the leader of a new process group, once it is in its scope; returns
+/// the child and its unit.
+pub fn spawn_scoped(argv: &[&str]) -> (Child, String) {
+    let env = inherited_env();
+    let launcher = launcher_for_env(&env).unwrap().expect("scoped");
+    let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+    let wrapped = launcher.wrap(&argv, &env, None);
+    let unit = wrapped.unit.unwrap();
+    let mut cmd = Command::new(&wrapped.argv[0]);
+    cmd.args(&wrapped.argv[1..]).process_group(0);
+    set_env(&mut cmd, &env);
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    wait_for("the child to enter its scope", || {
+        cgroup_of(pid).ends_with(&unit)
+    });
+    (child, unit)
 }
 
 /// Sends `signal` to `pid`.

@@ -8,6 +8,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include <synaps_scope.h>
 
+#include "check.h"
+
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -18,21 +20,6 @@
 #include <unistd.h>
 
 extern char **environ;
-
-#define CHECK(cond, ...)                                                                                    \
-    do {                                                                                                    \
-        if (!(cond)) {                                                                                      \
-            fprintf(stderr, "handles.c:%d: %s: ", __LINE__, #cond);                                         \
-            fprintf(stderr, __VA_ARGS__);                                                                   \
-            fprintf(stderr, "\n");                                                                          \
-            exit(1);                                                                                        \
-        }                                                                                                   \
-    } while (0)
-
-static void sleep_ms(long ms) {
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
-}
 
 int main(int argc, char **argv) {
     CHECK(argc == 2, "usage: %s OTHER-USERS-PID", argv[0]);

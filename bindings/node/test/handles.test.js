@@ -9,7 +9,7 @@ const path = require('node:path');
 const { test } = require('node:test');
 
 const scope = require('..');
-const { collect, requireRig } = require('./helpers.js');
+const { collect, handleOnceInScope, requireRig } = require('./helpers.js');
 
 test('the scope handle kills a descendant that left the process group', async (t) => {
   if (!requireRig(t)) return;
@@ -59,18 +59,6 @@ test("another user's scope is refused with a clear error, nothing in it touched"
 });
 
 /** The handle of a scoped child's scope, once the child has entered it. */
-async function handleOnceInScope(/** @type {import('node:child_process').ChildProcess & { scopeUnit: string | null }} */ child) {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    try {
-      return scope.ScopeHandle.fromPid(String(child.scopeUnit), Number(child.pid));
-    } catch (error) {
-      assert.ok(Date.now() < deadline, `the child never reached its scope: ${error}`);
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-  }
-}
-
 test('a scope removed while it is read is empty, not an error', async (t) => {
   if (!requireRig(t)) return;
   // The manager removes a scope's cgroup once its last process dies, also between a read's open

@@ -2,6 +2,7 @@
 'use strict';
 // Test support: the rig's real user manager, managers of a test's own to stop, and the logger's
 // lines.
+const assert = require('node:assert/strict');
 const { execFileSync, spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -125,4 +126,17 @@ async function withLines(/** @type {(lines: Array<[string, string]>) => Promise<
   }
 }
 
-module.exports = { CGROUP_OF_SELF, Manager, PRINT_ARGS, collect, noBusEnv, requireRig, withLines };
+/** The handle of `child`'s scope, once the child has entered it. */
+async function handleOnceInScope(/** @type {import('node:child_process').ChildProcess & { scopeUnit: string | null }} */ child) {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      return scope.ScopeHandle.fromPid(String(child.scopeUnit), Number(child.pid));
+    } catch (error) {
+      assert.ok(Date.now() < deadline, `the child never reached its scope: ${error}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+}
+
+module.exports = { CGROUP_OF_SELF, Manager, PRINT_ARGS, collect, handleOnceInScope, noBusEnv, requireRig, withLines };

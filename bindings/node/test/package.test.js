@@ -19,6 +19,10 @@ test('the result codes, log levels and kinds are the header\'s', () => {
   const results = table(/^\s*SCOPE_RESULT_(\w+) = (\d+),$/gm);
   assert.ok(results.length >= 14);
   assert.deepEqual(results, scope.RESULT_NAMES.map((name, number) => [name, number]));
+  const endings = table(/^\s*SCOPE_ENDING_KIND_(\w+) = (\d+),$/gm);
+  assert.deepEqual(endings, scope.ENDING_NAMES.map((name, number) => [name, number]));
+  const rules = table(/^\s*SCOPE_OOMD_RULE_(\w+) = (\d+),$/gm);
+  assert.deepEqual(rules, scope.OOMD_RULE_NAMES.map((name, number) => [name, number]));
   const levels = table(/^\s*SCOPE_LOG_LEVEL_(\w+) = (\d+),$/gm);
   assert.deepEqual(levels, scope.LOG_LEVELS.slice(1).map((name, i) => [name.toUpperCase(), i + 1]));
   const kinds = table(/^#define SCOPE_KIND_(\w+) (\d+)$/gm);

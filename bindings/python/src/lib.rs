@@ -17,8 +17,8 @@ use pyo3::types::PyBytes;
 use synaps_scope::diag::CallbackSubscriber;
 use synaps_scope::{
     bound_from_secs, check_env, decide, direct_for_user_switch, resolve_program, Decision,
-    HandleError, LauncherOptions, ScopeHandle, ScopeKind, DEFAULT_KILL_TIMEOUT,
-    DEFAULT_PROBE_TIMEOUT,
+    HandleError, LauncherOptions, OomdRule, ScopeEnding, ScopeHandle, ScopeKind,
+    DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
 };
 use tracing::Level;
 
@@ -378,6 +378,28 @@ impl PyScopeHandle {
     fn kill(&self, py: Python<'_>, timeout: f64) -> PyResult<Vec<u32>> {
         let timeout = timeout_from(timeout, "timeout")?;
         py.detach(|| self.inner.kill(timeout)).map_err(handle_error)
+    }
+
+    /// (kind, oomd rule or None, kernel OOM kills, the core's sentence): how the scope ended (GIL
+    /// released: an oomd kill's rule is asked of the managers).
+    fn ending(
+        &self,
+        py: Python<'_>,
+        env: Vec<(Vec<u8>, Vec<u8>)>,
+        timeout: f64,
+    ) -> PyResult<(&'static str, Option<&'static str>, u64, String)> {
+        let env = env_from(env)?;
+        let timeout = timeout_from(timeout, "timeout")?;
+        let ending = py.detach(|| self.inner.ending(&env, timeout));
+        let (rule, kills) = match ending {
+            ScopeEnding::KilledByOomd { rule } => (rule.map(OomdRule::as_str), 0),
+            ScopeEnding::KilledByKernelOom { kills } => (None, kills),
+            ScopeEnding::Running
+            | ScopeEnding::KilledByHandle
+            | ScopeEnding::EndedOnItsOwn
+            | ScopeEnding::Unknown => (None, 0),
+        };
+        Ok((ending.as_str(), rule, kills, ending.to_string()))
     }
 
     fn wait_empty(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {

@@ -1,5 +1,7 @@
-//! The oomd scenario (scripts/oomd-demo.sh) against the rig's manager: with scopes, killing the
-//! largest cgroup as oomd does takes only the tool; without them it takes the daemon too.
+//! The oomd scenario with a stand-in kill (scripts/demo/stand-in-kill.sh, what scripts/oomd-demo.sh
+//! shows where no virtual machine can run) against the rig's manager: with scopes, killing the
+//! largest cgroup as oomd does takes only the tool; without them it takes the daemon too. The real
+//! systemd-oomd plays it in the virtual machine (scripts/test-vm.sh).
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
@@ -11,7 +13,10 @@ use common::rig;
 #[test]
 fn an_oomd_kill_takes_only_the_tool_with_scopes_and_the_daemon_too_without() {
     let Some(_rig) = rig() else { return };
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/oomd-demo.sh");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/demo/stand-in-kill.sh"
+    );
     let out = Command::new("bash")
         .arg(script)
         .env("SYNAPS_SCOPE_BIN", env!("CARGO_BIN_EXE_synaps-scope"))
@@ -34,7 +39,7 @@ fn an_oomd_kill_takes_only_the_tool_with_scopes_and_the_daemon_too_without() {
     };
     assert!(line(scoped, "tool ").contains("synaps-tool-"), "{scoped}");
     assert!(
-        line(scoped, "oomd ").contains("kills synaps-tool-"),
+        line(scoped, "stand-in for oomd ").contains("kills synaps-tool-"),
         "{scoped}"
     );
     assert!(line(scoped, "after ").contains("survived"), "{scoped}");
@@ -43,7 +48,7 @@ fn an_oomd_kill_takes_only_the_tool_with_scopes_and_the_daemon_too_without() {
         "the tool shares the daemon's scope: {unscoped}"
     );
     assert!(
-        line(unscoped, "oomd ").contains("kills synaps-daemon-"),
+        line(unscoped, "stand-in for oomd ").contains("kills synaps-daemon-"),
         "{unscoped}"
     );
     assert!(

@@ -8,7 +8,7 @@ use crate::args::{c_string, env_arg, out_arg, str_arg, timeout_arg};
 use crate::boxed::{borrow, free, hand_out, read_or};
 use crate::error::{copy_error, scope_result, Failure};
 use crate::panic::{guard, guard_value};
-use synaps_scope::{HandleError, ScopeHandle};
+use synaps_scope::{HandleError, OomdRule, ScopeEnding, ScopeHandle};
 
 /// A running scope of this library, found by unit name. Immutable, so any number of threads may
 /// use one handle at once (one reading it while another kills the scope); free it with
@@ -229,6 +229,106 @@ pub unsafe extern "C" fn scope_handle_stats(
     })
 }
 
+/// How a scope ended. The numbers never change meaning.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum scope_ending_kind {
+    /// Processes are still in the scope.
+    Running = 0,
+    /// systemd-oomd killed it (`rule` says under which rule, where that can be told).
+    Oomd = 1,
+    /// The kernel's OOM killer killed `kernel_oom_kills` process(es) in it.
+    KernelOom = 2,
+    /// A scope handle's kill emptied it.
+    HandleKill = 3,
+    /// Its processes ended without any of the above.
+    OnItsOwn = 4,
+    /// It ended, but how cannot be told (no memory controller, and no mark on the cgroup).
+    Unknown = 5,
+}
+
+/// The systemd-oomd rule that killed a scope. The numbers never change meaning.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum scope_oomd_rule {
+    /// Not killed by oomd, or both rules cover the scope, or the managers could not say.
+    Unknown = 0,
+    /// `ManagedOOMSwap=kill`: swap and memory nearly used up.
+    Swap = 1,
+    /// `ManagedOOMMemoryPressure=kill`: memory pressure over its limit.
+    MemoryPressure = 2,
+}
+
+/// How a scope ended, from [`scope_handle_ending`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct scope_ending {
+    /// How it ended.
+    pub kind: scope_ending_kind,
+    /// With [`scope_ending_kind::Oomd`], the rule that acted.
+    pub rule: scope_oomd_rule,
+    /// With [`scope_ending_kind::KernelOom`], how many processes the kernel killed.
+    pub kernel_oom_kills: u64,
+}
+
+impl From<ScopeEnding> for scope_ending {
+    fn from(ending: ScopeEnding) -> Self {
+        let mut out = scope_ending {
+            kind: scope_ending_kind::Unknown,
+            rule: scope_oomd_rule::Unknown,
+            kernel_oom_kills: 0,
+        };
+        out.kind = match ending {
+            ScopeEnding::Running => scope_ending_kind::Running,
+            ScopeEnding::KilledByOomd { rule } => {
+                out.rule = match rule {
+                    Some(OomdRule::Swap) => scope_oomd_rule::Swap,
+                    Some(OomdRule::MemoryPressure) => scope_oomd_rule::MemoryPressure,
+                    None => scope_oomd_rule::Unknown,
+                };
+                scope_ending_kind::Oomd
+            }
+            ScopeEnding::KilledByKernelOom { kills } => {
+                out.kernel_oom_kills = kills;
+                scope_ending_kind::KernelOom
+            }
+            ScopeEnding::KilledByHandle => scope_ending_kind::HandleKill,
+            ScopeEnding::EndedOnItsOwn => scope_ending_kind::OnItsOwn,
+            ScopeEnding::Unknown => scope_ending_kind::Unknown,
+        };
+        out
+    }
+}
+
+/// How the scope ended, into `*out`: answered after the manager has collected the scope too,
+/// from what the handle kept since it was made. For an oomd kill, which rule acted is asked of
+/// the user manager reached with `envp` (NULL: this process's environment) and of the system
+/// manager, within `timeout_ms`. May block up to `timeout_ms`.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `envp` is NULL or a NULL-terminated array of C strings;
+/// `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_ending(
+    handle: *const scope_handle,
+    envp: *const *const c_char,
+    timeout_ms: u32,
+    out: *mut scope_ending,
+) -> scope_result {
+    guard(|| {
+        out_arg(out, "out")?;
+        // SAFETY: NULL or live per the caller.
+        let handle = unsafe { borrow(handle, "handle") }?;
+        // SAFETY: forwarded from the caller.
+        let env = unsafe { env_arg(envp) }?;
+        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
+        let ending = handle.inner.ending(&env, timeout);
+        // SAFETY: checked non-NULL; writable per the caller.
+        unsafe { *out = ending.into() };
+        Ok(())
+    })
+}
+
 /// Kills every process in the scope (descendants that left the process group included) and
 /// waits up to `timeout_ms` until it is empty.
 ///
@@ -380,5 +480,45 @@ pub unsafe extern "C" fn scope_handle_wait_empty_r(
             error,
             error_len,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The header's names are the core's words (`KernelOom` is `kernel-oom`), which Node derives
+    /// from them.
+    #[test]
+    fn each_ending_kind_is_named_as_the_core_words_it() {
+        let kebab = |name: String| {
+            let mut word = String::new();
+            for (at, c) in name.chars().enumerate() {
+                if c.is_ascii_uppercase() && at > 0 {
+                    word.push('-');
+                }
+                word.push(c.to_ascii_lowercase());
+            }
+            word
+        };
+        for ending in [
+            ScopeEnding::Running,
+            ScopeEnding::KilledByOomd {
+                rule: Some(OomdRule::Swap),
+            },
+            ScopeEnding::KilledByOomd {
+                rule: Some(OomdRule::MemoryPressure),
+            },
+            ScopeEnding::KilledByKernelOom { kills: 2 },
+            ScopeEnding::KilledByHandle,
+            ScopeEnding::EndedOnItsOwn,
+            ScopeEnding::Unknown,
+        ] {
+            let c = scope_ending::from(ending);
+            assert_eq!(kebab(format!("{:?}", c.kind)), ending.as_str());
+            if let ScopeEnding::KilledByOomd { rule: Some(rule) } = ending {
+                assert_eq!(kebab(format!("{:?}", c.rule)), rule.as_str());
+            }
+        }
     }
 }

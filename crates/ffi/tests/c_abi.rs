@@ -332,6 +332,12 @@ fn scope_flush_warnings_reports_a_slice_check_without_an_answer() {
 }
 
 #[test]
+fn a_handles_kill_is_told_after_the_scope_is_collected() {
+    let Some(_rig) = rig() else { return };
+    scenario("ending");
+}
+
+#[test]
 fn a_scope_that_holds_the_caller_is_never_handed_out() {
     let Some(_rig) = rig() else { return };
     let env = synaps_scope::inherited_env();

@@ -18,7 +18,7 @@ import os
 import subprocess
 import weakref
 from asyncio.subprocess import Process
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _native
@@ -44,6 +44,7 @@ __all__ = [
     "ScopeLauncher",
     "ScopeNotFoundError",
     "ScopeRequiredError",
+    "ScopeEnding",
     "ScopeStats",
     "ScopeTimeoutError",
     "ScopedProcess",
@@ -288,6 +289,25 @@ class ScopeStats:
     pids_current: Optional[int]
 
 
+@dataclass(frozen=True)
+class ScopeEnding:
+    """How a scope ended (:meth:`ScopeHandle.ending`).
+
+    ``kind`` is one of ``"running"``, ``"oomd"`` (systemd-oomd killed it), ``"kernel-oom"`` (the
+    kernel's OOM killer killed ``kernel_oom_kills`` processes in it, at a slice's memory limit,
+    say), ``"handle-kill"`` (a scope handle's kill), ``"on-its-own"`` or ``"unknown"`` (no memory
+    controller to count OOM kills by, and no mark on the cgroup). ``oomd_rule`` is ``"swap"`` or
+    ``"memory-pressure"`` for an oomd kill where only one rule covers the scope, else None."""
+
+    kind: str
+    oomd_rule: Optional[str]
+    kernel_oom_kills: int
+    message: str = field(compare=False)
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class ScopeHandle:
     """A running scope of this library, found by the unit name that :meth:`ScopeLauncher.wrap`
     returned. Anything that is not a ``synaps-*.scope`` is refused with
@@ -337,6 +357,12 @@ class ScopeHandle:
     def wait_empty(self, timeout: float) -> None:
         """Waits up to ``timeout`` seconds until the scope is empty (:class:`ScopeTimeoutError`)."""
         self._native.wait_empty(float(timeout))
+
+    def ending(self, env: Optional[Env] = None, timeout: float = DEFAULT_PROBE_TIMEOUT) -> ScopeEnding:
+        """How the scope ended: answered after the manager has collected it too, from what this
+        handle kept since it was made (so make the handle while the tool runs). For an oomd kill,
+        the rule is asked of the user and system managers within ``timeout`` (GIL released)."""
+        return ScopeEnding(*self._native.ending(_env_pairs(env), float(timeout)))
 
     def __repr__(self) -> str:
         return f"ScopeHandle(unit={self.unit!r}, cgroup={self.cgroup!r})"

@@ -49,6 +49,7 @@ void sleep_ms(long ms);
 int alive(pid_t pid);
 scope_launcher *must_launcher(const char *const *envp);
 scope_argv *must_wrap(const scope_launcher *launcher, const char *const *argv);
+scope_handle *must_handle(const char *unit, pid_t pid);
 void check_cgroup_file(const char *path, const char *unit);
 double now_ms(void);
 
@@ -75,5 +76,6 @@ int scenario_flush_warnings(void);
 int scenario_concurrent_slice_warning(void);
 int scenario_doctor(void);
 int scenario_removed_while_read(void);
+int scenario_ending(void);
 
 #endif

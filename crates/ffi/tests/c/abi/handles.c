@@ -73,9 +73,7 @@ int scenario_other_users_scope(void) {
     scope_argv *wrapped = must_wrap(launcher, argv);
     const char *unit = scope_argv_unit(wrapped);
     pid_t pid = spawn(scope_argv_ptr(wrapped), 1);
-    scope_handle *handle = NULL;
-    for (int i = 0; i < 1000 && scope_handle_from_pid(unit, (uint32_t)pid, &handle) != SCOPE_RESULT_OK; i++) sleep_ms(5);
-    CHECK(handle != NULL, "the child is in its scope");
+    scope_handle *handle = must_handle(unit, pid);
     CHECK(chown(scope_handle_cgroup(handle), 1000, (gid_t)-1) == 0, "chown: %s", strerror(errno));
     char expected[256];
     snprintf(expected, sizeof expected, "%s belongs to uid 1000, not to this user (uid 0); refusing it", unit);

@@ -130,6 +130,15 @@ scope_argv *must_wrap(const scope_launcher *launcher, const char *const *argv) {
     return wrapped;
 }
 
+/* The handle of `unit` once the child `pid` has entered it (the launcher program makes the scope
+ * before it execs the command). */
+scope_handle *must_handle(const char *unit, pid_t pid) {
+    scope_handle *handle = SENTINEL;
+    for (int i = 0; i < 2000 && scope_handle_from_pid(unit, (uint32_t)pid, &handle) != SCOPE_RESULT_OK; i++) sleep_ms(5);
+    CHECK(handle != SENTINEL, "the child never reached %s", unit);
+    return handle;
+}
+
 /* The first line of the child's report file: its cgroup, and it must be the unit's. */
 void check_cgroup_file(const char *path, const char *unit) {
     char *text = read_file(path, NULL);

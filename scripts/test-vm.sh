@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The seed's scenario against the real systemd-oomd and a real memory controller: boots Debian 12
+# and 13 under qemu (scripts/vm-rig.sh) and runs tests/vm/scenarios.sh there as root, with the
+# release artifacts of DIST-DIRECTORY, which alice installs as their READMEs say:
+#   - oomd, both rules distributions ship (ManagedOOMSwap=kill on -.slice; ManagedOOMMemoryPressure=kill
+#     on user@.service, and on every slice), a daemon started from a login shell and one started in
+#     a terminal tab's scope: scoped, oomd's own journal line names the runaway's scope and the
+#     daemon and its other tool live on; each with its control (scopes off), where oomd kills the
+#     daemon's own cgroup;
+#   - the operator's cap (tool_scope_slice with MemoryMax=: the kernel's OOM killer inside the
+#     tool's scope) and R12 against real limits;
+#   - scope handles against real memory and pids controllers from Python (the wheel), C (a program
+#     built here against the C tarball, linked to the library alice unpacked) and Node (the
+#     machine's node, with an npm project that installed the package tarball here: the virtual
+#     machine has no network for npm to fetch koffi).
+#
+#   scripts/test-vm.sh DIST-DIRECTORY [RELEASE...]      # default: 12 13
+#   SYNAPS_VM_CASES="swap:login:scoped swap:login:direct" scripts/test-vm.sh dist 12
+set -euo pipefail
+here="$(dirname "$(readlink -f "$0")")"
+repo="$(readlink -f "$here/..")"
+dist="$(readlink -f "${1:?usage: $0 DIST-DIRECTORY [RELEASE...]}")"
+shift
+releases=("$@")
+[ ${#releases[@]} -gt 0 ] || releases=(12 13)
+cases="${SYNAPS_VM_CASES:-swap:login:scoped swap:login:direct swap:tab:scoped swap:tab:direct user:tab:scoped user:tab:direct slices:tab:scoped slices:tab:direct}"
+
+stage="$(mktemp -d /tmp/synaps-vm-stage.XXXXXX)"
+trap 'rm -rf "$stage"' EXIT
+mkdir "$stage/dist"
+cp "$repo"/tests/vm/* "$stage/"
+cp "$dist"/synaps-scope-*-linux-gnu.tar.gz "$dist"/synaps_scope-*.whl "$stage/dist/"
+rm "$stage/handles.c" "$stage/handles.js"
+# C: built here against the tarball, linked to where alice unpacks its library.
+mkdir "$stage/c-tarball"
+tar -xzf "$stage"/dist/synaps-scope-*-linux-gnu.tar.gz -C "$stage/c-tarball" --strip-components=1
+cc -std=c11 -Wall -Wextra -Werror -pedantic "$repo/tests/vm/handles.c" -I"$repo/tests/dist" -I"$stage/c-tarball/include" \
+  -L"$stage/c-tarball/lib" -lsynaps_scope -Wl,-rpath,/home/alice/.local/lib -o "$stage/handles-c"
+rm -rf "$stage/c-tarball"
+# Node: the machine's node and an npm project that installed the package tarball.
+mkdir "$stage/node-project"
+(cd "$stage/node-project" && npm init -y >/dev/null && npm install --no-audit --no-fund --loglevel=error "$dist"/synaps-scope-*.tgz >/dev/null)
+cp "$repo/tests/vm/handles.js" "$stage/node-project/"
+cp "$(readlink -f "$(command -v node)")" "$stage/node"
+chmod -R a+rX "$stage"
+
+summary=()
+for release in "${releases[@]}"; do
+  echo "== Debian $release in a virtual machine: systemd-oomd, the memory controller, a real kernel"
+  log="$stage/vm-$release.log"
+  started=$SECONDS
+  "$here/vm-rig.sh" --release "$release" --share "$stage" --timeout "${SYNAPS_VM_TIMEOUT:-1200}" -- \
+    "bash scenarios.sh oomd $cases && bash scenarios.sh cap && bash scenarios.sh handles" 2>&1 | tee "$log" \
+    || { echo "test-vm: FAILED on Debian $release" >&2; exit 1; }
+  summary+=("Debian $release in a VM: $(grep -c '^ok: ' "$log") checks passed in $((SECONDS - started)) s")
+done
+printf '%s\n' "${summary[@]}"

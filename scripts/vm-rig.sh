@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# Runs a command in a virtual machine with a real kernel: Debian 12 (kernel 6.1, systemd 252) or 13
+# (6.12, 257) booted under qemu, cgroup2 as the only hierarchy with the memory, cpu and pids
+# controllers, PSI, swap and systemd-oomd, and the user alice (uid 1000) whose user manager
+# (user@1000.service) runs from boot (linger), so that her scopes outlive any one login
+# (docs/testing.md, "A virtual machine").
+#
+#   scripts/vm-rig.sh --release 12|13 [--share DIR] [--timeout SECONDS] -- COMMAND
+#   scripts/vm-rig.sh --fetch 12 13          # only make those disk images (once, into the cache)
+#
+# The images are made once with debootstrap from Debian's packages under
+# $SYNAPS_RIG_CACHE/vm/SUITE (default ~/.cache/synaps-scope): the root as an ext4 disk, the root's
+# own kernel and initramfs, a 512 MB swap disk. Each run boots them with -snapshot (the images are
+# never changed) under TCG (KVM hangs this machine's guests in early boot), with no network.
+# COMMAND is one shell command line that the guest's root runs once the system is up, in /srv/synaps,
+# a copy of DIR (the host's directory is never written); `runuser -l alice -c CMD` there logs alice
+# in through PAM (a logind session-cN.scope). What COMMAND prints comes back on this script's
+# standard output, and its exit status is this script's. Whatever COMMAND does, the machine is
+# powered off within --timeout seconds (default 900) of booting, and killed 60 s after that.
+set -euo pipefail
+
+here="$(dirname "$(readlink -f "$0")")"
+releases_known="12 13"
+usage="usage: $0 --release ${releases_known// /|} [--share DIR] [--timeout SECONDS] -- COMMAND | $0 --fetch RELEASE..."
+
+release=""
+share=""
+timeout=900
+fetch_only=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --release) release="${2:-}"; shift 2 ;;
+    --share) share="${2:?$usage}"; shift 2 ;;
+    --timeout) timeout="${2:?$usage}"; shift 2 ;;
+    --fetch) shift; fetch_only=("$@"); set --; break ;;
+    --) shift; break ;;
+    *) echo "vm-rig: unknown option $1 ($usage)" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" = 0 ] || { echo "vm-rig: must run as root (debootstrap, mkfs.ext4 -d of a root's files)" >&2; exit 2; }
+case "$timeout" in '' | *[!0-9]*) echo "vm-rig: --timeout takes whole seconds, not '$timeout'" >&2; exit 2 ;; esac
+
+cache="${SYNAPS_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/synaps-scope}/vm"
+# Bump when what an image holds changes, so an older cache is made again.
+layout="vm-image 2"
+
+suite_of() { case "$1" in 12) echo bookworm ;; 13) echo trixie ;; esac; }
+systemd_of() { case "$1" in 12) echo 252 ;; 13) echo 257 ;; esac; }
+
+need_tools() {
+  local need=()
+  command -v debootstrap >/dev/null || need+=(debootstrap)
+  command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+  command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+  command -v mkswap >/dev/null || need+=(util-linux)
+  [ ${#need[@]} -eq 0 ] && return
+  echo "vm-rig: installing ${need[*]} from Debian's packages" >&2
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+}
+
+# shellcheck source=scripts/debian-mirror.sh
+. "$here/debian-mirror.sh"
+
+# The guest's side: a oneshot unit, ordered after everything else that boot starts, mounts the job
+# disk, turns swap on, runs the command with its output on the second serial port, reports its
+# exit status there and powers the machine off.
+job_unit='[Unit]
+Description=synaps-scope VM rig: the job
+After=multi-user.target
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/synaps-vm-job
+StandardOutput=file:/dev/ttyS1
+StandardError=inherit
+TimeoutStartSec=infinity
+[Install]
+WantedBy=multi-user.target'
+job_script='#!/bin/bash
+# Written by scripts/vm-rig.sh: runs /srv/synaps/.command as root, then powers the machine off.
+mkdir -p /srv/synaps.in /srv/synaps
+mount -o ro /dev/vdb /srv/synaps.in && cp -a /srv/synaps.in/. /srv/synaps/ && umount /srv/synaps.in
+swapon /dev/vdc
+bound=$(cat /srv/synaps/.timeout)
+status=0
+cd /srv/synaps && timeout --kill-after=10 "$bound" bash -c "$(cat /srv/synaps/.command)" 2>&1 </dev/null || status=$?
+echo "synaps-vm-rig: exit $status"
+systemctl --no-block poweroff'
+
+# Makes the images of release $1 once; prints their directory.
+prepare() {
+  local r="$1" suite dir
+  suite=$(suite_of "$r"); dir="$cache/$suite"
+  if [ "$(cat "$dir/.rig-ready" 2>/dev/null)" = "$layout" ]; then echo "$dir"; return; fi
+  need_tools
+  local tmp="$dir.tmp" root started=$SECONDS
+  root="$tmp/root"
+  echo "vm-rig: making a Debian $r ($suite) disk image with debootstrap (once, into $dir)" >&2
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  debootstrap --variant=minbase \
+    --include=systemd,systemd-sysv,systemd-oomd,udev,kmod,dbus,dbus-user-session,libpam-systemd,procps,python3,python3-venv,python3-pip,linux-image-cloud-amd64,initramfs-tools \
+    "$suite" "$root" "$(debian_mirror)" >"$cache/$suite.debootstrap.log" 2>&1 \
+    || { tail -n 20 "$cache/$suite.debootstrap.log" >&2; echo "vm-rig: debootstrap $suite failed" >&2; return 1; }
+  chroot "$root" useradd -m -u 1000 -s /bin/bash alice
+  # alice's user manager runs from boot and stays between her logins.
+  mkdir -p "$root/var/lib/systemd/linger"; touch "$root/var/lib/systemd/linger/alice"
+  echo synaps-vm >"$root/etc/hostname"
+  printf '%s\n' "$job_unit" >"$root/etc/systemd/system/synaps-vm-job.service"
+  printf '%s\n' "$job_script" >"$root/usr/local/sbin/synaps-vm-job"
+  chmod 0755 "$root/usr/local/sbin/synaps-vm-job"
+  chroot "$root" systemctl enable -q synaps-vm-job.service systemd-oomd.service
+  # Boot quickly: nothing the job does needs these.
+  chroot "$root" systemctl mask -q systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer \
+    e2scrub_all.timer fstrim.timer man-db.timer serial-getty@ttyS0.service getty@tty1.service 2>/dev/null || true
+  chroot "$root" apt-get clean
+  cp "$(ls "$root"/boot/vmlinuz-* | tail -n 1)" "$tmp/vmlinuz"
+  basename "$(ls "$root"/boot/vmlinuz-* | tail -n 1)" | sed 's/^vmlinuz-//' >"$tmp/kernel-version"
+  cp "$(ls "$root"/boot/initrd.img-* | tail -n 1)" "$tmp/initrd"
+  rm -f "$tmp/disk.raw"
+  mkfs.ext4 -q -L synaps-root -d "$root" "$tmp/disk.raw" 4G
+  # Swap as a disk of its own: a swap file inside the mkfs -d image is sparse, and refused.
+  truncate -s 512M "$tmp/swap.raw"
+  mkswap -q "$tmp/swap.raw" >/dev/null
+  rm -rf "$root"
+  rm -rf "$dir"; mv "$tmp" "$dir"
+  echo "$layout" >"$dir/.rig-ready"
+  echo "vm-rig: Debian $r image made in $((SECONDS - started)) s" >&2
+  echo "$dir"
+}
+
+if [ ${#fetch_only[@]} -gt 0 ]; then
+  for r in "${fetch_only[@]}"; do
+    case " $releases_known " in *" $r "*) ;; *) echo "vm-rig: unsupported release $r ($usage)" >&2; exit 2 ;; esac
+    prepare "$r" >/dev/null
+  done
+  exit 0
+fi
+case " $releases_known " in *" $release "*) ;; *) echo "vm-rig: --release ${releases_known// /|} is needed ($usage)" >&2; exit 2 ;; esac
+[ $# -gt 0 ] || { echo "vm-rig: no command given ($usage)" >&2; exit 2; }
+need_tools
+images=$(prepare "$release")
+
+run="$(mktemp -d /tmp/synaps-vm.XXXXXX)"
+qemu_pid=""
+cleanup() {
+  if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then kill -KILL "$qemu_pid" 2>/dev/null || true; fi
+  rm -rf "$run"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+mkdir "$run/job"
+[ -z "$share" ] || cp -a "$share/." "$run/job/"
+printf '%s\n' "$*" >"$run/job/.command"
+echo "$timeout" >"$run/job/.timeout"
+size=$(( $(du -sm "$run/job" | cut -f1) * 2 + 64 ))
+mkfs.ext4 -q -d "$run/job" "$run/job.raw" "${size}M" >/dev/null
+rm -rf "$run/job"
+: >"$run/out"
+
+echo "vm-rig: booting Debian $release (kernel $(cat "$images/kernel-version"), TCG, 2 CPUs, 1 GiB, 512 MB swap)" >&2
+started=$SECONDS
+qemu-system-x86_64 -accel tcg,thread=multi -smp 2 -m 1024 -nodefaults -display none -no-reboot -nic none \
+  -kernel "$images/vmlinuz" -initrd "$images/initrd" \
+  -append "root=/dev/vda rw console=ttyS0 panic=-1 quiet systemd.show_status=0" \
+  -drive "file=$images/disk.raw,format=raw,if=virtio,snapshot=on" \
+  -drive "file=$run/job.raw,format=raw,if=virtio,snapshot=on" \
+  -drive "file=$images/swap.raw,format=raw,if=virtio,snapshot=on" \
+  -serial "file:$run/console" -serial "file:$run/out" </dev/null >"$run/qemu.log" 2>&1 &
+qemu_pid=$!
+# The guest's own bound ends the command; this one ends a guest that never got that far.
+deadline=$((SECONDS + timeout + 180))
+printed=0
+while kill -0 "$qemu_pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
+  lines=$(wc -l <"$run/out")
+  if [ "$lines" -gt "$printed" ]; then sed -n "$((printed + 1)),${lines}p" "$run/out" | tr -d "\r" | grep -v "^synaps-vm-rig: exit " || true; printed=$lines; fi
+  sleep 1
+done
+if kill -0 "$qemu_pid" 2>/dev/null; then
+  echo "vm-rig: the machine did not power off within $((timeout + 180)) s of booting; killing it" >&2
+  kill -KILL "$qemu_pid" 2>/dev/null || true
+fi
+wait "$qemu_pid" 2>/dev/null || true
+qemu_pid=""
+sed -n "$((printed + 1)),\$p" "$run/out" | tr -d "\r" | grep -v "^synaps-vm-rig: exit " || true
+status=$(sed -n 's/^synaps-vm-rig: exit \([0-9]*\)\r*$/\1/p' "$run/out" | tail -n 1)
+if [ -z "$status" ]; then
+  tail -n 40 "$run/console" >&2
+  cat "$run/qemu.log" >&2
+  echo "vm-rig: the job on Debian $release never finished (no exit status after $((SECONDS - started)) s; console above)" >&2
+  exit 1
+fi
+echo "vm-rig: Debian $release: the job exited $status; the machine was up $((SECONDS - started)) s" >&2
+exit "$status"

@@ -1,0 +1,72 @@
+"""A toy agent daemon for the VM scenarios. Launches two tool commands the way an agent daemon
+does, each through the installed command line's `synaps-scope run --kind tool`: an idle one and
+the runaway (hog.py). Then it beats a heartbeat into STATE/heartbeat until it is killed, and once
+the runaway has ended it launches one more tool, to show that it still works.
+
+    python3 daemon.py STATE HOG_MB scoped|direct
+
+STATE/daemon, STATE/idle, STATE/hog: "PID CGROUP" of the daemon and of each tool, once the tool's
+cgroup has settled (the launcher program moves itself into its scope before it execs the tool).
+STATE/after: the cgroup of the tool launched after the runaway ended, and its exit status.
+STATE/ending: scoped, how the runaway's scope ended, as a handle made while it ran tells it once
+its exit status is in (the installed wheel's ScopeHandle.ending): "KIND RULE KILLS MESSAGE".
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+try:
+    import synaps_scope
+except ImportError:  # scripts/oomd-demo.sh stages only the command line
+    synaps_scope = None
+
+state, hog_mb, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def cgroup(pid):
+    with open(f"/proc/{pid}/cgroup") as f:
+        return next(line[3:].strip() for line in f if line.startswith("0::"))
+
+
+def record(name, text):
+    with open(os.path.join(state, name + ".tmp"), "w") as f:
+        f.write(text + "\n")
+    os.rename(os.path.join(state, name + ".tmp"), os.path.join(state, name))
+
+
+def launch(name, argv):
+    tool = subprocess.Popen(["synaps-scope", "run", "--kind", "tool", "--", *argv])
+    # Scoped, the tool's cgroup is its own scope once the launcher program has made it; direct, it
+    # is the daemon's from the start.
+    deadline = time.monotonic() + 10
+    where = cgroup(tool.pid)
+    while mode == "scoped" and "/synaps-tool-" not in where and time.monotonic() < deadline:
+        time.sleep(0.05)
+        where = cgroup(tool.pid)
+    record(name, f"{tool.pid} {where}")
+    return tool
+
+
+record("daemon", f"{os.getpid()} {cgroup(os.getpid())}")
+idle = launch("idle", ["sleep", "100000"])
+hog = launch("hog", ["python3", os.path.join(here, "hog.py"), hog_mb])
+handle = synaps_scope.ScopeHandle.of_process(hog.pid) if synaps_scope and mode == "scoped" else None
+after_done = False
+while True:
+    record("heartbeat", str(time.time()))
+    if not after_done and hog.poll() is not None:
+        after = subprocess.Popen(
+            ["synaps-scope", "run", "--kind", "tool", "--", "sh", "-c", "grep ^0:: /proc/self/cgroup"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        out, _ = after.communicate(timeout=30)
+        record("after", f"{out.strip()[3:]} exit {after.returncode} hog {hog.returncode}")
+        if handle is not None:
+            ending = handle.ending()
+            record("ending", f"{ending.kind} {ending.oomd_rule} {ending.kernel_oom_kills} {ending}")
+        after_done = True
+    time.sleep(0.25)

@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# The seed's scenario against the real systemd-oomd and a real memory controller, run by the guest's
+# root inside scripts/vm-rig.sh (scripts/test-vm.sh puts this directory and the release artifacts in
+# /srv/synaps). alice installs the C tarball as its README says; her agent daemon (daemon.py) runs
+# in its own daemon scope (daemon_scope_slice) and launches an idle tool and a runaway (hog.py),
+# each through the installed `synaps-scope run`.
+#
+#   scenarios.sh oomd CASE...   CASE = RULE:PLACEMENT:MODE
+#       RULE       swap        ManagedOOMSwap=kill on -.slice (Fedora 34, Ubuntu 22.04)
+#                  user        ManagedOOMMemoryPressure=kill on user@.service (Ubuntu, Fedora today)
+#                  slices      ManagedOOMMemoryPressure=kill on every slice (a slice.d/ drop-in)
+#       PLACEMENT  login       the daemon is started from alice's login shell (session-cN.scope)
+#                  tab         ... from a terminal tab's own scope under app.slice
+#       MODE       scoped      every launch in its own scope (the default)
+#                  direct      the control: SYNAPS_PROCESS_SCOPES=off for the daemon and its tools
+#   scenarios.sh cap            the operator's cap: tool_scope_slice with MemoryMax=, the kernel's
+#                               OOM killer inside the tool's scope; R12's warnings
+#   scenarios.sh handles        scope handles against real controllers: Python, C, Node
+#
+# Prints "ok: ..." per check and exits non-zero at the first that fails. Under TCG thrashing is
+# slow, so the pressure rules act at 2 % for 5 s (distributions ship 50-80 % for 20-30 s): which
+# cgroup oomd picks is the subject, not when.
+set -euo pipefail
+here="$(cd "$(dirname "$(readlink -f "$0")")" && pwd)"
+release="$(. /etc/os-release && echo "$VERSION_ID")"
+wheel=$(ls "$here"/dist/synaps_scope-*.whl 2>/dev/null || true)
+systemd_version=$(systemctl --version | awk 'NR == 1 {print $2}')
+label="Debian $release (systemd $systemd_version, kernel $(uname -r))"
+fail() { echo "FAIL: $label: $*" >&2; exit 1; }
+ok() { echo "ok: $label: $*"; }
+alice() { runuser -l alice -c "$1"; }
+wait_until() { # wait_until SECONDS COMMAND...
+  local end=$((SECONDS + $1)); shift
+  until "$@"; do [ "$SECONDS" -lt "$end" ] || return 1; sleep 0.2; done
+}
+
+# alice installs the C tarball as its README says (unpacked into ~/.local, bin/ on PATH), and the
+# wheel into a venv (~/venv), whose python runs her daemon.
+install_artifacts() {
+  [ -x /home/alice/.local/bin/synaps-scope ] && return
+  local tarball
+  tarball=$(ls "$here"/dist/synaps-scope-*-linux-gnu.tar.gz)
+  alice "mkdir -p ~/.local && tar -xzf $tarball -C ~/.local --strip-components=1"
+  alice 'synaps-scope --version >/dev/null' || fail "the tarball's synaps-scope does not run as alice"
+  if [ -n "$wheel" ]; then
+    # The release's pip, run in the venv (ensurepip would compile a pip of its own, minutes under TCG).
+    alice "python3 -m venv --without-pip --system-site-packages ~/venv && ~/venv/bin/python -m pip install -q --no-index $wheel" \
+      || fail "the wheel does not install as alice"
+  else
+    alice 'python3 -m venv ~/venv'
+    echo "note: no wheel staged (scripts/oomd-demo.sh stages only the command line): the daemon makes no scope handle, so how the runaway's scope ended is not asked"
+  fi
+  alice 'mkdir -p ~/.config/synaps && printf "daemon_scope_slice = agent-daemon.slice\n" >~/.config/synaps/config'
+  alice 'mkdir -p ~/.config/systemd/user && printf "[Slice]\nMemoryHigh=infinity\n" >~/.config/systemd/user/agent-daemon.slice && systemctl --user daemon-reload'
+  ok "alice installed the C tarball into ~/.local ($(alice 'command -v synaps-scope'))${wheel:+ and the wheel into ~/venv}"
+}
+
+# What the machine gives: cgroup2 only, with the memory controller; swap; oomd; alice's manager.
+check_machine() {
+  [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ] || fail "/sys/fs/cgroup is not cgroup2"
+  ! grep -q ' cgroup ' /proc/mounts || fail "a cgroup v1 hierarchy is mounted"
+  grep -qw memory /sys/fs/cgroup/cgroup.controllers || fail "no memory controller"
+  [ -e /proc/pressure/memory ] || fail "no PSI"
+  [ "$(swapon --show=NAME --noheadings | wc -l)" -ge 1 ] || fail "no swap"
+  systemctl is-active -q systemd-oomd || fail "systemd-oomd is not running"
+  systemctl is-active -q user@1000.service || fail "alice's user manager is not running"
+  ok "cgroup2 only ($(cat /sys/fs/cgroup/cgroup.controllers)), PSI, $(swapon --show=SIZE --noheadings | tr -d ' ') swap, systemd-oomd, user@1000.service"
+}
+
+# configure RULE: oomd's rules as distributions ship them (the pressure limit lowered for TCG).
+# Debian's systemd-oomd ships two drop-ins, as Fedora 34 and Ubuntu 22.04 did: ManagedOOMSwap=kill
+# on -.slice and ManagedOOMMemoryPressure=kill (50 %) on user@.service. A rule is taken away by an
+# empty drop-in of the same name in /etc, which hides the package's.
+configure() {
+  local system=/etc/systemd/system
+  rm -rf "$system/-.slice.d" "$system/user@.service.d" "$system/slice.d" /etc/systemd/user/slice.d /etc/systemd/oomd.conf.d
+  mkdir -p /etc/systemd/oomd.conf.d "$system/-.slice.d" "$system/user@.service.d"
+  printf '[OOM]\nDefaultMemoryPressureDurationSec=5s\n' >/etc/systemd/oomd.conf.d/10-synaps-vm.conf
+  local swap_rule="$system/-.slice.d/10-oomd-root-slice-defaults.conf"
+  local user_rule="$system/user@.service.d/10-oomd-user-service-defaults.conf"
+  local pressure='ManagedOOMMemoryPressure=kill\nManagedOOMMemoryPressureLimit=2%%\n'
+  local monitored
+  case "$1" in
+    swap) # both, as shipped
+      printf '[Slice]\nManagedOOMSwap=kill\n' >"$swap_rule"
+      monitored='Path: /$' ;;
+    user)
+      : >"$swap_rule"
+      printf "[Service]\n$pressure" >"$user_rule"
+      monitored='Path: /user.slice/user-1000.slice/user@1000.service$' ;;
+    slices)
+      : >"$swap_rule"; : >"$user_rule"
+      mkdir -p "$system/slice.d" /etc/systemd/user/slice.d
+      printf "[Slice]\n$pressure" | tee "$system/slice.d/10-oomd-per-slice-defaults.conf" \
+        >/etc/systemd/user/slice.d/10-oomd-per-slice-defaults.conf
+      monitored='Path: /user.slice/user-1000.slice/user@1000.service/app.slice$' ;;
+    none) : >"$swap_rule"; : >"$user_rule"; monitored="" ;;
+    *) fail "unknown rule $1" ;;
+  esac
+  local try
+  for try in 1 2 3; do
+    systemctl daemon-reload
+    alice 'systemctl --user daemon-reload'
+    systemctl restart systemd-oomd
+    # oomd learns the monitored cgroups from the managers, a moment after it starts.
+    [ -z "$monitored" ] || wait_until 10 sh -c "oomctl | grep -q '$monitored'" && return 0
+    echo "note: oomd does not monitor what the $1 rule names yet (try $try); reloading again"
+  done
+  oomctl
+  fail "oomd never monitored what the $1 rule names ($monitored)"
+}
+
+pid_of() { cut -d' ' -f1 "$1"; }
+cgroup_in() { cut -d' ' -f2- "$1"; }
+alive() { [ -e "/proc/$1" ] && ! grep -q '^State:.Z' "/proc/$1/status" 2>/dev/null; }
+
+# Kills whatever a case left, by cgroup (never alice's manager or the machine's own).
+sweep() {
+  local cg
+  for cg in "$@"; do
+    case "$cg" in */synaps-*.scope | */session-*.scope | */vte-spawn-*.scope)
+      [ -d "/sys/fs/cgroup$cg" ] && echo 1 >"/sys/fs/cgroup$cg/cgroup.kill" 2>/dev/null || true ;;
+    esac
+  done
+  pkill -KILL -u alice -f '/srv/synaps/(daemon|hog)\.py' 2>/dev/null || true
+  wait_until 20 sh -c '! pgrep -u alice -f "/srv/synaps/(daemon|hog)\.py" >/dev/null' || true
+}
+
+# oomd_case RULE PLACEMENT MODE
+oomd_case() {
+  local rule="$1" placement="$2" mode="$3" scopes=on state cursor line killed daemon_cg hog_cg idle_cg
+  [ "$mode" = direct ] && scopes=off
+  configure "$rule"
+  state=$(mktemp -d /tmp/case.XXXXXX); chmod 0777 "$state"
+  local hog_mb=1400 # beyond RAM + swap for the swap rule; beyond RAM alone thrashes for the others
+  [ "$rule" = swap ] || hog_mb=1150
+  local daemon="env SYNAPS_PROCESS_SCOPES=$scopes synaps-scope run --kind daemon -- ~/venv/bin/python $here/daemon.py $state $hog_mb $([ "$mode" = scoped ] && echo scoped || echo direct)"
+  cursor=$(journalctl -u systemd-oomd --show-cursor -n 0 -q | sed -n 's/^-- cursor: //p')
+  case "$placement" in
+    login) alice "exec $daemon" >"$state/log" 2>&1 & ;;
+    tab) alice "exec systemd-run --user --scope --quiet --unit=vte-spawn-$(cat /proc/sys/kernel/random/uuid).scope -- sh -c 'exec $daemon'" >"$state/log" 2>&1 & ;;
+  esac
+  wait_until 30 test -s "$state/hog" || { cat "$state/log"; fail "$rule/$placement/$mode: the daemon did not launch its tools"; }
+  daemon_cg=$(cgroup_in "$state/daemon"); hog_cg=$(cgroup_in "$state/hog"); idle_cg=$(cgroup_in "$state/idle")
+  case "$mode" in
+    scoped)
+      [[ "$daemon_cg" == */agent-daemon.slice/synaps-daemon-*.scope ]] || fail "$rule/$placement: the daemon is not in its daemon scope: $daemon_cg"
+      [[ "$hog_cg" == */app.slice/synaps-tool-*.scope ]] || fail "$rule/$placement: the runaway is not in its own scope: $hog_cg" ;;
+    direct)
+      [ "$hog_cg" = "$daemon_cg" ] || fail "$rule/$placement/direct: the runaway is not in the daemon's cgroup" ;;
+  esac
+  local where="from a login shell"; [ "$placement" = tab ] && where="from a terminal tab's scope"
+  # oomd's own journal line: "Killed CGROUP due to ...".
+  local waited=$SECONDS
+  line=""
+  wait_until 240 sh -c "journalctl -u systemd-oomd --after-cursor='$cursor' -q -o cat | grep -q '^Killed '" || true
+  line=$(journalctl -u systemd-oomd --after-cursor="$cursor" -q -o cat | grep -m1 '^Killed ' || true)
+  if [ -z "$line" ]; then
+    oomctl; cat /proc/pressure/memory; free -m
+    sweep "$daemon_cg" "$hog_cg" "$idle_cg"
+    fail "$rule/$placement/$mode: systemd-oomd did not act within 240 s"
+  fi
+  killed=$(echo "$line" | awk '{print $2}')
+  sleep 1
+  case "$mode" in
+    scoped)
+      [ "$killed" = "$hog_cg" ] || fail "$rule/$placement/scoped: oomd killed $killed, not the runaway's scope $hog_cg ($line)"
+      alive "$(pid_of "$state/daemon")" || fail "$rule/$placement/scoped: the daemon died with the runaway"
+      alive "$(pid_of "$state/idle")" || fail "$rule/$placement/scoped: the daemon's other tool died with the runaway"
+      wait_until 30 test -s "$state/after" || fail "$rule/$placement/scoped: the daemon launched nothing after the kill"
+      [[ "$(cat "$state/after")" == */app.slice/synaps-tool-*.scope\ exit\ 0\ * ]] || fail "$rule/$placement/scoped: the next tool: $(cat "$state/after")"
+      # Debian's systemd-oomd ships ManagedOOMMemoryPressure=kill on user@.service, as Fedora 34 and
+      # Ubuntu 22.04 did beside the swap rule: with the swap rule, both kinds cover the scope, and
+      # the handle must say it cannot tell which acted rather than guess.
+      local expected_rule=memory-pressure; [ "$rule" = swap ] && expected_rule=None
+      if [ -n "$wheel" ]; then
+        wait_until 30 test -s "$state/ending" || fail "$rule/$placement/scoped: the daemon's handle told nothing"
+        [[ "$(cat "$state/ending")" == "oomd $expected_rule 0 "* ]] \
+          || fail "$rule/$placement/scoped: the handle told \"$(cat "$state/ending")\", not an oomd kill under the $expected_rule rule"
+        ok "$rule rule, the daemon's handle on the runaway's scope, asked after its exit status was in: $(cut -d' ' -f4- "$state/ending")"
+      fi
+      ok "$rule rule, daemon $where, scoped: oomd killed the runaway's scope alone after $((SECONDS - waited)) s, the daemon and its other tool live on and it launched the next tool: \"$line\"" ;;
+    direct)
+      [ "$killed" = "$daemon_cg" ] || fail "$rule/$placement/direct: oomd killed $killed, not the daemon's cgroup $daemon_cg ($line)"
+      wait_until 10 sh -c "! test -e /proc/$(pid_of "$state/daemon")" || fail "$rule/$placement/direct: the daemon outlived its cgroup's kill"
+      ok "$rule rule, daemon $where, control (scopes off): oomd killed the daemon's own cgroup, the daemon with it, after $((SECONDS - waited)) s: \"$line\"" ;;
+  esac
+  sweep "$daemon_cg" "$hog_cg" "$idle_cg"
+  rm -rf "$state"
+}
+
+# The operator's cap: a slice with MemoryMax= in alice's unit files, named by tool_scope_slice.
+cap_case() {
+  configure none
+  alice 'printf "[Slice]\nMemoryMax=160M\nMemorySwapMax=0\n" >~/.config/systemd/user/agent-tools.slice && systemctl --user daemon-reload'
+  alice 'printf "daemon_scope_slice = agent-daemon.slice\ntool_scope_slice = agent-tools.slice\n" >~/.config/synaps/config'
+  local state; state=$(mktemp -d /tmp/case.XXXXXX); chmod 0777 "$state"
+  alice "exec synaps-scope run --kind daemon -- ~/venv/bin/python $here/daemon.py $state 400 scoped" >"$state/log" 2>&1 &
+  wait_until 30 test -s "$state/hog" || { cat "$state/log"; fail "cap: the daemon did not launch its tools"; }
+  local daemon_cg hog_cg idle_cg
+  daemon_cg=$(cgroup_in "$state/daemon"); hog_cg=$(cgroup_in "$state/hog"); idle_cg=$(cgroup_in "$state/idle")
+  [[ "$hog_cg" == */agent.slice/agent-tools.slice/synaps-tool-*.scope ]] || fail "cap: the runaway is not in agent-tools.slice: $hog_cg"
+  [[ "$idle_cg" == */agent.slice/agent-tools.slice/synaps-tool-*.scope ]] || fail "cap: the idle tool is not in agent-tools.slice: $idle_cg"
+  wait_until 120 test -s "$state/after" || { cat "$state/log"; fail "cap: the runaway was not killed within 120 s"; }
+  local after; after=$(cat "$state/after")
+  [[ "$after" == *" hog -9" ]] || fail "cap: the runaway ended otherwise than by SIGKILL: $after"
+  local slice_events; slice_events="/sys/fs/cgroup${hog_cg%/*}/memory.events"
+  [ "$(awk '$1 == "oom_kill" {print $2}' "$slice_events")" -ge 1 ] || fail "cap: the slice's memory.events counts no OOM kill: $(cat "$slice_events")"
+  alive "$(pid_of "$state/daemon")" || fail "cap: the daemon died"
+  alive "$(pid_of "$state/idle")" || fail "cap: the other tool in the same slice died"
+  wait_until 30 test -s "$state/ending" || fail "cap: the daemon's handle told nothing"
+  [[ "$(cat "$state/ending")" == "kernel-oom None "* ]] || fail "cap: the handle told \"$(cat "$state/ending")\", not the kernel's OOM kill"
+  ok "operator's cap: the daemon's handle tells: $(cut -d' ' -f4- "$state/ending")"
+  ok "operator's cap: agent-tools.slice MemoryMax=160M; the kernel's OOM killer killed the runaway in $(basename "$hog_cg") (slice memory.events: oom_kill $(awk '$1 == "oom_kill" {print $2}' "$slice_events")); the daemon and the other tool in the slice live on"
+  # R12: nothing said of a slice with limits; one warning for a misspelled one.
+  grep -q 'agent-tools.slice' "$state/log" && fail "cap: a warning about agent-tools.slice, which has limits: $(cat "$state/log")"
+  local warned
+  warned=$(alice 'SYNAPS_PROCESS_SCOPES=on synaps-scope run --kind tool -- sh -c "sleep 2" 2>&1 >/dev/null; true' | grep -c 'agent-tools.slice' || true)
+  [ "$warned" = 0 ] || fail "cap: R12 warned about agent-tools.slice, which has MemoryMax"
+  alice 'printf "tool_scope_slice = agent-tool.slice\n" >~/.config/synaps/config'
+  warned=$(alice 'synaps-scope run --kind tool -- sh -c "sleep 2" 2>&1 >/dev/null; true')
+  echo "$warned" | grep -q 'agent-tool.slice' || fail "cap: no R12 warning for the misspelled agent-tool.slice: $warned"
+  [ "$(echo "$warned" | grep -c 'agent-tool.slice')" = 1 ] || fail "cap: R12 warned more than once: $warned"
+  ok "R12 against a real manager reading real limits: silent for agent-tools.slice (MemoryMax=160M), one warning for agent-tool.slice: $(echo "$warned" | grep 'agent-tool.slice' | head -c 200)"
+  alice 'printf "daemon_scope_slice = agent-daemon.slice\n" >~/.config/synaps/config'
+  sweep "$daemon_cg" "$hog_cg" "$idle_cg"
+  rm -rf "$state"
+}
+
+check_machine
+install_artifacts
+what="${1:-}"; shift || true
+case "$what" in
+  oomd) for c in "$@"; do IFS=: read -r rule placement mode <<<"$c"; oomd_case "$rule" "$placement" "$mode"; done ;;
+  cap) cap_case ;;
+  handles)
+    alice "~/venv/bin/python $here/handles.py" || fail "the Python wheel's handles"
+    alice "$here/handles-c" || fail "the C library's handles"
+    alice "$here/node $here/node-project/handles.js" || fail "the npm package's handles" ;;
+  *) fail "usage: scenarios.sh oomd CASE... | cap | handles" ;;
+esac
