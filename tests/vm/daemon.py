@@ -3,7 +3,7 @@ does, each through the installed command line's `synaps-scope run --kind tool`: 
 the runaway (hog.py). Then it beats a heartbeat into STATE/heartbeat until it is killed, and once
 the runaway has ended it launches one more tool, to show that it still works.
 
-    python3 daemon.py STATE HOG_MB scoped|direct
+    python3 daemon.py STATE HOG scoped|direct      (HOG: what hog.py takes, MB or swap:PCT)
 
 STATE/daemon, STATE/idle, STATE/hog: "PID CGROUP" of the daemon and of each tool, once the tool's
 cgroup has settled (the launcher program moves itself into its scope before it execs the tool).
@@ -22,7 +22,7 @@ try:
 except ImportError:  # scripts/oomd-demo.sh stages only the command line
     synaps_scope = None
 
-state, hog_mb, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+state, hog_limit, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 here = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -52,7 +52,7 @@ def launch(name, argv):
 
 record("daemon", f"{os.getpid()} {cgroup(os.getpid())}")
 idle = launch("idle", ["sleep", "100000"])
-hog = launch("hog", ["python3", os.path.join(here, "hog.py"), hog_mb])
+hog = launch("hog", ["python3", os.path.join(here, "hog.py"), hog_limit])
 handle = synaps_scope.ScopeHandle.of_process(hog.pid) if synaps_scope and mode == "scoped" else None
 after_done = False
 while True:

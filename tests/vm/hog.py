@@ -1,7 +1,9 @@
-"""A runaway tool for the VM scenarios: grows by 8 MB every 20 ms up to TARGET_MB, then keeps
-touching every page it holds (so that, beyond RAM, it thrashes through swap) until killed.
+"""A runaway tool for the VM scenarios: grows by 8 MB every 20 ms, then keeps touching every page
+it holds (so that, beyond RAM, it thrashes through swap) until killed.
 
-    python3 hog.py TARGET_MB
+    python3 hog.py MB           grows to MB megabytes
+    python3 hog.py swap:PCT     grows until PCT % of swap is in use: past RAM, so it thrashes, yet
+                                never so far that the kernel's OOM killer would act before oomd
 """
 
 import sys
@@ -10,9 +12,27 @@ import time
 STEP = 8 << 20
 PAGE = 4096
 
-target = int(sys.argv[1]) << 20
+
+def swap_used_percent() -> float:
+    info = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, value = line.split(":", 1)
+            info[key] = int(value.split()[0])
+    return 100.0 * (info["SwapTotal"] - info["SwapFree"]) / max(info["SwapTotal"], 1)
+
+
+limit = sys.argv[1]
 chunks = []
-while len(chunks) * STEP < target:
+
+
+def grown() -> bool:
+    if limit.startswith("swap:"):
+        return swap_used_percent() >= float(limit[5:])
+    return len(chunks) * STEP >= int(limit) << 20
+
+
+while not grown():
     chunks.append(bytearray(b"\x01") * STEP)  # filled, so every page is really there
     time.sleep(0.02)
 print(f"hog: holding {len(chunks) * STEP >> 20} MB", flush=True)

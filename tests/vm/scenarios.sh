@@ -132,8 +132,10 @@ oomd_case() {
   [ "$mode" = direct ] && scopes=off
   configure "$rule"
   state=$(mktemp -d /tmp/case.XXXXXX); chmod 0777 "$state"
-  local hog_mb=1400 # beyond RAM + swap for the swap rule; beyond RAM alone thrashes for the others
-  [ "$rule" = swap ] || hog_mb=1150
+  # Beyond RAM + swap for the swap rule; for the pressure rules, past RAM (it thrashes) but with
+  # most of swap left, so that the kernel's OOM killer never acts before oomd.
+  local hog_mb=1400
+  [ "$rule" = swap ] || hog_mb=swap:50
   local daemon="env SYNAPS_PROCESS_SCOPES=$scopes synaps-scope run --kind daemon -- ~/venv/bin/python $here/daemon.py $state $hog_mb $([ "$mode" = scoped ] && echo scoped || echo direct)"
   cursor=$(journalctl -u systemd-oomd --show-cursor -n 0 -q | sed -n 's/^-- cursor: //p')
   case "$placement" in
@@ -156,11 +158,13 @@ oomd_case() {
   wait_until 240 sh -c "journalctl -u systemd-oomd --after-cursor='$cursor' -q -o cat | grep -q '^Killed '" || true
   line=$(journalctl -u systemd-oomd --after-cursor="$cursor" -q -o cat | grep -m1 '^Killed ' || true)
   if [ -z "$line" ]; then
-    oomctl; cat /proc/pressure/memory; free -m
+    oomctl; cat /proc/pressure/memory; free -m; journalctl -k -q -o cat | grep -i -A2 'out of memory\|oom-kill' | tail -n 6
+    cat "$state/log" "$state/after" 2>/dev/null
     sweep "$daemon_cg" "$hog_cg" "$idle_cg"
     fail "$rule/$placement/$mode: systemd-oomd did not act within 240 s"
   fi
   killed=$(echo "$line" | awk '{print $2}')
+  local acted=$((SECONDS - waited))
   sleep 1
   case "$mode" in
     scoped)
@@ -169,6 +173,7 @@ oomd_case() {
       alive "$(pid_of "$state/idle")" || fail "$rule/$placement/scoped: the daemon's other tool died with the runaway"
       wait_until 30 test -s "$state/after" || fail "$rule/$placement/scoped: the daemon launched nothing after the kill"
       [[ "$(cat "$state/after")" == */app.slice/synaps-tool-*.scope\ exit\ 0\ * ]] || fail "$rule/$placement/scoped: the next tool: $(cat "$state/after")"
+      ok "$rule rule, daemon $where, scoped: oomd killed the runaway's scope alone after $acted s, the daemon and its other tool live on and it launched the next tool: \"$line\""
       # Debian's systemd-oomd ships ManagedOOMMemoryPressure=kill on user@.service, as Fedora 34 and
       # Ubuntu 22.04 did beside the swap rule: with the swap rule, both kinds cover the scope, and
       # the handle must say it cannot tell which acted rather than guess.
@@ -179,11 +184,11 @@ oomd_case() {
           || fail "$rule/$placement/scoped: the handle told \"$(cat "$state/ending")\", not an oomd kill under the $expected_rule rule"
         ok "$rule rule, the daemon's handle on the runaway's scope, asked after its exit status was in: $(cut -d' ' -f4- "$state/ending")"
       fi
-      ok "$rule rule, daemon $where, scoped: oomd killed the runaway's scope alone after $((SECONDS - waited)) s, the daemon and its other tool live on and it launched the next tool: \"$line\"" ;;
+      ;;
     direct)
       [ "$killed" = "$daemon_cg" ] || fail "$rule/$placement/direct: oomd killed $killed, not the daemon's cgroup $daemon_cg ($line)"
       wait_until 10 sh -c "! test -e /proc/$(pid_of "$state/daemon")" || fail "$rule/$placement/direct: the daemon outlived its cgroup's kill"
-      ok "$rule rule, daemon $where, control (scopes off): oomd killed the daemon's own cgroup, the daemon with it, after $((SECONDS - waited)) s: \"$line\"" ;;
+      ok "$rule rule, daemon $where, control (scopes off): oomd killed the daemon's own cgroup, the daemon with it, after $acted s: \"$line\"" ;;
   esac
   sweep "$daemon_cg" "$hog_cg" "$idle_cg"
   rm -rf "$state"
