@@ -64,11 +64,12 @@ fn a_handles_kill_is_told_by_every_handle_after_the_scope_is_collected() {
 #[test]
 fn an_ending_without_a_mark_or_a_memory_controller_is_unknown_never_a_guess() {
     let Some(_rig) = rig() else { return };
-    let (child, handle) = scoped(&["sh", "-c", "exit 3"]);
+    let (mut child, handle) = scoped(&["sh", "-c", "read _; exit 3"]);
     let memory = std::fs::read_to_string(handle.cgroup_dir().join("cgroup.controllers"))
         .unwrap_or_default()
         .split_whitespace()
         .any(|c| c == "memory");
+    drop(child.stdin.take());
     let status = collected(child, &handle);
     assert_eq!(status.code(), Some(3));
     let expected = if memory {

@@ -32,7 +32,9 @@ pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// Spawns `argv` wrapped, as the leader of a new process group, once it is in its scope; returns
-/// the child and its unit.
+/// the child and its unit. The child's stdin is a pipe from the test, so a tool that ends on its own
+/// can wait (`read _`) until the test has looked at its scope: one that ended first would have had
+/// its scope collected, and its `/proc/PID/cgroup` say `(deleted)`.
 pub fn spawn_scoped(argv: &[&str]) -> (Child, String) {
     let env = inherited_env();
     let launcher = launcher_for_env(&env).unwrap().expect("scoped");
@@ -40,7 +42,9 @@ pub fn spawn_scoped(argv: &[&str]) -> (Child, String) {
     let wrapped = launcher.wrap(&argv, &env, None);
     let unit = wrapped.unit.unwrap();
     let mut cmd = Command::new(&wrapped.argv[0]);
-    cmd.args(&wrapped.argv[1..]).process_group(0);
+    cmd.args(&wrapped.argv[1..])
+        .process_group(0)
+        .stdin(std::process::Stdio::piped());
     set_env(&mut cmd, &env);
     let child = cmd.spawn().unwrap();
     let pid = child.id();
