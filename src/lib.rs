@@ -37,6 +37,7 @@ mod manager;
 mod memo;
 mod oom_watch;
 mod own_scope;
+mod per_process;
 mod probe;
 mod resolve;
 mod slice_check;
@@ -118,6 +119,12 @@ pub mod __fuzz {
     pub fn parse_version(output: &[u8]) -> Option<u32> {
         crate::version::parse_version(output)
     }
+}
+
+/// What the C ABI (`synaps-scope-ffi`) uses; not part of the supported API.
+#[doc(hidden)]
+pub mod __ffi {
+    pub use crate::per_process::{lock, lock_if_free, PerProcess};
 }
 
 /// What the launcher program (`synaps-scope-exec`) uses; not part of the supported API.

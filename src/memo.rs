@@ -4,7 +4,9 @@
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::per_process::{lock, PerProcess};
 
 /// How many distinct names each once-per-name memory holds. A host that meets more names than
 /// this (a daemon fed ever new config paths) forgets the oldest first, so memory stays bounded
@@ -64,19 +66,23 @@ impl<V> Remembered<V> {
     }
 }
 
-/// A process-wide [`Remembered`] behind a lock that a panicking holder cannot poison for good.
-pub(crate) struct Shared<V>(OnceLock<Mutex<Remembered<V>>>);
+impl<V> Default for Remembered<V> {
+    fn default() -> Self {
+        Remembered::new()
+    }
+}
+
+/// A process-wide [`Remembered`] (a forked child's starts afresh) behind a lock that a panicking
+/// holder cannot poison for good.
+pub(crate) struct Shared<V: 'static>(PerProcess<Mutex<Remembered<V>>>);
 
 impl<V> Shared<V> {
     pub(crate) const fn new() -> Self {
-        Shared(OnceLock::new())
+        Shared(PerProcess::new())
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Remembered<V>> {
-        let remembered = self.0.get_or_init(|| Mutex::new(Remembered::new()));
-        remembered
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    pub(crate) fn lock(&self) -> MutexGuard<'static, Remembered<V>> {
+        lock(self.0.get())
     }
 }
 

@@ -7,16 +7,18 @@
 //!
 //! What a watch holds is bounded by the scopes still running that have a handle: a scope's files are
 //! closed once it is empty (or removed). A forked child starts a watcher of its own on first use and
-//! never reads the parent's.
+//! never reads the parent's (`crate::per_process`).
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
 use rustix::fs::{openat, Mode, OFlags};
+
+use crate::per_process::{lock, PerProcess};
 
 /// The `oom_kill` count of one scope's `memory.events` as last seen; shared with its handles.
 #[derive(Debug, Default)]
@@ -42,17 +44,14 @@ struct Watched {
 
 /// The watcher of this process: its epoll instance and what each token watches.
 struct Watcher {
-    pid: u32,
     epoll: Arc<OwnedFd>,
     watched: Arc<Mutex<HashMap<u64, Watched>>>,
     next_token: u64,
 }
 
-static WATCHER: Mutex<Option<Watcher>> = Mutex::new(None);
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+/// This process's watcher, once started (a forked child's is its own: the parent's thread was not
+/// copied).
+static WATCHER: PerProcess<Mutex<Option<Watcher>>> = PerProcess::new();
 
 /// Starts counting the kernel's OOM kills in the cgroup open as `dir`. Returns the shared count
 /// (already read once), or None where the cgroup has no memory controller (nothing to count) or the
@@ -71,11 +70,9 @@ pub(crate) fn watch(dir: &OwnedFd) -> Option<Arc<OomKills>> {
     let cgroup_events = open("cgroup.events")?;
     let kills = Arc::new(OomKills::default());
     kills.record(oom_kills(&memory_events)?);
-    let mut guard = lock(&WATCHER);
-    let me = std::process::id();
-    if !guard.as_ref().is_some_and(|w| w.pid == me) {
-        // None yet, or the parent's, copied by fork() without its thread: this process's own.
-        *guard = Some(start(me)?);
+    let mut guard = lock(WATCHER.get());
+    if guard.is_none() {
+        *guard = Some(start()?);
     }
     let watcher = guard.as_mut()?;
     let token = watcher.next_token;
@@ -112,7 +109,7 @@ pub(crate) fn watch(dir: &OwnedFd) -> Option<Arc<OomKills>> {
     Some(kills)
 }
 
-fn start(pid: u32) -> Option<Watcher> {
+fn start() -> Option<Watcher> {
     let epoll = Arc::new(epoll::create(CreateFlags::CLOEXEC).ok()?);
     let watched = Arc::new(Mutex::new(HashMap::new()));
     let (thread_epoll, thread_watched) = (Arc::clone(&epoll), Arc::clone(&watched));
@@ -121,7 +118,6 @@ fn start(pid: u32) -> Option<Watcher> {
         .spawn(move || run(&thread_epoll, &thread_watched))
         .ok()?;
     Some(Watcher {
-        pid,
         epoll,
         watched,
         next_token: 0,

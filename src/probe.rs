@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use crate::bus::wire::Call;
 use crate::bus::{pool, BusError, Connection, Route};
+use crate::per_process::{lock, PerProcess};
 
 /// Asks the manager on `route`, by `deadline`, whether a scope in `unit_slice` (the slice as
 /// systemd names it, already mangled; None: systemd's default) can be made. Ok means a scope
@@ -23,16 +24,12 @@ pub(crate) fn probe(
     unit_slice: Option<&str>,
     deadline: Instant,
 ) -> Result<(), String> {
-    static SHARED: Shared = Shared {
-        questions: Mutex::new(Vec::new()),
-        answered: Condvar::new(),
-    };
+    // A forked child asks for itself: its parent's probes are not its own.
+    static SHARED: PerProcess<Shared> = PerProcess::new();
+    let shared = SHARED.get();
     let asked = Instant::now();
     let key = (route.clone(), unit_slice.map(str::to_owned));
-    let pid = std::process::id();
-    let mut questions = SHARED.questions.lock().unwrap_or_else(|p| p.into_inner());
-    // A forked child asks for itself: its parent's probes are not its own.
-    questions.retain(|q| q.pid == pid);
+    let mut questions = lock(&shared.questions);
     loop {
         let at = match questions.iter().position(|q| q.key == key) {
             Some(at) => at,
@@ -44,7 +41,6 @@ pub(crate) fn probe(
                 }
                 questions.push(Question {
                     key: key.clone(),
-                    pid,
                     asking: false,
                     answer: None,
                 });
@@ -52,10 +48,10 @@ pub(crate) fn probe(
             }
         };
         let question = &mut questions[at];
-        if let Some(shared) = &question.answer {
+        if let Some(last) = &question.answer {
             // A failure counts only if its probe could wait as long as this request may.
-            if shared.began >= asked && (shared.answer.is_ok() || shared.deadline >= deadline) {
-                return shared.answer.clone();
+            if last.began >= asked && (last.answer.is_ok() || last.deadline >= deadline) {
+                return last.answer.clone();
             }
         }
         if !question.asking {
@@ -63,8 +59,8 @@ pub(crate) fn probe(
             drop(questions);
             let began = Instant::now();
             let answer = ask(route, unit_slice, deadline);
-            let mut questions = SHARED.questions.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(question) = questions.iter_mut().find(|q| q.key == key && q.pid == pid) {
+            let mut questions = lock(&shared.questions);
+            if let Some(question) = questions.iter_mut().find(|q| q.key == key) {
                 question.asking = false;
                 question.answer = Some(Answer {
                     began,
@@ -72,7 +68,7 @@ pub(crate) fn probe(
                     answer: answer.clone(),
                 });
             }
-            SHARED.answered.notify_all();
+            shared.answered.notify_all();
             return answer;
         }
         let now = Instant::now();
@@ -83,7 +79,7 @@ pub(crate) fn probe(
             }
             .to_string());
         }
-        questions = SHARED
+        questions = shared
             .answered
             .wait_timeout(questions, deadline - now)
             .unwrap_or_else(|p| p.into_inner())
@@ -93,6 +89,7 @@ pub(crate) fn probe(
 
 /// The questions this process is asking or has asked, by route and slice (a handful at most:
 /// one per route and slice a host uses).
+#[derive(Default)]
 struct Shared {
     questions: Mutex<Vec<Question>>,
     answered: Condvar,
@@ -103,7 +100,6 @@ const MAX_QUESTIONS: usize = 64;
 
 struct Question {
     key: (Route, Option<String>),
-    pid: u32,
     /// A request is asking now.
     asking: bool,
     /// The last answer.

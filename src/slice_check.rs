@@ -12,6 +12,7 @@ use crate::bus::Route;
 use crate::diag::{self, TARGET};
 use crate::manager::{self, format_timespan, SLICE, UNIT};
 use crate::memo::Shared;
+use crate::per_process::{lock, PerProcess};
 
 /// The limits whose absence makes a slice suspicious (R12).
 const LIMIT_PROPERTIES: [&str; 5] = [
@@ -57,8 +58,13 @@ static CHECKS: Shared<Check> = Shared::new();
 
 /// How many checks are asking the manager right now (not pausing), so that a program about to
 /// exit can wait for their warnings.
-static ASKING: Mutex<usize> = Mutex::new(0);
-static ASKING_CHANGED: Condvar = Condvar::new();
+static ASKING: PerProcess<Asking> = PerProcess::new();
+
+#[derive(Default)]
+struct Asking {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
 
 /// The R12 check for `slice`, asked on `route` (the request's own, so a kept connection serves
 /// it) on a background thread that reports to the caller's logging, unless it was answered
@@ -186,14 +192,12 @@ fn check_failed_warning(slice: &str, failures: u32, why: &str) -> String {
 }
 
 fn lock_asking() -> std::sync::MutexGuard<'static, usize> {
-    ASKING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    lock(&ASKING.get().count)
 }
 
 fn finished_asking() {
     *lock_asking() -= 1;
-    ASKING_CHANGED.notify_all();
+    ASKING.get().changed.notify_all();
 }
 
 /// For a program about to exit (the command line, a script): waits at most `bound` for the slice
@@ -208,7 +212,9 @@ pub fn flush_warnings(bound: Duration) -> bool {
         if left.is_zero() {
             break;
         }
-        asking = ASKING_CHANGED
+        asking = ASKING
+            .get()
+            .changed
             .wait_timeout(asking, left)
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .0;

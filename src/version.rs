@@ -5,11 +5,12 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use crate::env::set_env;
 use crate::helper_process;
+use crate::per_process::{lock, PerProcess};
 
 /// The first systemd whose systemd-run knows `--expand-environment`.
 pub(crate) const EXPAND_ENVIRONMENT_SINCE: u32 = 254;
@@ -29,13 +30,18 @@ enum Slot {
 }
 
 /// The parsed `systemd-run --version` of each binary path, asked once per process (A2: no
-/// request waits on another's question past its own bound).
+/// request waits on another's question past its own bound; a forked child asks for itself).
+#[derive(Default)]
 struct VersionCache {
     slots: Mutex<HashMap<PathBuf, Slot>>,
     answered: Condvar,
 }
 
-static VERSIONS: OnceLock<VersionCache> = OnceLock::new();
+static VERSIONS: PerProcess<VersionCache> = PerProcess::new();
+
+/// The most binaries whose answers are kept: a host whose requests name ever new ones (each
+/// request's own PATH) forgets the answers once there are more, and asks again.
+const VERSIONS_KEPT: usize = 64;
 
 /// Clears an `Asking` slot that got no answer (a time-out, or a panic), so that a later request
 /// asks again, and wakes the requests waiting on it.
@@ -47,7 +53,10 @@ struct AskingGuard<'a> {
 
 impl Drop for AskingGuard<'_> {
     fn drop(&mut self) {
-        let mut slots = self.cache.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slots = lock(&self.cache.slots);
+        if slots.len() >= VERSIONS_KEPT {
+            slots.retain(|_, slot| matches!(slot, Slot::Asking));
+        }
         match self.answer {
             Some(version) => slots.insert(self.path.to_owned(), Slot::Known(version)),
             None => slots.remove(self.path),
@@ -82,11 +91,8 @@ pub(crate) fn systemd_version(
     env: &[(OsString, OsString)],
     deadline: Instant,
 ) -> Result<Option<u32>, String> {
-    let cache = VERSIONS.get_or_init(|| VersionCache {
-        slots: Mutex::new(HashMap::new()),
-        answered: Condvar::new(),
-    });
-    let mut slots = cache.slots.lock().unwrap_or_else(|p| p.into_inner());
+    let cache = VERSIONS.get();
+    let mut slots = lock(&cache.slots);
     loop {
         match slots.get(path) {
             Some(Slot::Known(version)) => return Ok(*version),

@@ -160,6 +160,8 @@ fn escape_address_value(value: &[u8]) -> Vec<u8> {
 /// An authenticated connection to the manager.
 pub(crate) struct Connection {
     fd: OwnedFd,
+    /// The process that opened it.
+    opened_by: u32,
     buf: Vec<u8>,
     serial: u32,
     started: Instant,
@@ -178,6 +180,17 @@ pub(crate) struct Connection {
     read_size: usize,
     /// The authentication went out and its answer is still to be read ([`Connection::open_pipelined`]).
     authenticating: bool,
+}
+
+/// A connection that its process is done with is hung up, not only closed: a child forked since
+/// shares the socket, and the manager would go on writing to it for as long as the child lives. A
+/// forked child's copy of its parent's connection is only closed; the connection is the parent's.
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if self.opened_by == std::process::id() {
+            let _ = rustix::net::shutdown(&self.fd, rustix::net::Shutdown::Both);
+        }
+    }
 }
 
 impl Connection {
@@ -293,6 +306,7 @@ impl Connection {
     ) -> Self {
         Connection {
             fd,
+            opened_by: std::process::id(),
             buf: Vec::with_capacity(4096),
             serial: 0,
             started,

@@ -2,14 +2,17 @@
 //! manager one connection setup (its most expensive part of a probe: about 2 ms of its time on
 //! systemd 252, 3 ms on 257) rather than one each. A kept connection still gets a fresh question
 //! per request (R5), under that request's deadline; one that broke is replaced within the same
-//! deadline. Connections idle longer than [`KEEP_FOR`] are closed by a reaper thread that exits
+//! deadline. Connections idle longer than [`KEEP_FOR`] are ended by a reaper thread that exits
 //! when none is left, so an idle process holds nothing open (on the private socket the manager
-//! sends every unit change to every connection). A forked child never uses its parent's.
+//! sends every unit change to every connection), and neither does a child forked meanwhile
+//! (`Connection`'s drop hangs up the socket they share). A forked child never uses its parent's
+//! connections, and closes its copies of them on its first request.
 
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{turn, BusError, Connection, Route};
+use crate::per_process::{lock, lock_if_free, PerProcess};
 
 /// How long an idle connection is kept.
 const KEEP_FOR: Duration = Duration::from_millis(500);
@@ -20,21 +23,33 @@ struct Idle {
     route: Route,
     connection: Connection,
     since: Instant,
-    pid: u32,
 }
 
+#[derive(Default)]
+struct Kept {
+    idle: Vec<Idle>,
+    /// This process's reaper thread runs.
+    reaping: bool,
+}
+
+#[derive(Default)]
 struct Pool {
-    /// The kept connections, and the pid of the process whose reaper thread runs (a forked child
-    /// inherits the value but not the thread).
-    idle: Mutex<(Vec<Idle>, Option<u32>)>,
+    kept: Mutex<Kept>,
     changed: Condvar,
 }
 
-static POOL: Pool = Pool {
-    idle: Mutex::new((Vec::new(), None)),
-    changed: Condvar::new(),
-};
+static POOL: PerProcess<Pool> = PerProcess::new();
 
+/// This process's pool; a forked child's first use closes its copies of the parent's connections
+/// (closed only: the parent's stay open for the parent).
+fn pool() -> &'static Pool {
+    POOL.get_inheriting(|parents| {
+        if let Some(mut kept) = lock_if_free(&parents.kept) {
+            kept.idle.clear();
+        }
+        Pool::default()
+    })
+}
 /// Runs `ask` on a kept connection for `route` if there is one, else on a new one (`fresh` says
 /// which, so a question can be lighter on a new connection, whose auth already proves a running
 /// manager). The connection is kept afterwards unless it broke or timed out.
@@ -90,54 +105,52 @@ fn keep_if_sound<T>(route: &Route, connection: Connection, outcome: &Result<T, B
 }
 
 fn take(route: &Route) -> Option<Connection> {
-    let mut guard = POOL.idle.lock().unwrap_or_else(|p| p.into_inner());
-    let pid = std::process::id();
-    guard.0.retain(|idle| idle.pid == pid);
-    let at = guard.0.iter().rposition(|idle| &idle.route == route)?;
-    Some(guard.0.swap_remove(at).connection)
+    let pool = pool();
+    let mut kept = lock(&pool.kept);
+    let at = kept.idle.iter().rposition(|idle| &idle.route == route)?;
+    Some(kept.idle.swap_remove(at).connection)
 }
 
 fn put(route: &Route, connection: Connection) {
-    let mut guard = POOL.idle.lock().unwrap_or_else(|p| p.into_inner());
-    if guard.0.len() >= MAX_IDLE {
+    let pool = pool();
+    let mut kept = lock(&pool.kept);
+    if kept.idle.len() >= MAX_IDLE {
         return;
     }
-    let pid = std::process::id();
-    guard.0.push(Idle {
+    kept.idle.push(Idle {
         route: route.clone(),
         connection,
         since: Instant::now(),
-        pid,
     });
-    if guard.1 != Some(pid) {
+    if !kept.reaping {
         let started = std::thread::Builder::new()
             .name("synaps-scope bus reaper".into())
-            .spawn(reap);
+            .spawn(move || reap(pool));
         // Without a reaper nothing may be kept: the manager would write to it forever.
         match started {
-            Ok(_) => guard.1 = Some(pid),
-            Err(_) => guard.0.clear(),
+            Ok(_) => kept.reaping = true,
+            Err(_) => kept.idle.clear(),
         }
     }
-    POOL.changed.notify_all();
+    drop(kept);
+    pool.changed.notify_all();
 }
 
-/// Closes connections idle for [`KEEP_FOR`]; exits when none is left.
-fn reap() {
-    let mut guard = POOL.idle.lock().unwrap_or_else(|p| p.into_inner());
+/// Ends connections idle for [`KEEP_FOR`]; exits when none is left.
+fn reap(pool: &Pool) {
+    let mut kept = lock(&pool.kept);
     loop {
         let now = Instant::now();
-        guard
-            .0
+        kept.idle
             .retain(|idle| now.duration_since(idle.since) < KEEP_FOR);
-        let Some(oldest) = guard.0.iter().map(|idle| idle.since).min() else {
-            guard.1 = None;
+        let Some(oldest) = kept.idle.iter().map(|idle| idle.since).min() else {
+            kept.reaping = false;
             return;
         };
         let wait = (oldest + KEEP_FOR).saturating_duration_since(now);
-        guard = POOL
+        kept = pool
             .changed
-            .wait_timeout(guard, wait)
+            .wait_timeout(kept, wait)
             .unwrap_or_else(|p| p.into_inner())
             .0;
     }

@@ -52,6 +52,7 @@ use nix::libc;
 use rustix::fs::{self, Mode, OFlags};
 
 use super::Route;
+use crate::per_process::{lock, lock_if_free, PerProcess};
 
 /// The turn lock's name in the runtime directory.
 const LOCK_NAME: &str = "synaps-scope.turn";
@@ -76,8 +77,11 @@ const PLACES_AT: u64 = 4096;
 /// How many tickets can wait at once; a request that finds its ticket's byte still held by one
 /// drawn this many tickets earlier talks to the manager without a turn.
 const PLACES: u64 = 4096;
-/// How long a draw sleeps between tries while another holds the header (for a few system calls).
+/// How long a draw first sleeps between tries while another holds the header (for a few system
+/// calls); each sleep doubles, up to [`HEADER_RETRY_MAX`], so that a holder that stopped costs a
+/// waiter a few dozen wake-ups before [`STALL`] ends the wait.
 const HEADER_RETRY: Duration = Duration::from_micros(200);
+const HEADER_RETRY_MAX: Duration = Duration::from_millis(10);
 
 thread_local! {
     /// How many turns this thread is in (the outermost holds the ticket).
@@ -175,7 +179,6 @@ impl Drop for Ticket {
 /// One process's side of one turn lock.
 struct Local {
     path: OsString,
-    pid: u32,
     state: Mutex<State>,
     changed: Condvar,
 }
@@ -198,26 +201,37 @@ impl Local {
     fn new(path: OsString) -> Arc<Self> {
         Arc::new(Local {
             path,
-            pid: std::process::id(),
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
         })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
+    }
+
+    /// Nothing of this process uses it: no request, no waiting thread, no ticket.
+    fn unused(self: &Arc<Self>) -> bool {
+        Arc::strong_count(self) == 1
+            && lock_if_free(&self.state).is_some_and(|state| !state.drawn && state.ready.is_none())
     }
 }
 
-/// This process's side of the lock at `path`.
+/// The most turn locks (runtime directories) a process keeps its side of; beyond it, unused ones
+/// are forgotten, so a host that names ever new runtime directories keeps flat memory and time.
+const LOCALS_KEPT: usize = 16;
+
+static LOCALS: PerProcess<Mutex<Vec<Arc<Local>>>> = PerProcess::new();
+
+/// This process's side of the lock at `path`. A forked child starts afresh: its parent's tickets
+/// and waiting threads are not its own.
 fn local_for(path: OsString) -> Arc<Local> {
-    static LOCALS: Mutex<Vec<Arc<Local>>> = Mutex::new(Vec::new());
-    let mut locals = LOCALS.lock().unwrap_or_else(|p| p.into_inner());
-    let pid = std::process::id();
-    // A forked child starts afresh: its parent's tickets and waiting thread are not its own.
-    locals.retain(|local| local.pid == pid);
+    let mut locals = lock(LOCALS.get());
     if let Some(local) = locals.iter().find(|local| local.path == path) {
         return Arc::clone(local);
+    }
+    if locals.len() >= LOCALS_KEPT {
+        locals.retain(|local| !local.unused());
     }
     let local = Local::new(path);
     locals.push(Arc::clone(&local));
@@ -284,7 +298,7 @@ fn take_in(local: &Arc<Local>, deadline: Instant) -> Result<Turn, NoTurn> {
             if !state.drawn {
                 state.drawn = true;
                 drop(state);
-                let drawn = draw(&local.path, give_up);
+                let drawn = draw(&local.path, give_up.min(Instant::now() + STALL));
                 state = local.state();
                 match drawn {
                     Ok(Some(Drawn::Now(ticket))) => break Waited::Turn(ticket),
@@ -300,9 +314,18 @@ fn take_in(local: &Arc<Local>, deadline: Instant) -> Result<Turn, NoTurn> {
                             "{PLACES} or more requests wait for a turn"
                         ));
                     }
-                    // The header stayed locked until it was time to give up; the looks below
-                    // end the wait.
-                    Ok(None) => state.drawn = false,
+                    // The header stayed locked for as long as turns may stand still (a holder
+                    // stopped or hostile), or until it was time to give up (the looks below end
+                    // the wait).
+                    Ok(None) => {
+                        state.drawn = false;
+                        if Instant::now() < give_up {
+                            break Waited::WithoutTurn(format!(
+                                "the turn file's header stayed locked for {} ms",
+                                STALL.as_millis()
+                            ));
+                        }
+                    }
                     Err(e) => {
                         state.drawn = false;
                         break Waited::WithoutTurn(format!("turn lock: {e}"));
@@ -383,10 +406,10 @@ enum Drawn {
 }
 
 /// Draws the next ticket from the lock file at `path`; None when another held the header until
-/// `give_up`.
-fn draw(path: &OsString, give_up: Instant) -> Result<Option<Drawn>, Errno> {
+/// `stop`.
+fn draw(path: &OsString, stop: Instant) -> Result<Option<Drawn>, Errno> {
     let file = open_lock(path).map_err(|e| Errno::from_raw(e.raw_os_error()))?;
-    let Some(header) = Header::lock_by(&file, give_up)? else {
+    let Some(header) = Header::lock_by(&file, stop)? else {
         return Ok(None);
     };
     let number = header.read(NEXT_AT);
@@ -465,16 +488,19 @@ impl<'a> Header<'a> {
         Ok(Header { file })
     }
 
-    /// Locks the header through `file`, trying until `give_up`; None when that passed.
-    fn lock_by(file: &'a OwnedFd, give_up: Instant) -> Result<Option<Self>, Errno> {
+    /// Locks the header through `file`, trying until `stop`; None when that passed.
+    fn lock_by(file: &'a OwnedFd, stop: Instant) -> Result<Option<Self>, Errno> {
+        let mut pause = HEADER_RETRY;
         loop {
             if set_lock(file, Lock::Write, Span::Header, false)? {
                 return Ok(Some(Header { file }));
             }
-            if Instant::now() >= give_up {
+            let now = Instant::now();
+            if now >= stop {
                 return Ok(None);
             }
-            std::thread::sleep(HEADER_RETRY);
+            std::thread::sleep(pause.min(stop - now));
+            pause = (pause * 2).min(HEADER_RETRY_MAX);
         }
     }
 
@@ -741,6 +767,63 @@ mod tests {
         let again = take(&route, Instant::now() + Duration::from_secs(2)).unwrap();
         assert!(again.is_held());
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The CPU time this thread has used so far.
+    fn thread_cpu() -> Duration {
+        let schedstat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+        let on_cpu = schedstat.split_whitespace().next().unwrap();
+        Duration::from_nanos(on_cpu.parse().unwrap())
+    }
+
+    #[test]
+    fn a_header_held_by_a_stopped_process_delays_a_request_by_the_stall_only_at_no_cost() {
+        let dir = scratch("header");
+        let route = route_in(&dir);
+        let path = dir.join(LOCK_NAME).into_os_string();
+        // Another process's lock on the header, as one stopped in the middle of a draw holds it.
+        let file = open_lock(&path).unwrap();
+        let held = Header::wait(&file).unwrap();
+        let cpu = thread_cpu();
+        let started = Instant::now();
+        let turn = take(&route, started + Duration::from_secs(3)).unwrap();
+        let waited = started.elapsed();
+        let burnt = thread_cpu() - cpu;
+        assert!(!turn.is_held(), "talks without a turn");
+        assert!(
+            waited >= STALL && waited < STALL + LOOK_EVERY * 3,
+            "{waited:?}"
+        );
+        assert!(burnt < Duration::from_millis(25), "{burnt:?} of CPU");
+        drop(turn);
+        drop(held);
+        let again = take(&route, Instant::now() + Duration::from_secs(2)).unwrap();
+        assert!(again.is_held());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_sides_of_the_locks_a_process_keeps_are_bounded_in_number_and_time() {
+        let timed = |from: usize| {
+            let started = Instant::now();
+            for i in from..from + 1000 {
+                drop(local_for(OsString::from(format!(
+                    "/nowhere/{i}/{LOCK_NAME}"
+                ))));
+            }
+            started.elapsed()
+        };
+        let first = timed(0);
+        for from in (1000..100_000).step_by(1000) {
+            timed(from);
+        }
+        let last = timed(100_000);
+        // Other tests of this process may hold a few sides of their own meanwhile.
+        assert!(lock(LOCALS.get()).len() <= LOCALS_KEPT * 2);
+        assert!(
+            last < first * 3 + Duration::from_millis(5),
+            "{first:?}, then {last:?}"
+        );
     }
 
     /// While a turn is held through `first`, 16 requests ask one after another, each through the

@@ -21,17 +21,34 @@ mod ffi;
 
 use std::ffi::{CString, OsString};
 use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
+use rustix::fs::{open, Mode, OFlags};
 use synaps_scope::__exec::{make_own_scope, ExecLine, ScopeRequest, EXEC_USAGE};
 use synaps_scope::EXEC_FAILED_STATUS;
+
+/// Opens `/dev/null` on each of fds 0-2 that the caller left closed, so that nothing this program
+/// opens (the bus socket, the turn file) lands there and no warning of its own is written into
+/// one. Close-on-exec: the command starts with fds 0-2 as its caller gave them, closed ones closed.
+fn hold_closed_standard_fds() -> Vec<OwnedFd> {
+    let mut held = Vec::new();
+    while let Ok(fd) = open("/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()) {
+        if fd.as_raw_fd() > 2 {
+            break;
+        }
+        held.push(fd);
+    }
+    held
+}
 
 /// The whole program; returns the exit status when the command could not be exec'd.
 fn run() -> i32 {
     let started = Instant::now();
+    let _standard_fds = hold_closed_standard_fds();
     let mut args = std::env::args_os();
     args.next();
     let args: Vec<OsString> = args.collect();

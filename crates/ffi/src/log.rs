@@ -5,7 +5,9 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+
 use std::time::Duration;
+use synaps_scope::__ffi::{lock, lock_if_free, PerProcess};
 
 use tracing::Level;
 
@@ -43,6 +45,7 @@ pub type scope_log_callback = Option<
 
 /// The host's callback, and the calls of it still running, so that replacing it can wait for
 /// them (the host may free `userdata` as soon as [`scope_set_log_callback`] returns).
+#[derive(Default)]
 struct Sink {
     callback: scope_log_callback,
     /// The host's pointer, only handed back to it.
@@ -55,15 +58,33 @@ struct Sink {
     running_replaced: usize,
 }
 
-static SINK: Mutex<Sink> = Mutex::new(Sink {
-    callback: None,
-    userdata: 0,
-    generation: 0,
-    running: 0,
-    running_replaced: 0,
-});
-/// Signalled each time a call of the callback ends.
-static CALL_ENDED: Condvar = Condvar::new();
+/// This process's sink, and the signal that a call of the callback ended. A forked child keeps its
+/// parent's callback, but none of the calls then running on the parent's other threads (they
+/// never end in the child, and a replacement there must not wait for them); where one of those
+/// threads held the lock at the fork, the child starts from the default sink (stderr) instead.
+#[derive(Default)]
+struct Logging {
+    sink: Mutex<Sink>,
+    call_ended: Condvar,
+}
+
+static LOGGING: PerProcess<Logging> = PerProcess::new();
+
+fn logging() -> &'static Logging {
+    LOGGING.get_inheriting(|parents| {
+        let sink = lock_if_free(&parents.sink).map_or_else(Sink::default, |sink| Sink {
+            callback: sink.callback,
+            userdata: sink.userdata,
+            generation: sink.generation,
+            running: 0,
+            running_replaced: 0,
+        });
+        Logging {
+            sink: Mutex::new(sink),
+            call_ended: Condvar::new(),
+        }
+    })
+}
 
 thread_local! {
     /// Calls of the callback running on this thread (a callback that logs, or that replaces
@@ -72,11 +93,12 @@ thread_local! {
 }
 
 fn lock_sink() -> MutexGuard<'static, Sink> {
-    SINK.lock().unwrap_or_else(|p| p.into_inner())
+    lock(&logging().sink)
 }
 
 static MAX_LEVEL: AtomicU32 = AtomicU32::new(scope_log_level::Warn as u32);
-static INSTALLED: OnceLock<()> = OnceLock::new();
+/// Per process, so that a child forked while another thread installed it never waits for that.
+static INSTALLED: PerProcess<OnceLock<()>> = PerProcess::new();
 
 fn level_number(level: &Level) -> u32 {
     match *level {
@@ -148,13 +170,13 @@ impl Drop for CallEnded {
             sink.running_replaced -= 1;
         }
         drop(sink);
-        CALL_ENDED.notify_all();
+        logging().call_ended.notify_all();
     }
 }
 
 /// Makes the library's events reach [`deliver`], once per process, before any export runs.
 pub(crate) fn ensure_installed() {
-    INSTALLED.get_or_init(|| {
+    INSTALLED.get().get_or_init(|| {
         let subscriber =
             CallbackSubscriber::new(Level::TRACE, |level, _target, line| deliver(level, line));
         // A host that already set a global subscriber keeps it.
@@ -186,7 +208,10 @@ pub unsafe extern "C" fn scope_set_log_callback(
         // replaced ones, those on this thread (inside which this call is made) cannot end first.
         let here = RUNNING_HERE.with(Cell::get);
         while sink.running_replaced > here {
-            sink = CALL_ENDED.wait(sink).unwrap_or_else(|p| p.into_inner());
+            sink = logging()
+                .call_ended
+                .wait(sink)
+                .unwrap_or_else(|p| p.into_inner());
         }
         Ok(())
     });

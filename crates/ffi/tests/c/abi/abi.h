@@ -77,5 +77,6 @@ int scenario_concurrent_slice_warning(void);
 int scenario_doctor(void);
 int scenario_removed_while_read(void);
 int scenario_ending(void);
+int scenario_fork(void);
 
 #endif

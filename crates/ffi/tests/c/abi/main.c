@@ -20,7 +20,7 @@ int main(int argc, char **argv) {
         {"other_users_scope", scenario_other_users_scope},
         {"concurrent_slice_warning", scenario_concurrent_slice_warning},
         {"burst", scenario_burst},                   {"user_switch", scenario_user_switch},
-        {"ending", scenario_ending},
+        {"ending", scenario_ending},                 {"fork", scenario_fork},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);

@@ -1,0 +1,89 @@
+/* Hosts that fork: a child forked while other threads are in requests, or replacing the log
+ * callback, gets its first answer within its own bound, and can replace the callback it inherited
+ * without waiting for anything of its parent's threads. */
+#include "abi.h"
+
+#define FORKS 40
+#define ASKERS 3
+#define CHILD_BOUND_MS 1000
+
+static atomic_int stop_asking;
+static atomic_long replacements;
+
+static void quiet_callback(void *userdata, scope_log_level level, const char *message, size_t len) {
+    (void)userdata, (void)level, (void)message, (void)len;
+}
+
+static void *keep_replacing_the_callback(void *arg) {
+    (void)arg;
+    while (!atomic_load(&stop_asking)) {
+        scope_set_log_callback(quiet_callback, NULL);
+        atomic_fetch_add(&replacements, 1);
+    }
+    return NULL;
+}
+
+static void *keep_asking(void *arg) {
+    (void)arg;
+    while (!atomic_load(&stop_asking)) {
+        scope_launcher *launcher = NULL;
+        scope_launcher_for_env(NULL, SCOPE_KIND_TOOL, &launcher);
+        scope_launcher_free(launcher);
+    }
+    return NULL;
+}
+
+/* The child: replaces the callback, then asks once; 0 when scoped within its bound. */
+static int child_request(void) {
+    double started = now_ms();
+    scope_set_log_callback(NULL, NULL);
+    scope_launcher *launcher = NULL;
+    scope_result result = scope_launcher_for_env_timeout(NULL, SCOPE_KIND_TOOL, CHILD_BOUND_MS, &launcher);
+    double took = now_ms() - started;
+    int scoped = result == SCOPE_RESULT_OK && launcher != NULL;
+    scope_launcher_free(launcher);
+    if (took > CHILD_BOUND_MS + 100) return 1;
+    return scoped ? 0 : 2;
+}
+
+/* The child's exit status within 5 s, or -1 (it hung, and was killed). */
+static int status_within_5s(pid_t child) {
+    double end = now_ms() + 5000;
+    for (;;) {
+        int status;
+        pid_t done = waitpid(child, &status, WNOHANG);
+        if (done == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (now_ms() > end) {
+            kill(child, SIGKILL);
+            waitpid(child, &status, 0);
+            return -1;
+        }
+        sleep_ms(5);
+    }
+}
+
+int scenario_fork(void) {
+    pthread_t askers[ASKERS];
+    for (int i = 0; i < ASKERS; i++)
+        CHECK(pthread_create(&askers[i], NULL, i == 0 ? keep_replacing_the_callback : keep_asking, NULL) == 0,
+              "pthread_create");
+    int hung = 0, late = 0, direct = 0;
+    for (int i = 0; i < FORKS; i++) {
+        pid_t child = fork();
+        CHECK(child >= 0, "fork: %s", strerror(errno));
+        if (child == 0) _exit(child_request());
+        int status = status_within_5s(child);
+        hung += status == -1;
+        late += status == 1;
+        direct += status == 2;
+        sleep_ms(3);
+    }
+    atomic_store(&stop_asking, 1);
+    for (int i = 0; i < ASKERS; i++) CHECK(pthread_join(askers[i], NULL) == 0, "pthread_join");
+    scope_set_log_callback(NULL, NULL);
+    CHECK(atomic_load(&replacements) > 0, "a thread kept replacing the callback");
+    CHECK(hung == 0 && late == 0 && direct == 0,
+          "of %d children forked amid requests: %d hung, %d past their bound, %d launched directly", FORKS, hung,
+          late, direct);
+    return 0;
+}
