@@ -16,6 +16,7 @@
 #   scripts/test.sh                      # everything, every version (as root)
 #   scripts/test.sh rust python          # only these phases (and what they are built from)
 #   SYNAPS_SYSTEMD_VERSIONS="252 262" SYNAPS_SESSION_RELEASES="12" scripts/test.sh
+#   SYNAPS_BUSY_CPUS=2 scripts/test.sh rust c python node   # beside two CPU hogs
 #
 # Phases, in the order they run: lint (rustfmt, clippy), fuzz (a smoke run of every target), and
 # per systemd version rust (cargo test of the core, the command line and the launcher program),
@@ -76,7 +77,15 @@ fi
 scratch="$(mktemp -d)"
 roots_pid=""
 images_pid=""
-trap 'rm -rf "$scratch"; for p in $roots_pid $images_pid; do kill "$p" 2>/dev/null || true; done' EXIT
+hog_pids=""
+trap 'rm -rf "$scratch"; for p in $roots_pid $images_pid $hog_pids; do kill "$p" 2>/dev/null || true; done' EXIT
+
+# SYNAPS_BUSY_CPUS=N: N processes that only burn CPU, at the suite's own priority, for as long as
+# it runs, as another job on a shared machine would (docs/testing.md, "A busy machine").
+for _ in $(seq 1 "${SYNAPS_BUSY_CPUS:-0}"); do
+  sh -c 'while :; do :; done' &
+  hog_pids="$hog_pids $!"
+done
 
 # The booted roots take minutes to make (once); made in the background while everything builds.
 releases="${SYNAPS_SESSION_RELEASES-11 12 13}"
