@@ -16,7 +16,11 @@
 # a copy of DIR (the host's directory is never written); `runuser -l alice -c CMD` there logs alice
 # in through PAM (a logind session-cN.scope). What COMMAND prints comes back on this script's
 # standard output, and its exit status is this script's. Whatever COMMAND does, the machine is
-# powered off within --timeout seconds (default 900) of booting, and killed 60 s after that.
+# powered off within --timeout seconds (default 900) of booting, and killed 180 s after that. The
+# guest says it is alive every 15 s; one silent for 300 s (seen once in CI: a guest that stopped
+# with its own timeout never firing, the host's qemu idle) is killed then. Exit status 3 means
+# the guest stopped answering or never reported the command's status (the console's last lines
+# are printed), not that the command failed.
 set -euo pipefail
 
 here="$(dirname "$(readlink -f "$0")")"
@@ -42,7 +46,7 @@ case "$timeout" in '' | *[!0-9]*) echo "vm-rig: --timeout takes whole seconds, n
 
 cache="${SYNAPS_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/synaps-scope}/vm"
 # Bump when what an image holds changes, so an older cache is made again.
-layout="vm-image 2"
+layout="vm-image 3"
 
 suite_of() { case "$1" in 12) echo bookworm ;; 13) echo trixie ;; esac; }
 systemd_of() { case "$1" in 12) echo 252 ;; 13) echo 257 ;; esac; }
@@ -82,8 +86,11 @@ mkdir -p /srv/synaps.in /srv/synaps
 mount -o ro /dev/vdb /srv/synaps.in && cp -a /srv/synaps.in/. /srv/synaps/ && umount /srv/synaps.in
 swapon /dev/vdc
 bound=$(cat /srv/synaps/.timeout)
+(while sleep 15; do echo "synaps-vm-rig: alive"; done) &
+heartbeat=$!
 status=0
 cd /srv/synaps && timeout --kill-after=10 "$bound" bash -c "$(cat /srv/synaps/.command)" 2>&1 </dev/null || status=$?
+kill "$heartbeat"
 echo "synaps-vm-rig: exit $status"
 systemctl --no-block poweroff'
 
@@ -163,33 +170,44 @@ echo "vm-rig: booting Debian $release (kernel $(cat "$images/kernel-version"), T
 started=$SECONDS
 qemu-system-x86_64 -accel tcg,thread=multi -smp 2 -m 1024 -nodefaults -display none -no-reboot -nic none \
   -kernel "$images/vmlinuz" -initrd "$images/initrd" \
-  -append "root=/dev/vda rw console=ttyS0 panic=-1 quiet systemd.show_status=0" \
+  -append "root=/dev/vda rw console=ttyS0 panic=-1 loglevel=4 systemd.show_status=0" \
   -drive "file=$images/disk.raw,format=raw,if=virtio,snapshot=on" \
   -drive "file=$run/job.raw,format=raw,if=virtio,snapshot=on" \
   -drive "file=$images/swap.raw,format=raw,if=virtio,snapshot=on" \
   -serial "file:$run/console" -serial "file:$run/out" </dev/null >"$run/qemu.log" 2>&1 &
 qemu_pid=$!
-# The guest's own bound ends the command; this one ends a guest that never got that far.
+# The guest's own bound ends the command; this one ends a guest that never got that far, or that
+# stopped answering.
 deadline=$((SECONDS + timeout + 180))
+silent_for=300
 printed=0
-while kill -0 "$qemu_pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
+heard=$SECONDS
+size=0
+shown() { tr -d "\r" | grep -v "^synaps-vm-rig: \(exit\|alive\)" || true; }
+while kill -0 "$qemu_pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ] && [ $((SECONDS - heard)) -lt "$silent_for" ]; do
+  now_size=$(stat -c %s "$run/out")
+  if [ "$now_size" != "$size" ]; then size=$now_size; heard=$SECONDS; fi
   lines=$(wc -l <"$run/out")
-  if [ "$lines" -gt "$printed" ]; then sed -n "$((printed + 1)),${lines}p" "$run/out" | tr -d "\r" | grep -v "^synaps-vm-rig: exit " || true; printed=$lines; fi
+  if [ "$lines" -gt "$printed" ]; then sed -n "$((printed + 1)),${lines}p" "$run/out" | shown; printed=$lines; fi
   sleep 1
 done
 if kill -0 "$qemu_pid" 2>/dev/null; then
-  echo "vm-rig: the machine did not power off within $((timeout + 180)) s of booting; killing it" >&2
+  if [ $((SECONDS - heard)) -ge "$silent_for" ]; then
+    echo "vm-rig: Debian $release said nothing for $silent_for s, not even that it is alive; killing it" >&2
+  else
+    echo "vm-rig: the machine did not power off within $((timeout + 180)) s of booting; killing it" >&2
+  fi
   kill -KILL "$qemu_pid" 2>/dev/null || true
 fi
 wait "$qemu_pid" 2>/dev/null || true
 qemu_pid=""
-sed -n "$((printed + 1)),\$p" "$run/out" | tr -d "\r" | grep -v "^synaps-vm-rig: exit " || true
+sed -n "$((printed + 1)),\$p" "$run/out" | shown
 status=$(sed -n 's/^synaps-vm-rig: exit \([0-9]*\)\r*$/\1/p' "$run/out" | tail -n 1)
 if [ -z "$status" ]; then
   tail -n 40 "$run/console" >&2
   cat "$run/qemu.log" >&2
   echo "vm-rig: the job on Debian $release never finished (no exit status after $((SECONDS - started)) s; console above)" >&2
-  exit 1
+  exit 3
 fi
 echo "vm-rig: Debian $release: the job exited $status; the machine was up $((SECONDS - started)) s" >&2
 exit "$status"

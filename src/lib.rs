@@ -124,7 +124,7 @@ pub mod __fuzz {
 /// What the C ABI (`synaps-scope-ffi`) uses; not part of the supported API.
 #[doc(hidden)]
 pub mod __ffi {
-    pub use crate::per_process::{lock, lock_if_free, PerProcess};
+    pub use crate::per_process::{lock, lock_if_free, Mine, PerProcess};
 }
 
 /// What the launcher program (`synaps-scope-exec`) uses; not part of the supported API.

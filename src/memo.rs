@@ -81,8 +81,11 @@ impl<V> Shared<V> {
         Shared(PerProcess::new())
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'static, Remembered<V>> {
-        lock(self.0.get())
+    /// Runs `f` on this process's memory, locked.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Remembered<V>) -> R) -> R {
+        let remembered = self.0.get();
+        let mut guard: MutexGuard<'_, Remembered<V>> = lock(&remembered);
+        f(&mut guard)
     }
 }
 

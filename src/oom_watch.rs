@@ -70,7 +70,8 @@ pub(crate) fn watch(dir: &OwnedFd) -> Option<Arc<OomKills>> {
     let cgroup_events = open("cgroup.events")?;
     let kills = Arc::new(OomKills::default());
     kills.record(oom_kills(&memory_events)?);
-    let mut guard = lock(WATCHER.get());
+    let this_process = WATCHER.get();
+    let mut guard = lock(&this_process);
     if guard.is_none() {
         *guard = Some(start()?);
     }

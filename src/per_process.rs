@@ -9,23 +9,33 @@
 //! state and puts it in place; the copy of the parent's is never waited on, dropped or used (its
 //! resources are the parent's: a ticket a child dropped would unlock its parent's turn), only
 //! offered once to make the child's from (what a child keeps of its parent's settings), or to close
-//! this process's copies of its file descriptors, where that needs no waiting. Like a static's, a
-//! process's state is never dropped.
+//! this process's copies of its file descriptors, where that needs no waiting; the child's state
+//! holds it, so that it is never dropped and stays reachable.
 
+use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use arc_swap::ArcSwapOption;
 
 /// A value of one process's own (see the module's documentation).
 pub struct PerProcess<T: 'static> {
-    current: ArcSwapOption<&'static Mine<T>>,
+    current: ArcSwapOption<Mine<T>>,
 }
 
-/// The value of one process, and whose it is. Made once per process and never dropped, as a
-/// static's value is not.
-struct Mine<T> {
+/// The value of one process, whose it is, and the parent's it replaced, held (never dropped, and
+/// still reachable for leak checkers) for as long as this one lives.
+pub struct Mine<T> {
     pid: u32,
     value: T,
+    _parents: Option<Arc<Mine<T>>>,
+}
+
+impl<T> Deref for Mine<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.value
+    }
 }
 
 impl<T> PerProcess<T> {
@@ -45,33 +55,38 @@ impl<T> Default for PerProcess<T> {
 
 impl<T: Default> PerProcess<T> {
     /// This process's value, made on its first use here.
-    pub fn get(&self) -> &'static T {
+    pub fn get(&self) -> Arc<Mine<T>> {
         self.get_inheriting(|_| T::default())
     }
 
     /// [`Self::get`]; where the value in place is a parent's, copied by `fork()`, this process's
     /// is made by `inherit` from it (what a child keeps of its parent's settings; its copies of
     /// the parent's file descriptors to close), and the parent's is left alone for good.
-    pub fn get_inheriting(&self, inherit: impl FnOnce(&T) -> T) -> &'static T {
+    pub fn get_inheriting(&self, inherit: impl FnOnce(&T) -> T) -> Arc<Mine<T>> {
         let pid = std::process::id();
         let mut inherit = Some(inherit);
         loop {
             let seen = self.current.load_full();
-            let value = match seen.as_deref() {
-                Some(mine) if mine.pid == pid => return &mine.value,
-                Some(parents) => match inherit.take() {
-                    Some(inherit) => inherit(&parents.value),
-                    None => T::default(),
-                },
-                None => T::default(),
-            };
-            let fresh: &'static Mine<T> = Box::leak(Box::new(Mine { pid, value }));
-            let before = self.current.compare_and_swap(&seen, Some(Arc::new(fresh)));
-            if same(&before, &seen) {
-                return &fresh.value;
+            if let Some(mine) = seen.as_ref().filter(|mine| mine.pid == pid) {
+                return Arc::clone(mine);
             }
-            // Another thread of this process put its own in place first: that one is used (this
-            // one, never used, is left behind, once per process at most).
+            let value = match (seen.as_deref(), inherit.take()) {
+                (Some(parents), Some(inherit)) => inherit(&parents.value),
+                _ => T::default(),
+            };
+            let fresh = Arc::new(Mine {
+                pid,
+                value,
+                _parents: seen.clone(),
+            });
+            let before = self
+                .current
+                .compare_and_swap(&seen, Some(Arc::clone(&fresh)));
+            if same(&before, &seen) {
+                return fresh;
+            }
+            // Another thread of this process put its own in place first: that one is used, and
+            // this one, never shared, is dropped.
         }
     }
 }
@@ -124,6 +139,6 @@ mod tests {
             thread.join().unwrap();
         }
         assert_eq!(SHARED.get().0.load(Ordering::SeqCst), 8);
-        assert!(std::ptr::eq(SHARED.get(), SHARED.get()));
+        assert!(Arc::ptr_eq(&SHARED.get(), &SHARED.get()));
     }
 }

@@ -97,11 +97,11 @@ pub(crate) fn execve_refuses_format(program: &Path) -> bool {
         meta.mtime_nsec(),
         program.display()
     );
-    if let Some(refuses) = FORMATS.lock().get_mut(&version) {
-        return *refuses;
+    if let Some(refuses) = FORMATS.with(|formats| formats.get_mut(&version).copied()) {
+        return refuses;
     }
     let refuses = reads_as_no_format(program);
-    FORMATS.lock().insert(&version, refuses);
+    FORMATS.with(|formats| formats.insert(&version, refuses));
     refuses
 }
 

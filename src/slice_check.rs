@@ -71,8 +71,7 @@ struct Asking {
 /// already, is running, or gave up too recently. Never delays the caller.
 pub(crate) fn check_slice_limits_in_background(slice: &str, route: &Route, bound: Duration) {
     let now = Instant::now();
-    let (failures, warned) = {
-        let mut checks = CHECKS.lock();
+    let attempt = CHECKS.with(|checks| {
         let attempt = match checks.get_mut(slice) {
             None => (0, false),
             Some(Check::GaveUp {
@@ -80,7 +79,7 @@ pub(crate) fn check_slice_limits_in_background(slice: &str, route: &Route, bound
                 retry_at,
                 warned,
             }) if *retry_at <= now => (*failures, *warned),
-            Some(_) => return,
+            Some(_) => return None,
         };
         checks.insert(
             slice,
@@ -90,10 +89,13 @@ pub(crate) fn check_slice_limits_in_background(slice: &str, route: &Route, bound
                 warned: attempt.1,
             },
         );
-        attempt
+        Some(attempt)
+    });
+    let Some((failures, warned)) = attempt else {
+        return;
     };
     // Counted before the thread starts, so that a flush right after this request waits for it.
-    *lock_asking() += 1;
+    started_asking();
     let dispatch = diag::dispatch_for_another_thread();
     let (name, route) = (slice.to_owned(), route.clone());
     let spawned = std::thread::Builder::new()
@@ -106,14 +108,16 @@ pub(crate) fn check_slice_limits_in_background(slice: &str, route: &Route, bound
     if let Err(e) = spawned {
         finished_asking();
         let why = format!("the check could not start: {e}");
-        CHECKS.lock().insert(
-            slice,
-            Check::GaveUp {
-                failures: failures + 1,
-                retry_at: now + FIRST_PAUSE,
-                warned,
-            },
-        );
+        CHECKS.with(|checks| {
+            checks.insert(
+                slice,
+                Check::GaveUp {
+                    failures: failures + 1,
+                    retry_at: now + FIRST_PAUSE,
+                    warned,
+                },
+            )
+        });
         tracing::debug!(target: TARGET, slice, "{why}");
     }
 }
@@ -124,13 +128,13 @@ pub(crate) fn check_slice_limits_in_background(slice: &str, route: &Route, bound
 fn keep_checking(slice: &str, route: &Route, bound: Duration, mut failures: u32, mut warned: bool) {
     for attempt in 1..=ATTEMPTS_PER_THREAD {
         if attempt > 1 {
-            *lock_asking() += 1;
+            started_asking();
         }
         // An attempt counts as asking until what it found is logged: a flush that saw it end
         // must find its warning said.
         let why = match read_slice_limits(slice, route, bound) {
             Ok(limits) => {
-                CHECKS.lock().insert(slice, Check::Answered);
+                CHECKS.with(|checks| checks.insert(slice, Check::Answered));
                 if let Some(warning) = slice_warning(slice, &limits) {
                     tracing::warn!(target: TARGET, "{warning}");
                 }
@@ -147,8 +151,7 @@ fn keep_checking(slice: &str, route: &Route, bound: Duration, mut failures: u32,
             .saturating_mul(1 << (failures - 1).min(6))
             .min(LONGEST_PAUSE);
         let giving_up = attempt == ATTEMPTS_PER_THREAD;
-        let warn_now = {
-            let mut checks = CHECKS.lock();
+        let warn_now = CHECKS.with(|checks| {
             // flush_warnings may have reported this check meanwhile.
             warned |= matches!(
                 checks.get_mut(slice),
@@ -171,7 +174,7 @@ fn keep_checking(slice: &str, route: &Route, bound: Duration, mut failures: u32,
             };
             checks.insert(slice, check);
             warn_now
-        };
+        });
         // Logged with no lock held: a host's log callback may call back into the library.
         if warn_now {
             tracing::warn!(target: TARGET, "{warning}");
@@ -191,13 +194,15 @@ fn check_failed_warning(slice: &str, failures: u32, why: &str) -> String {
     )
 }
 
-fn lock_asking() -> std::sync::MutexGuard<'static, usize> {
-    lock(&ASKING.get().count)
+/// Counts one more check asking the manager.
+fn started_asking() {
+    *lock(&ASKING.get().count) += 1;
 }
 
 fn finished_asking() {
-    *lock_asking() -= 1;
-    ASKING.get().changed.notify_all();
+    let asking = ASKING.get();
+    *lock(&asking.count) -= 1;
+    asking.changed.notify_all();
 }
 
 /// For a program about to exit (the command line, a script): waits at most `bound` for the slice
@@ -206,14 +211,14 @@ fn finished_asking() {
 /// may exit before the check asks again. Returns whether no check was still asking.
 pub fn flush_warnings(bound: Duration) -> bool {
     let deadline = crate::bounds::deadline_after(bound);
-    let mut asking = lock_asking();
+    let checks_asking = ASKING.get();
+    let mut asking = lock(&checks_asking.count);
     while *asking > 0 {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break;
         }
-        asking = ASKING
-            .get()
+        asking = checks_asking
             .changed
             .wait_timeout(asking, left)
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -222,19 +227,21 @@ pub fn flush_warnings(bound: Duration) -> bool {
     let all_finished = *asking == 0;
     drop(asking);
     let mut due = Vec::new();
-    for check in CHECKS.lock().values_mut() {
-        if let Check::Running {
-            slice,
-            last_failure,
-            warned: warned @ false,
-        } = check
-        {
-            *warned = true;
-            due.push(last_failure.clone().unwrap_or_else(|| {
-                check_failed_warning(slice, 1, &format!("no answer within {bound:?}"))
-            }));
+    CHECKS.with(|checks| {
+        for check in checks.values_mut() {
+            if let Check::Running {
+                slice,
+                last_failure,
+                warned: warned @ false,
+            } = check
+            {
+                *warned = true;
+                due.push(last_failure.clone().unwrap_or_else(|| {
+                    check_failed_warning(slice, 1, &format!("no answer within {bound:?}"))
+                }));
+            }
         }
-    }
+    });
     // Logged with no lock held: a host's log callback may call back into the library.
     for warning in due {
         tracing::warn!(target: TARGET, "{warning}");

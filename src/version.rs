@@ -117,7 +117,7 @@ pub(crate) fn systemd_version(
     slots.insert(path.to_owned(), Slot::Asking);
     drop(slots);
     let mut guard = AskingGuard {
-        cache,
+        cache: &cache,
         path,
         answer: None,
     };

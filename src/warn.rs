@@ -16,12 +16,13 @@ impl WarnedSet {
     /// True the first time `key` is seen in this process (or since it was forgotten, see
     /// [`crate::memo::NAMES_REMEMBERED`]), false otherwise.
     pub(crate) fn first_time(&self, key: &str) -> bool {
-        let mut seen = self.0.lock();
-        if seen.get_mut(key).is_some() {
-            return false;
-        }
-        seen.insert(key, ());
-        true
+        self.0.with(|seen| {
+            if seen.get_mut(key).is_some() {
+                return false;
+            }
+            seen.insert(key, ());
+            true
+        })
     }
 }
 

@@ -1,8 +1,8 @@
 //! Hosts that fork (`os.fork`, pre-forking servers, `multiprocessing`): a child forked while other
 //! threads of its parent are in the middle of requests gets its own first answer within its own
 //! bound, as a fresh process would, and a child that never calls the library holds nothing that
-//! slows or grows anyone else. Each test in its own process (`--test-threads` does not matter:
-//! every fork here is of a process whose other threads are known).
+//! slows or grows anyone else. The tests take turns (`one_at_a_time`): each counts the process's
+//! sockets and forks the whole process, whose other threads must be its own.
 
 mod common;
 
@@ -18,6 +18,12 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 use synaps_scope::{decide, launcher_for_env, Decision, LauncherOptions, ScopeKind};
+
+/// Held by each test for as long as it runs.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// What a child reports with its exit status.
 const FINE: i32 = 0;
@@ -82,6 +88,7 @@ fn first_request(env: &[(OsString, OsString)], bound: Duration) -> i32 {
 #[test]
 fn children_forked_amid_requests_on_other_threads_answer_within_their_own_bound() {
     let Some(rig) = rig() else { return };
+    let _alone = one_at_a_time();
     let manager = Manager::start(&rig);
     let env = Arc::new(manager.env());
     let stop = Arc::new(AtomicBool::new(false));
@@ -149,6 +156,7 @@ fn still_connected(fd: RawFd) -> bool {
 #[test]
 fn a_child_that_never_calls_the_library_holds_no_connection_the_manager_writes_to() {
     let Some(rig) = rig() else { return };
+    let _alone = one_at_a_time();
     let manager = Manager::start(&rig);
     let env = manager.env();
     let before = sockets();
@@ -178,6 +186,7 @@ fn a_child_that_never_calls_the_library_holds_no_connection_the_manager_writes_t
 #[test]
 fn a_child_forked_amid_a_burst_holds_no_turn_of_its_parents() {
     let Some(rig) = rig() else { return };
+    let _alone = one_at_a_time();
     let manager = Manager::start(&rig);
     let env = Arc::new(manager.env());
     // Many requests at once on new connections, each taking its turn, while children are forked

@@ -8,11 +8,11 @@
 //! (`Connection`'s drop hangs up the socket they share). A forked child never uses its parent's
 //! connections, and closes its copies of them on its first request.
 
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{turn, BusError, Connection, Route};
-use crate::per_process::{lock, lock_if_free, PerProcess};
+use crate::per_process::{lock, lock_if_free, Mine, PerProcess};
 
 /// How long an idle connection is kept.
 const KEEP_FOR: Duration = Duration::from_millis(500);
@@ -42,7 +42,7 @@ static POOL: PerProcess<Pool> = PerProcess::new();
 
 /// This process's pool; a forked child's first use closes its copies of the parent's connections
 /// (closed only: the parent's stay open for the parent).
-fn pool() -> &'static Pool {
+fn pool() -> Arc<Mine<Pool>> {
     POOL.get_inheriting(|parents| {
         if let Some(mut kept) = lock_if_free(&parents.kept) {
             kept.idle.clear();
@@ -123,9 +123,10 @@ fn put(route: &Route, connection: Connection) {
         since: Instant::now(),
     });
     if !kept.reaping {
+        let reaper = Arc::clone(&pool);
         let started = std::thread::Builder::new()
             .name("synaps-scope bus reaper".into())
-            .spawn(move || reap(pool));
+            .spawn(move || reap(&reaper));
         // Without a reaper nothing may be kept: the manager would write to it forever.
         match started {
             Ok(_) => kept.reaping = true,

@@ -99,9 +99,9 @@ configure() {
   esac
   local try
   for try in 1 2 3; do
-    systemctl daemon-reload
-    alice 'systemctl --user daemon-reload'
-    systemctl restart systemd-oomd
+    timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload did not finish within 120 s"
+    timeout 120 runuser -l alice -c 'systemctl --user daemon-reload' || fail "alice's daemon-reload did not finish within 120 s"
+    timeout 120 systemctl restart systemd-oomd || fail "systemd-oomd did not restart within 120 s"
     # oomd learns the monitored cgroups from the managers, a moment after it starts.
     [ -z "$monitored" ] || wait_until 10 sh -c "oomctl | grep -q '$monitored'" && return 0
     echo "note: oomd does not monitor what the $1 rule names yet (try $try); reloading again"

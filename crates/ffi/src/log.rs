@@ -4,10 +4,10 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use std::time::Duration;
-use synaps_scope::__ffi::{lock, lock_if_free, PerProcess};
+use synaps_scope::__ffi::{lock, lock_if_free, Mine, PerProcess};
 
 use tracing::Level;
 
@@ -70,7 +70,7 @@ struct Logging {
 
 static LOGGING: PerProcess<Logging> = PerProcess::new();
 
-fn logging() -> &'static Logging {
+fn logging() -> Arc<Mine<Logging>> {
     LOGGING.get_inheriting(|parents| {
         let sink = lock_if_free(&parents.sink).map_or_else(Sink::default, |sink| Sink {
             callback: sink.callback,
@@ -90,10 +90,6 @@ thread_local! {
     /// Calls of the callback running on this thread (a callback that logs, or that replaces
     /// itself): a replacement made from inside a callback does not wait for its own thread.
     static RUNNING_HERE: Cell<usize> = const { Cell::new(0) };
-}
-
-fn lock_sink() -> MutexGuard<'static, Sink> {
-    lock(&logging().sink)
 }
 
 static MAX_LEVEL: AtomicU32 = AtomicU32::new(scope_log_level::Warn as u32);
@@ -127,8 +123,9 @@ fn deliver(level: &Level, line: &str) {
     }
     // Copied out and counted, so that no lock is held during the call (a callback marshalled to
     // another thread must not deadlock with that thread), yet a replacement waits for it to end.
+    let logging = logging();
     let (callback, userdata, generation) = {
-        let mut sink = lock_sink();
+        let mut sink = lock(&logging.sink);
         if sink.callback.is_some() {
             sink.running += 1;
         }
@@ -163,14 +160,15 @@ struct CallEnded(u64);
 impl Drop for CallEnded {
     fn drop(&mut self) {
         RUNNING_HERE.with(|here| here.set(here.get() - 1));
-        let mut sink = lock_sink();
+        let logging = logging();
+        let mut sink = lock(&logging.sink);
         if sink.generation == self.0 {
             sink.running -= 1;
         } else {
             sink.running_replaced -= 1;
         }
         drop(sink);
-        logging().call_ended.notify_all();
+        logging.call_ended.notify_all();
     }
 }
 
@@ -199,7 +197,8 @@ pub unsafe extern "C" fn scope_set_log_callback(
     userdata: *mut c_void,
 ) {
     let _ = guard(|| {
-        let mut sink = lock_sink();
+        let logging = logging();
+        let mut sink = lock(&logging.sink);
         sink.callback = callback;
         sink.userdata = userdata as usize;
         sink.generation += 1;
@@ -208,7 +207,7 @@ pub unsafe extern "C" fn scope_set_log_callback(
         // replaced ones, those on this thread (inside which this call is made) cannot end first.
         let here = RUNNING_HERE.with(Cell::get);
         while sink.running_replaced > here {
-            sink = logging()
+            sink = logging
                 .call_ended
                 .wait(sink)
                 .unwrap_or_else(|p| p.into_inner());
