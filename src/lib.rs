@@ -26,6 +26,7 @@ pub mod diag;
 pub mod doctor;
 mod ending;
 mod env;
+mod error_class;
 mod exec_line;
 mod exec_program;
 pub mod handle;
@@ -57,6 +58,7 @@ pub use ending::{OomdRule, ScopeEnding};
 pub use env::{
     check_env, inherited_env, parse_env_entry, set_env, with_overrides, EnvEntryError, RefusedEnv,
 };
+pub use error_class::{Classified, ErrorClass};
 pub use exec_program::{ExecProgram, FoundBy, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR};
 pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
 pub use kind::{ScopeKind, UnknownKind};

@@ -1,59 +1,21 @@
-//! The core's modules import one another without a circle: each concept stands on the ones below
-//! it. Read from the sources (`use crate::…` and `crate::…` paths outside comments and tests,
-//! with the crate root's re-exports followed to their module).
+//! No crate of the workspace has a circle of imports: each concept stands on the ones below it.
+//! Read from the sources of every workspace member (`crate::…`, `super::…` and a module's own
+//! `child::…` paths outside comments and tests), with re-exports followed to the module that
+//! defines the item. Two views must both be free of circles: the crate's top-level modules (a
+//! directory module counts as one concept), and every file module, where a module may still use
+//! the items of its own ancestors (a directory's `mod.rs` is its children's facade).
+
+mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Every `crate::NAME` in `code`, NAME as written.
-fn crate_paths(code: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
-        for (at, _) in line.match_indices("crate::") {
-            let rest = &line[at + "crate::".len()..];
-            if let Some(group) = rest.strip_prefix('{') {
-                let group = group.split('}').next().unwrap_or("");
-                names.extend(
-                    group
-                        .split(',')
-                        .map(|p| p.trim().split("::").next().unwrap_or("").to_owned()),
-                );
-            } else {
-                let name: String = rest
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                names.push(name);
-            }
-        }
-    }
-    names.retain(|n| !n.is_empty());
-    names
-}
+use common::TempDir;
 
-/// The crate root's re-exports: item name to the module it comes from.
-fn reexports(lib: &str) -> BTreeMap<String, String> {
-    let mut map = BTreeMap::new();
-    for statement in lib.split(';') {
-        let Some(rest) = statement.trim().strip_prefix("pub use ") else {
-            continue;
-        };
-        let Some((module, items)) = rest.split_once("::") else {
-            continue;
-        };
-        let items = items.trim_start_matches('{').trim_end_matches('}');
-        for item in items.split(',') {
-            let item = item.trim();
-            let name = item.rsplit(" as ").next().unwrap_or(item).trim();
-            if !name.is_empty() {
-                map.insert(name.to_owned(), module.trim().to_owned());
-            }
-        }
-    }
-    map
-}
+/// A module's path inside its crate: `["bus", "pool"]`; the crate root is `[]`.
+type Module = Vec<String>;
 
-fn sources(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
+fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -64,61 +26,337 @@ fn sources(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-#[test]
-fn no_two_modules_of_the_core_import_each_other_even_by_a_detour() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
-    let roots = reexports(&lib);
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in files.iter().filter(|f| f.file_name().unwrap() != "lib.rs") {
-        let relative = file.strip_prefix(&src).unwrap();
-        let module = relative
-            .components()
-            .next()
-            .unwrap()
-            .as_os_str()
-            .to_string_lossy();
-        let module = module.trim_end_matches(".rs").to_owned();
-        let text = std::fs::read_to_string(file).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        let deps = graph.entry(module.clone()).or_default();
-        for name in crate_paths(code) {
-            let target = roots.get(&name).cloned().unwrap_or(name);
-            if target != module {
-                deps.insert(target);
+fn module_of(src: &Path, file: &Path) -> Module {
+    let mut parts: Module = file
+        .strip_prefix(src)
+        .unwrap()
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned()
+        })
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The code of a file without its tests and comments.
+fn code_of(text: &str) -> String {
+    text.split("#[cfg(test)]")
+        .next()
+        .unwrap_or("")
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path in `code` that starts with one of `heads` (`crate`, `super`, a child module's name),
+/// as its segments; a `{a, b::c}` group gives one path per member.
+fn paths_from(code: &str, heads: &BTreeSet<String>) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    let bytes = code.as_bytes();
+    for head in heads {
+        let needle = format!("{head}::");
+        for (at, _) in code.match_indices(&needle) {
+            let before = at.checked_sub(1).map(|i| bytes[i] as char);
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let rest = &code[at + needle.len()..];
+            let mut prefix = vec![head.clone()];
+            let mut rest = rest;
+            loop {
+                if let Some(group) = rest.strip_prefix('{') {
+                    let group = group.split('}').next().unwrap_or("");
+                    for member in group.split(',') {
+                        let mut path = prefix.clone();
+                        path.extend(
+                            member
+                                .split("::")
+                                .map(|s| s.split(" as ").next().unwrap_or("").trim().to_owned())
+                                .filter(|s| !s.is_empty()),
+                        );
+                        paths.push(path);
+                    }
+                    break;
+                }
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if name.is_empty() {
+                    paths.push(prefix);
+                    break;
+                }
+                prefix.push(name.clone());
+                rest = &rest[name.len()..];
+                match rest.strip_prefix("::") {
+                    Some(more) => rest = more,
+                    None => {
+                        paths.push(prefix);
+                        break;
+                    }
+                }
             }
         }
     }
-    assert!(
-        graph.len() > 20,
-        "the core's modules were read: {:?}",
-        graph.keys()
-    );
-    // Depth-first search for a back edge.
-    fn visit(
-        node: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) {
+    paths
+}
+
+/// One crate read: its file modules, each one's code, and each module's re-exports (item name to
+/// the path it comes from, as written).
+struct Crate {
+    name: String,
+    code: BTreeMap<Module, String>,
+    reexports: BTreeMap<Module, BTreeMap<String, Vec<String>>>,
+}
+
+impl Crate {
+    fn read(name: &str, src: &Path) -> Crate {
+        let mut files = Vec::new();
+        sources(src, &mut files);
+        let mut code = BTreeMap::new();
+        for file in &files {
+            code.insert(
+                module_of(src, file),
+                code_of(&std::fs::read_to_string(file).unwrap()),
+            );
+        }
+        let mut krate = Crate {
+            name: name.to_owned(),
+            code,
+            reexports: BTreeMap::new(),
+        };
+        let modules: Vec<Module> = krate.code.keys().cloned().collect();
+        for module in modules {
+            let mut map = BTreeMap::new();
+            for statement in krate.code[&module].split(';') {
+                let statement = statement.trim();
+                let Some(rest) = statement
+                    .strip_prefix("pub use ")
+                    .or_else(|| statement.strip_prefix("pub(crate) use "))
+                else {
+                    continue;
+                };
+                for path in paths_from(rest, &krate.heads(&module)) {
+                    if let Some(item) = path.last() {
+                        let alias = rest
+                            .split(&format!("{item} as "))
+                            .nth(1)
+                            .map(|a| {
+                                a.chars()
+                                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                                    .collect()
+                            })
+                            .unwrap_or_else(|| item.clone());
+                        map.insert(alias, path);
+                    }
+                }
+            }
+            krate.reexports.insert(module, map);
+        }
+        krate
+    }
+
+    /// The heads a path may start with in `module`: `crate`, `super`, `self` and its children.
+    fn heads(&self, module: &Module) -> BTreeSet<String> {
+        let mut heads: BTreeSet<String> = ["crate", "super", "self"].map(String::from).into();
+        for other in self.code.keys() {
+            if other.len() == module.len() + 1 && other.starts_with(module) {
+                heads.insert(other.last().unwrap().clone());
+            }
+        }
+        heads
+    }
+
+    /// The module that defines what `path` (written in `module`) names, following re-exports.
+    fn target(&self, module: &Module, path: &[String], depth: usize) -> Option<Module> {
+        let mut at: Module = match path.first()?.as_str() {
+            "crate" => Vec::new(),
+            "super" => module[..module.len().checked_sub(1)?].to_vec(),
+            "self" => module.clone(),
+            child => {
+                let mut at = module.clone();
+                at.push(child.to_owned());
+                at
+            }
+        };
+        let mut rest = &path[1..];
+        while let Some(next) = rest.first() {
+            if next == "super" {
+                at.pop();
+                rest = &rest[1..];
+                continue;
+            }
+            let mut deeper = at.clone();
+            deeper.push(next.clone());
+            if self.code.contains_key(&deeper) {
+                at = deeper;
+                rest = &rest[1..];
+                continue;
+            }
+            if depth < 8 {
+                if let Some(source) = self.reexports.get(&at).and_then(|m| m.get(next)) {
+                    if source.first().map(String::as_str) != Some("synaps_scope") {
+                        return self.target(&at, source, depth + 1).or(Some(at));
+                    }
+                }
+            }
+            break;
+        }
+        Some(at)
+    }
+
+    /// Every file module's imports of other modules of the crate, but of its own ancestors.
+    fn edges(&self) -> BTreeMap<Module, BTreeSet<Module>> {
+        let mut graph = BTreeMap::new();
+        for (module, code) in &self.code {
+            let deps: &mut BTreeSet<Module> = graph.entry(module.clone()).or_default();
+            for path in paths_from(code, &self.heads(module)) {
+                if let Some(target) = self.target(module, &path, 0) {
+                    if target != *module && !module.starts_with(&target) {
+                        deps.insert(target);
+                    }
+                }
+            }
+        }
+        graph
+    }
+}
+
+fn find_circle<N: Ord + Clone + std::fmt::Debug>(
+    graph: &BTreeMap<N, BTreeSet<N>>,
+) -> Option<Vec<N>> {
+    fn visit<N: Ord + Clone>(
+        node: &N,
+        graph: &BTreeMap<N, BTreeSet<N>>,
+        path: &mut Vec<N>,
+        done: &mut BTreeSet<N>,
+    ) -> Option<Vec<N>> {
         if let Some(at) = path.iter().position(|n| n == node) {
-            panic!("a circle of imports: {} -> {node}", path[at..].join(" -> "));
+            let mut circle = path[at..].to_vec();
+            circle.push(node.clone());
+            return Some(circle);
         }
-        if !done.insert(node.to_owned()) {
-            return;
+        if !done.insert(node.clone()) {
+            return None;
         }
-        path.push(node.to_owned());
+        path.push(node.clone());
         for next in graph.get(node).into_iter().flatten() {
-            if graph.contains_key(next) {
-                visit(next, graph, path, done);
+            if let Some(circle) = visit(next, graph, path, done) {
+                return Some(circle);
             }
         }
         path.pop();
+        None
     }
     let mut done = BTreeSet::new();
-    for node in graph.keys() {
-        visit(node, &graph, &mut Vec::new(), &mut done);
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+fn show(module: &Module) -> String {
+    if module.is_empty() {
+        "crate".into()
+    } else {
+        module.join("::")
     }
+}
+
+/// Every member of the workspace, read from its manifest: name and `src` directory.
+fn workspace_crates() -> Vec<(String, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = manifest
+        .split("members = [")
+        .nth(1)
+        .and_then(|m| m.split(']').next())
+        .expect("Cargo.toml lists the workspace's members");
+    members
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+        .map(|member| (member.to_owned(), root.join(member).join("src")))
+        .collect()
+}
+
+#[test]
+fn no_crate_of_the_workspace_has_a_circle_of_imports_even_by_a_detour() {
+    let crates = workspace_crates();
+    assert_eq!(
+        crates.len(),
+        5,
+        "the core, the C ABI, the command line, the launcher program and the Python module: {crates:?}"
+    );
+    for (name, src) in &crates {
+        let krate = Crate::read(name, src);
+        let files = krate.edges();
+        assert!(
+            files.values().any(|deps| !deps.is_empty()) || krate.code.len() < 3,
+            "{}: no imports were read from {} modules",
+            krate.name,
+            krate.code.len()
+        );
+        if let Some(circle) = find_circle(&files) {
+            let names: Vec<String> = circle.iter().map(show).collect();
+            panic!("{name}: a circle of imports: {}", names.join(" -> "));
+        }
+        let mut concepts: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (module, deps) in &files {
+            let Some(top) = module.first() else { continue };
+            let entry = concepts.entry(top.clone()).or_default();
+            entry.extend(
+                deps.iter()
+                    .filter_map(|d| d.first())
+                    .filter(|d| *d != top)
+                    .cloned(),
+            );
+        }
+        if let Some(circle) = find_circle(&concepts) {
+            panic!(
+                "{name}: a circle of imports between its concepts: {}",
+                circle.join(" -> ")
+            );
+        }
+    }
+}
+
+#[test]
+fn the_reading_sees_a_circle_where_there_is_one() {
+    let dir = TempDir::new("module-graph");
+    let src = dir.path();
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\nmod c;\n").unwrap();
+    std::fs::write(src.join("a.rs"), "use crate::b::thing;\n").unwrap();
+    std::fs::write(src.join("b.rs"), "pub use crate::c::thing;\n").unwrap();
+    std::fs::write(src.join("c.rs"), "use crate::{a::other, d};\n").unwrap();
+    let krate = Crate::read("sample", src);
+    let circle = find_circle(&krate.edges()).expect("a -> b (re-exporting c) -> c -> a");
+    assert_eq!(
+        circle.iter().map(show).collect::<Vec<_>>(),
+        ["a", "c", "a"],
+        "b's re-export is followed to c"
+    );
+    std::fs::create_dir(src.join("d")).unwrap();
+    std::fs::write(src.join("c.rs"), "use crate::d::Facade;\n").unwrap();
+    std::fs::write(
+        src.join("d/mod.rs"),
+        "mod e;\npub struct Facade;\nuse e::go;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("d/e.rs"), "use super::Facade;\nuse crate::a::x;\n").unwrap();
+    let krate = Crate::read("sample", src);
+    let circle = find_circle(&krate.edges()).expect("a -> c -> d -> d::e -> a");
+    assert_eq!(
+        circle.iter().map(show).collect::<Vec<_>>(),
+        ["a", "c", "d", "d::e", "a"]
+    );
 }

@@ -2,8 +2,11 @@
 it holds (so that, beyond RAM, it thrashes through swap) until killed.
 
     python3 hog.py MB           grows to MB megabytes
-    python3 hog.py swap:PCT     grows until PCT % of swap is in use: past RAM, so it thrashes, yet
-                                never so far that the kernel's OOM killer would act before oomd
+    python3 hog.py swap:PCT     grows until PCT % of swap holds its own pages: past RAM, so it
+                                thrashes, yet never so far that the kernel's OOM killer would act
+                                before oomd. Its own pages, not swap in use: what an earlier case
+                                left in swap (other processes' pages, pushed out and never touched
+                                since) would otherwise stop it before it thrashes at all.
 """
 
 import sys
@@ -13,13 +16,13 @@ STEP = 8 << 20
 PAGE = 4096
 
 
-def swap_used_percent() -> float:
-    info = {}
-    with open("/proc/meminfo") as f:
-        for line in f:
-            key, value = line.split(":", 1)
-            info[key] = int(value.split()[0])
-    return 100.0 * (info["SwapTotal"] - info["SwapFree"]) / max(info["SwapTotal"], 1)
+def kilobytes(path: str, key: str) -> int:
+    with open(path) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+
+
+def own_swap_percent() -> float:
+    return 100.0 * kilobytes("/proc/self/status", "VmSwap") / max(kilobytes("/proc/meminfo", "SwapTotal"), 1)
 
 
 limit = sys.argv[1]
@@ -28,7 +31,7 @@ chunks = []
 
 def grown() -> bool:
     if limit.startswith("swap:"):
-        return swap_used_percent() >= float(limit[5:])
+        return own_swap_percent() >= float(limit[5:])
     return len(chunks) * STEP >= int(limit) << 20
 
 

@@ -110,6 +110,19 @@ configure() {
   fail "oomd never monitored what the $1 rule names ($monitored)"
 }
 
+# Every case starts with swap empty: what the one before pushed out (the machine's own services)
+# stays there until touched, and a case's pressure would then be theirs rather than the runaway's.
+drain_swap() {
+  local held devices device
+  held=$(swapon --show=USED --noheadings --bytes | awk '{s += $1} END {print int(s / 1048576)}')
+  devices=$(swapon --show=NAME --noheadings)
+  for device in $devices; do
+    timeout 120 swapoff "$device" || fail "swapoff $device did not empty swap ($held MB) within 120 s"
+    swapon "$device" || fail "swapon $device failed"
+  done
+  [ "$held" -lt 16 ] || echo "note: drained $held MB from swap before the case"
+}
+
 pid_of() { cut -d' ' -f1 "$1"; }
 cgroup_in() { cut -d' ' -f2- "$1"; }
 alive() { [ -e "/proc/$1" ] && ! grep -q '^State:.Z' "/proc/$1/status" 2>/dev/null; }
@@ -132,10 +145,12 @@ oomd_case() {
   [ "$mode" = direct ] && scopes=off
   configure "$rule"
   state=$(mktemp -d /tmp/case.XXXXXX); chmod 0777 "$state"
-  # Beyond RAM + swap for the swap rule; for the pressure rules, past RAM (it thrashes) but with
-  # most of swap left, so that the kernel's OOM killer never acts before oomd.
+  drain_swap
+  # Beyond RAM + swap for the swap rule; for the pressure rules, past RAM (it thrashes through 40 %
+  # of swap with its own pages) but with the rest of swap left, so that the kernel's OOM killer
+  # never acts before oomd.
   local hog_mb=1400
-  [ "$rule" = swap ] || hog_mb=swap:50
+  [ "$rule" = swap ] || hog_mb=swap:40
   local daemon="env SYNAPS_PROCESS_SCOPES=$scopes synaps-scope run --kind daemon -- ~/venv/bin/python $here/daemon.py $state $hog_mb $([ "$mode" = scoped ] && echo scoped || echo direct)"
   cursor=$(journalctl -u systemd-oomd --show-cursor -n 0 -q | sed -n 's/^-- cursor: //p')
   case "$placement" in

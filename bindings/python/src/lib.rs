@@ -16,8 +16,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyBytes;
 use synaps_scope::diag::CallbackSubscriber;
 use synaps_scope::{
-    bound_from_secs, check_env, decide, direct_for_user_switch, resolve_program, Decision,
-    HandleError, LauncherOptions, OomdRule, ScopeEnding, ScopeHandle, ScopeKind,
+    bound_from_secs, check_env, decide, direct_for_user_switch, resolve_program, Classified,
+    Decision, ErrorClass, LauncherOptions, OomdRule, ScopeEnding, ScopeHandle, ScopeKind,
     DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
 };
 use tracing::Level;
@@ -46,17 +46,16 @@ fn env_from(env: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<Env> {
         .into_iter()
         .map(|(key, value)| (OsString::from_vec(key), OsString::from_vec(value)))
         .collect();
-    check_env(&env).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    check_env(&env).map_err(|e| py_error(&e))?;
     Ok(env)
 }
 
 fn kind_from(kind: &str) -> PyResult<ScopeKind> {
-    kind.parse()
-        .map_err(|e| PyValueError::new_err(format!("{e}")))
+    kind.parse().map_err(|e| py_error(&e))
 }
 
 fn timeout_from(seconds: f64, what: &str) -> PyResult<Duration> {
-    bound_from_secs(seconds, what).map_err(|e| PyValueError::new_err(e.to_string()))
+    bound_from_secs(seconds, what).map_err(|e| py_error(&e))
 }
 
 /// Turns `program args…` into an argv that runs it in a new scope.
@@ -151,7 +150,7 @@ impl ScopeLauncher {
     fn user_switch(&self, switches: &str) -> PyResult<()> {
         direct_for_user_switch(&self.inner, switches)
             .map(drop)
-            .map_err(|e| ScopeRequiredError::new_err(e.to_string()))
+            .map_err(|e| py_error(&e))
     }
 
     fn __repr__(&self) -> String {
@@ -172,10 +171,7 @@ fn launcher_from(
     match outcome {
         Ok(Decision::Scoped(inner)) => Ok(Some(ScopeLauncher { inner })),
         Ok(Decision::Direct(_)) => Ok(None),
-        Err(e @ synaps_scope::ScopeError::Unavailable { .. }) => {
-            Err(ScopeRequiredError::new_err(e.to_string()))
-        }
-        Err(e) => Err(PyValueError::new_err(e.to_string())),
+        Err(e) => Err(py_error(&e)),
     }
 }
 
@@ -299,22 +295,28 @@ fn resolve<'py>(
     let env = env_from(env)?;
     let cwd = cwd_from(cwd)?;
     let program = OsString::from_vec(program);
-    let path = resolve_program(&program, &env, cwd.as_deref()).map_err(|e| {
-        PyFileNotFoundError::new_err((2, e.to_string(), program.to_string_lossy().into_owned()))
-    })?;
+    let path = resolve_program(&program, &env, cwd.as_deref()).map_err(|e| py_error(&e))?;
     Ok(PyBytes::new(py, path.as_os_str().as_bytes()))
 }
 
-fn handle_error(e: HandleError) -> PyErr {
-    let message = e.to_string();
-    match e {
-        HandleError::NotOurs { .. }
-        | HandleError::HoldsCaller { .. }
-        | HandleError::OtherUsers { .. } => NotOurScopeError::new_err(message),
-        HandleError::NotInScope { .. } => NotInScopeError::new_err(message),
-        HandleError::NotFound { .. } => ScopeNotFoundError::new_err(message),
-        HandleError::TimedOut { .. } => ScopeTimeoutError::new_err(message),
-        _ => ScopeError::new_err(message),
+/// `errno` of a FileNotFoundError, as execvp would set it.
+const ENOENT: i32 = 2;
+
+/// The one map from the core's classes of failure to Python's exceptions (each of ours also
+/// derives from the built-in a caller would catch: `synaps_scope/_errors.py`).
+fn py_error(error: &(impl Classified + ?Sized)) -> PyErr {
+    let message = error.to_string();
+    match error.class() {
+        ErrorClass::InvalidInput => PyValueError::new_err(message),
+        ErrorClass::NoSuchProgram => PyFileNotFoundError::new_err((ENOENT, message)),
+        ErrorClass::NoSuchScope => ScopeNotFoundError::new_err(message),
+        ErrorClass::Refused => NotOurScopeError::new_err(message),
+        ErrorClass::NotInScope => NotInScopeError::new_err(message),
+        ErrorClass::Unavailable => ScopeRequiredError::new_err(message),
+        ErrorClass::TimedOut => ScopeTimeoutError::new_err(message),
+        ErrorClass::Manager | ErrorClass::NoCgroup2 | ErrorClass::Io => {
+            ScopeError::new_err(message)
+        }
     }
 }
 
@@ -330,14 +332,14 @@ impl PyScopeHandle {
     fn from_pid(unit: &str, pid: u32) -> PyResult<Self> {
         ScopeHandle::from_pid(unit, pid)
             .map(|inner| Self { inner })
-            .map_err(handle_error)
+            .map_err(|e| py_error(&e))
     }
 
     #[staticmethod]
     fn of_process(pid: u32) -> PyResult<Self> {
         ScopeHandle::of_process(pid)
             .map(|inner| Self { inner })
-            .map_err(handle_error)
+            .map_err(|e| py_error(&e))
     }
 
     #[staticmethod]
@@ -352,7 +354,7 @@ impl PyScopeHandle {
         let unit = unit.to_owned();
         py.detach(|| ScopeHandle::from_manager(&unit, &env, timeout))
             .map(|inner| Self { inner })
-            .map_err(handle_error)
+            .map_err(|e| py_error(&e))
     }
 
     #[getter]
@@ -366,7 +368,7 @@ impl PyScopeHandle {
     }
 
     fn pids(&self) -> PyResult<Vec<u32>> {
-        self.inner.pids().map_err(handle_error)
+        self.inner.pids().map_err(|e| py_error(&e))
     }
 
     /// (memory_current, memory_peak, pids_current), None where the controller is absent.
@@ -377,7 +379,8 @@ impl PyScopeHandle {
 
     fn kill(&self, py: Python<'_>, timeout: f64) -> PyResult<Vec<u32>> {
         let timeout = timeout_from(timeout, "timeout")?;
-        py.detach(|| self.inner.kill(timeout)).map_err(handle_error)
+        py.detach(|| self.inner.kill(timeout))
+            .map_err(|e| py_error(&e))
     }
 
     /// (kind, oomd rule or None, kernel OOM kills, the core's sentence): how the scope ended (GIL
@@ -405,7 +408,7 @@ impl PyScopeHandle {
     fn wait_empty(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let timeout = timeout_from(timeout, "timeout")?;
         py.detach(|| self.inner.wait_empty(timeout))
-            .map_err(handle_error)
+            .map_err(|e| py_error(&e))
     }
 }
 

@@ -5,7 +5,7 @@ use std::ffi::{c_char, CStr, CString, OsString};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use synaps_scope::{bound_from_millis, inherited_env, parse_env_entry, ScopeKind};
+use synaps_scope::{bound_from_millis, inherited_env, parse_env_entry, Classified, ScopeKind};
 
 use crate::abi::{scope_kind, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL};
 use crate::error::{scope_result, Failure};
@@ -59,7 +59,7 @@ pub(crate) unsafe fn env_arg(
         .map(|(i, entry)| {
             parse_env_entry(entry).map_err(|e| {
                 Failure::new(
-                    scope_result::InvalidArgument,
+                    e.class().into(),
                     format!(
                         "envp[{i}] ({:?}) is refused: {e}",
                         String::from_utf8_lossy(entry)
@@ -119,8 +119,7 @@ pub(crate) fn kind_arg(kind: scope_kind) -> Result<ScopeKind, Failure> {
 }
 
 pub(crate) fn timeout_arg(ms: u32, what: &str) -> Result<Duration, Failure> {
-    bound_from_millis(ms.into(), what)
-        .map_err(|e| Failure::new(scope_result::InvalidArgument, e.to_string()))
+    bound_from_millis(ms.into(), what).map_err(|e| Failure::of(&e))
 }
 
 /// Checks an out-parameter before any work is done.

@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStringExt;
 use crate::args::{c_string, env_arg, out_arg, timeout_arg};
 use crate::boxed::write_out;
 use crate::error::{copy_error, scope_result};
-use crate::panic::guard;
+use crate::export::guard;
 use synaps_scope::doctor::diagnose;
 use synaps_scope::{LauncherOptions, ScopeKind};
 

@@ -1,11 +1,13 @@
 //! Results and errors: [`scope_result`], whose numbers never change meaning and whose
 //! descriptions come from the enum itself; the failure an export returns; and the calling
-//! thread's last error message.
+//! thread's last error message, which every failure (a caught panic too) sets.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
 
-use crate::panic::guard_value;
+use synaps_scope::{Classified, ErrorClass};
+
+use crate::panic::{caught, guard_value, PANIC_MESSAGE};
 
 /// The outcome of a fallible call. The numbers never change meaning; new codes get new numbers.
 #[repr(u32)]
@@ -90,6 +92,24 @@ impl scope_result {
     }
 }
 
+/// The one map from the core's classes of failure to result codes; the codes this crate adds of
+/// its own are for the C arguments themselves (NULL, not UTF-8, an unknown kind).
+impl From<ErrorClass> for scope_result {
+    fn from(class: ErrorClass) -> Self {
+        match class {
+            ErrorClass::InvalidInput => scope_result::InvalidArgument,
+            ErrorClass::NoSuchProgram | ErrorClass::NoSuchScope => scope_result::NotFound,
+            ErrorClass::Refused => scope_result::NotOurs,
+            ErrorClass::NotInScope => scope_result::NotInScope,
+            ErrorClass::Unavailable => scope_result::RequiredUnavailable,
+            ErrorClass::TimedOut => scope_result::TimedOut,
+            ErrorClass::Manager => scope_result::Manager,
+            ErrorClass::NoCgroup2 => scope_result::NoCgroup2,
+            ErrorClass::Io => scope_result::Io,
+        }
+    }
+}
+
 /// A failed call: its code and the message [`scope_last_error`] will return.
 pub(crate) struct Failure(pub(crate) scope_result, pub(crate) String);
 
@@ -98,8 +118,32 @@ impl Failure {
         Failure(code, message.into())
     }
 
+    /// An error of the core: the code of its class, and its own message.
+    pub(crate) fn of(error: &(impl Classified + ?Sized)) -> Self {
+        Failure::new(error.class().into(), error.to_string())
+    }
+
     pub(crate) fn null(what: &str) -> Self {
         Failure::new(scope_result::NullParameter, format!("{what} is NULL"))
+    }
+}
+
+impl Failure {
+    /// What a panic caught at the boundary is reported as.
+    pub(crate) fn panicked() -> Self {
+        Failure::new(scope_result::Panic, PANIC_MESSAGE)
+    }
+}
+
+/// Runs `body` behind the panic boundary and turns its outcome into a [`scope_result`], recording
+/// the message of a failure as this thread's last error.
+pub(crate) fn result_of(body: impl FnOnce() -> Result<(), Failure>) -> scope_result {
+    match caught(body).unwrap_or_else(|| Err(Failure::panicked())) {
+        Ok(()) => scope_result::Ok,
+        Err(Failure(code, message)) => {
+            set_last_error(message);
+            code
+        }
     }
 }
 
@@ -107,7 +151,7 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
-pub(crate) fn set_last_error(message: String) {
+fn set_last_error(message: String) {
     let message = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
     LAST_ERROR.with(|last| *last.borrow_mut() = message);
 }

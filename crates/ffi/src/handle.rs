@@ -7,8 +7,9 @@ use std::ptr;
 use crate::args::{c_string, env_arg, out_arg, str_arg, timeout_arg};
 use crate::boxed::{borrow, free, hand_out, read_or};
 use crate::error::{copy_error, scope_result, Failure};
-use crate::panic::{guard, guard_value};
-use synaps_scope::{HandleError, OomdRule, ScopeEnding, ScopeHandle};
+use crate::export::guard;
+use crate::panic::guard_value;
+use synaps_scope::{OomdRule, ScopeEnding, ScopeHandle};
 
 /// A running scope of this library, found by unit name. Immutable, so any number of threads may
 /// use one handle at once (one reading it while another kills the scope); free it with
@@ -32,21 +33,6 @@ pub struct scope_stats {
     pub memory_peak: u64,
     /// `pids.current`.
     pub pids_current: u64,
-}
-
-fn handle_failure(e: HandleError) -> Failure {
-    let code = match &e {
-        HandleError::NotOurs { .. }
-        | HandleError::HoldsCaller { .. }
-        | HandleError::OtherUsers { .. } => scope_result::NotOurs,
-        HandleError::NotInScope { .. } => scope_result::NotInScope,
-        HandleError::NotFound { .. } => scope_result::NotFound,
-        HandleError::NoCgroup2 => scope_result::NoCgroup2,
-        HandleError::Manager(_) => scope_result::Manager,
-        HandleError::TimedOut { .. } => scope_result::TimedOut,
-        _ => scope_result::Io,
-    };
-    Failure::new(code, e.to_string())
 }
 
 fn into_handle(inner: ScopeHandle, out: *mut *mut scope_handle) -> Result<(), Failure> {
@@ -79,7 +65,7 @@ pub unsafe extern "C" fn scope_handle_from_pid(
         // SAFETY: forwarded from the caller.
         let unit = unsafe { str_arg(unit, "unit") }?;
         into_handle(
-            ScopeHandle::from_pid(unit, pid).map_err(handle_failure)?,
+            ScopeHandle::from_pid(unit, pid).map_err(|e| Failure::of(&e))?,
             out,
         )
     })
@@ -96,7 +82,10 @@ pub unsafe extern "C" fn scope_handle_of_process(
 ) -> scope_result {
     guard(|| {
         out_arg(out, "out")?;
-        into_handle(ScopeHandle::of_process(pid).map_err(handle_failure)?, out)
+        into_handle(
+            ScopeHandle::of_process(pid).map_err(|e| Failure::of(&e))?,
+            out,
+        )
     })
 }
 
@@ -121,7 +110,7 @@ pub unsafe extern "C" fn scope_handle_from_manager(
         let env = unsafe { env_arg(envp) }?;
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
         into_handle(
-            ScopeHandle::from_manager(unit, &env, timeout).map_err(handle_failure)?,
+            ScopeHandle::from_manager(unit, &env, timeout).map_err(|e| Failure::of(&e))?,
             out,
         )
     })
@@ -163,7 +152,7 @@ pub unsafe extern "C" fn scope_handle_pids(
         out_arg(len, "len")?;
         // SAFETY: NULL or live per the caller.
         let handle = unsafe { borrow(handle, "handle") }?;
-        let found = handle.inner.pids().map_err(handle_failure)?;
+        let found = handle.inner.pids().map_err(|e| Failure::of(&e))?;
         // SAFETY: both checked non-NULL; writable per the caller.
         unsafe { write_pids(found, pids, len) };
         Ok(())
@@ -343,7 +332,11 @@ pub unsafe extern "C" fn scope_handle_kill(
         // SAFETY: NULL or live per the caller.
         let handle = unsafe { borrow(handle, "handle") }?;
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
-        handle.inner.kill(timeout).map(drop).map_err(handle_failure)
+        handle
+            .inner
+            .kill(timeout)
+            .map(drop)
+            .map_err(|e| Failure::of(&e))
     })
 }
 
@@ -366,7 +359,7 @@ pub unsafe extern "C" fn scope_handle_kill_pids(
         // SAFETY: NULL or live per the caller.
         let handle = unsafe { borrow(handle, "handle") }?;
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
-        let killed = handle.inner.kill(timeout).map_err(handle_failure)?;
+        let killed = handle.inner.kill(timeout).map_err(|e| Failure::of(&e))?;
         // SAFETY: both checked non-NULL; writable per the caller.
         unsafe { write_pids(killed, pids, len) };
         Ok(())
@@ -386,7 +379,10 @@ pub unsafe extern "C" fn scope_handle_wait_empty(
         // SAFETY: NULL or live per the caller.
         let handle = unsafe { borrow(handle, "handle") }?;
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
-        handle.inner.wait_empty(timeout).map_err(handle_failure)
+        handle
+            .inner
+            .wait_empty(timeout)
+            .map_err(|e| Failure::of(&e))
     })
 }
 

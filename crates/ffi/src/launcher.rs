@@ -2,7 +2,6 @@
 
 use std::ffi::{c_char, c_void, CString, OsString};
 use std::os::unix::ffi::OsStringExt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::time::Duration;
 
@@ -13,9 +12,10 @@ use crate::abi::{
 use crate::args::{argv_arg, c_string, env_arg, kind_arg, out_arg, path_arg, str_arg, timeout_arg};
 use crate::boxed::{borrow, free, hand_out, read_or, write_out};
 use crate::error::{copy_error, scope_result, Failure};
-use crate::panic::{guard, guard_value, PANIC_MESSAGE};
+use crate::export::guard;
+use crate::panic::{caught, guard_value};
 use synaps_scope::{direct_for_user_switch, resolve_program};
-use synaps_scope::{launcher_with_options, LauncherOptions, ScopeError, ScopeLauncher};
+use synaps_scope::{launcher_with_options, LauncherOptions, ScopeLauncher};
 use synaps_scope::{ScopeKind, Wrapper};
 
 /// A launcher: turns an argv into one that runs in a new scope. Immutable, so one launcher may be
@@ -83,14 +83,8 @@ fn request(
 ) -> Result<*mut scope_launcher, Failure> {
     #[cfg(test)]
     tests::panic_if_asked(env);
-    let launcher =
-        launcher_with_options(env, kind, &LauncherOptions { probe_timeout }).map_err(|e| {
-            let code = match e {
-                ScopeError::Unavailable { .. } => scope_result::RequiredUnavailable,
-                _ => scope_result::InvalidArgument,
-            };
-            Failure::new(code, e.to_string())
-        })?;
+    let launcher = launcher_with_options(env, kind, &LauncherOptions { probe_timeout })
+        .map_err(|e| Failure::of(&e))?;
     Ok(match launcher {
         Some(inner) => {
             let slice = inner
@@ -200,7 +194,7 @@ pub unsafe extern "C" fn scope_launcher_user_switch(
         let switches = unsafe { str_arg(switches, "switches") }?;
         direct_for_user_switch(&launcher.inner, switches)
             .map(drop)
-            .map_err(|e| Failure::new(scope_result::RequiredUnavailable, e.to_string()))
+            .map_err(|e| Failure::of(&e))
     })
 }
 
@@ -445,7 +439,7 @@ pub unsafe extern "C" fn scope_resolve_program(
         // SAFETY: forwarded from the caller.
         let cwd = unsafe { path_arg(cwd) };
         let path = resolve_program(program.as_os_str(), &env, cwd.as_deref())
-            .map_err(|e| Failure::new(scope_result::NotFound, e.to_string()))?;
+            .map_err(|e| Failure::of(&e))?;
         let path = c_string(path.into_os_string().into_vec())?;
         // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
         unsafe { write_out(out, path.into_raw()) };
@@ -526,10 +520,8 @@ pub unsafe extern "C" fn scope_launcher_for_env_async(
                 let userdata = userdata;
                 // This thread is outside the export's guard: a panic in the request is caught
                 // here, so that `ready` still runs exactly once (a Node promise always settles).
-                let outcome = catch_unwind(AssertUnwindSafe(|| request(&env, kind, probe_timeout)))
-                    .unwrap_or_else(|_| {
-                        Err(Failure::new(scope_result::Panic, PANIC_MESSAGE.to_owned()))
-                    });
+                let outcome = caught(|| request(&env, kind, probe_timeout))
+                    .unwrap_or_else(|| Err(Failure::panicked()));
                 let (result, launcher, error) = match outcome {
                     Ok(launcher) => (scope_result::Ok, launcher, None),
                     Err(Failure(code, message)) => (code, ptr::null_mut(), Some(message)),

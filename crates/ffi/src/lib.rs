@@ -14,6 +14,7 @@ mod args;
 mod boxed;
 pub mod doctor;
 pub mod error;
+mod export;
 pub mod handle;
 pub mod launcher;
 pub mod log;

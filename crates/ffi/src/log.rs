@@ -11,8 +11,7 @@ use synaps_scope::__ffi::{lock, lock_if_free, Mine, PerProcess};
 
 use tracing::Level;
 
-use crate::error::{scope_result, Failure};
-use crate::panic::guard;
+use crate::error::{result_of, scope_result, Failure};
 use synaps_scope::diag::CallbackSubscriber;
 
 /// Severity of a log line; lower is more severe.
@@ -196,7 +195,8 @@ pub unsafe extern "C" fn scope_set_log_callback(
     callback: scope_log_callback,
     userdata: *mut c_void,
 ) {
-    let _ = guard(|| {
+    ensure_installed();
+    let _ = result_of(|| {
         let logging = logging();
         let mut sink = lock(&logging.sink);
         sink.callback = callback;
@@ -220,7 +220,7 @@ pub unsafe extern "C" fn scope_set_log_callback(
 /// 1 to 5 is `SCOPE_RESULT_INVALID_ARGUMENT`.
 #[no_mangle]
 pub extern "C" fn scope_set_log_level(level: u32) -> scope_result {
-    guard(|| match level {
+    result_of(|| match level {
         1..=5 => {
             MAX_LEVEL.store(level, Ordering::Relaxed);
             Ok(())
@@ -238,7 +238,8 @@ pub extern "C" fn scope_set_log_level(level: u32) -> scope_result {
 /// finished, `SCOPE_RESULT_TIMED_OUT` when some had not by the deadline.
 #[no_mangle]
 pub extern "C" fn scope_flush_warnings(timeout_ms: u32) -> scope_result {
-    guard(|| {
+    ensure_installed();
+    result_of(|| {
         if synaps_scope::flush_warnings(Duration::from_millis(timeout_ms.into())) {
             Ok(())
         } else {
