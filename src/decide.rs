@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::bounds::{deadline_after, DEFAULT_PROBE_TIMEOUT};
-use crate::bus::turn;
 use crate::bus::Route;
 use crate::config::{Config, LauncherChoice, Mode, Origin};
 use crate::diag::TARGET;
@@ -20,6 +19,7 @@ use crate::launcher::{InPlace, ScopeLauncher, Wrapper};
 use crate::own_scope::NotMade as ScopeNotMade;
 use crate::probe;
 use crate::resolve::resolve_in;
+use crate::turn;
 use crate::unit_name::mangle_slice;
 use crate::{slice_check, version, warn};
 

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::bounds::deadline_after;
-use crate::bus::turn::Turn;
 use crate::bus::{Fallback, Route};
 use crate::config::LauncherChoice;
 use crate::diag::TARGET;
@@ -18,6 +17,7 @@ use crate::inputs::UserBus;
 use crate::kind::ScopeKind;
 use crate::own_scope::{self, NotMade as ScopeNotMade, ScopeRequest};
 use crate::resolve::{execve_refuses_format, resolve_program};
+use crate::turn::Turn;
 use crate::unit_name::{description, unit_name};
 use crate::version;
 

@@ -43,6 +43,7 @@ mod probe;
 mod resolve;
 mod slice_check;
 mod spawn;
+mod turn;
 mod unit_name;
 mod version;
 mod warn;

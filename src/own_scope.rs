@@ -5,10 +5,10 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use crate::bus::turn::{self, Turn};
 use crate::bus::wire::{Call, Property};
 use crate::bus::{pool, BusError, Connection, Fallback, Route};
 use crate::inputs::NO_USER_BUS;
+use crate::turn::{self, Turn};
 
 /// One scope to make for the calling process.
 #[derive(Clone, Debug)]
@@ -100,9 +100,9 @@ pub(crate) fn enter_own_scope(
     make_own_scope_over(bus, turn, request, deadline)
 }
 
-/// This request's turn with the manager on `route` (`crate::bus::turn`).
+/// This request's turn with the manager on `route` (`crate::turn`).
 fn take_turn(route: &Route, deadline: Instant) -> Result<Turn, NotMade> {
-    turn::take(route, deadline).map_err(|no| {
+    turn::take(route.runtime_dir(), deadline).map_err(|no| {
         NotMade::before_sending(
             BusError::TimedOut {
                 phase: "waiting for its turn behind other launches",

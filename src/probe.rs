@@ -18,7 +18,7 @@ use crate::per_process::{lock, PerProcess};
 /// probe failed, had as long to wait as this request has; it waits for one within its own bound,
 /// or asks itself when none is under way. So 256 threads launching at
 /// once cost the manager a handful of questions, one after another, instead of 256 connections
-/// at once (which, beside their own cost, hold back every scope's start, `crate::bus::turn`).
+/// at once (which, beside their own cost, hold back every scope's start, `crate::turn`).
 pub(crate) fn probe(
     route: &Route,
     unit_slice: Option<&str>,

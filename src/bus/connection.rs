@@ -74,7 +74,7 @@ impl fmt::Display for BusError {
 /// connected; from 257 it does not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Route {
-    /// `XDG_RUNTIME_DIR`, where the private socket and the turn lock (`super::turn`) are.
+    /// `XDG_RUNTIME_DIR`, where the private socket and the turn lock (`crate::turn`) are.
     runtime: Option<OsString>,
     private: Option<OsString>,
     session: Option<Vec<u8>>,

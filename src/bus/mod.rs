@@ -9,7 +9,6 @@
 mod address;
 mod connection;
 pub(crate) mod pool;
-pub(crate) mod turn;
 pub(crate) mod wire;
 
 pub(crate) use connection::{BusError, Connection, Fallback, Route, MANAGER, MANAGER_PATH};

@@ -11,8 +11,9 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{turn, BusError, Connection, Route};
+use super::{BusError, Connection, Route};
 use crate::per_process::{lock, lock_if_free, Mine, PerProcess};
+use crate::turn;
 
 /// How long an idle connection is kept.
 const KEEP_FOR: Duration = Duration::from_millis(500);
@@ -71,7 +72,7 @@ pub(crate) fn with_connection<T>(
     }
     // A new connection takes a turn: connections set up by many processes at once are what a
     // burst costs the manager most. A question on a kept one is a round trip.
-    let _turn = turn::take(route, deadline).map_err(|no| BusError::TimedOut {
+    let _turn = turn::take(route.runtime_dir(), deadline).map_err(|no| BusError::TimedOut {
         phase: "waiting for its turn behind other requests",
         after: no.waited,
     })?;
