@@ -41,7 +41,8 @@ enum scope_result
   SCOPE_RESULT_OK = 0,
   // A required pointer argument was NULL.
   SCOPE_RESULT_NULL_PARAMETER = 1,
-  // An argument is malformed: an envp entry without `=` or with an empty key, a zero timeout.
+  // An argument is malformed: an envp entry without `=` or with an empty key, a zero timeout, a
+  // number that is no pid (0, or above 2147483647).
   SCOPE_RESULT_INVALID_ARGUMENT = 2,
   // A string that must be UTF-8 (a unit name) is not.
   SCOPE_RESULT_INVALID_UTF8 = 3,
@@ -207,6 +208,10 @@ uint32_t scope_abi_version(void);
 // The library's version, e.g. "1.0.0" (static, never NULL): the version of every artifact of
 // the project (crates, wheel, npm package, this library's soname and pkg-config file).
 const char *scope_version(void);
+
+// The file this library was loaded from (static, as the dynamic loader mapped it), or NULL when
+// that cannot be told: for a host that loaded it by its soname and wants to say which copy runs.
+const char *scope_library_file(void);
 
 // Frees a string this library returned (NULL is accepted and ignored).
 //

@@ -53,6 +53,7 @@ impl Classified for HandleError {
             HandleError::NotInScope { .. } => ErrorClass::NotInScope,
             HandleError::NotFound { .. } => ErrorClass::NoSuchScope,
             HandleError::NoCgroup2 => ErrorClass::NoCgroup2,
+            HandleError::InvalidPid { .. } => ErrorClass::InvalidInput,
             HandleError::Manager(_) => ErrorClass::Manager,
             HandleError::TimedOut { .. } => ErrorClass::TimedOut,
             HandleError::Io(_) => ErrorClass::Io,

@@ -7,9 +7,9 @@
 use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use crate::inputs::Inputs;
+use crate::per_process::PerProcess;
 use crate::resolve::resolve_in;
 
 /// The name of the project's launcher program.
@@ -83,7 +83,7 @@ pub(crate) fn locate_exec_program(inputs: &Inputs<'_>) -> Result<ExecProgram, St
     let found = |path: PathBuf, found_by: FoundBy| ExecProgram { path, found_by };
     let own = own_file();
     // Beside the file that holds this code, then in its ../libexec/synaps-scope.
-    let own_candidates = own.and_then(|own| {
+    let own_candidates = own.as_deref().and_then(|own| {
         let dir = own.parent()?;
         Some([
             (
@@ -125,18 +125,29 @@ pub(crate) fn locate_exec_program(inputs: &Inputs<'_>) -> Result<ExecProgram, St
 }
 
 /// The library or program this code was loaded from (the C library, the Python extension, or an
-/// executable that links the crate), found once per process; the running executable where
-/// `/proc/self/maps` cannot say.
-pub(crate) fn own_file() -> Option<&'static Path> {
-    static OWN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    OWN.get_or_init(|| {
-        let address = own_file as fn() -> Option<&'static Path> as usize;
-        std::fs::read_to_string("/proc/self/maps")
-            .ok()
-            .and_then(|maps| maps.lines().find_map(|line| mapped_file(line, address)))
-            .or_else(|| std::env::current_exe().ok())
-    })
-    .as_deref()
+/// executable that links the crate), found once per process (a forked child keeps its parent's
+/// answer, and never waits on a parent's thread that was finding it); the running executable where
+/// `/proc/self/maps` cannot say. Every surface that names the library's file asks here.
+pub fn own_file() -> Option<PathBuf> {
+    static OWN: PerProcess<OwnFile> = PerProcess::new();
+    OWN.get_inheriting(|parents| OwnFile(parents.0.clone()))
+        .0
+        .clone()
+}
+
+/// What [`own_file`] found, found when first asked for.
+struct OwnFile(Option<PathBuf>);
+
+impl Default for OwnFile {
+    fn default() -> Self {
+        let address = own_file as fn() -> Option<PathBuf> as usize;
+        OwnFile(
+            std::fs::read_to_string("/proc/self/maps")
+                .ok()
+                .and_then(|maps| maps.lines().find_map(|line| mapped_file(line, address)))
+                .or_else(|| std::env::current_exe().ok()),
+        )
+    }
 }
 
 /// The file of one `/proc/self/maps` line, when its range holds `address`: `start-end perms
@@ -179,6 +190,6 @@ mod tests {
     #[test]
     fn own_file_is_the_test_executable() {
         let exe = std::env::current_exe().unwrap().canonicalize().unwrap();
-        assert_eq!(own_file().map(Path::to_path_buf), Some(exe));
+        assert_eq!(own_file(), Some(exe));
     }
 }

@@ -69,6 +69,12 @@ pub enum HandleError {
     },
     /// There is no cgroup2 hierarchy mounted.
     NoCgroup2,
+    /// A process id that no process can have: not from 1 to 2147483647 (`pid_t` is signed, and 0
+    /// names no process).
+    InvalidPid {
+        /// The number given.
+        pid: i64,
+    },
     /// Asking the user manager failed.
     Manager(String),
     /// Processes were still in the scope at the deadline.
@@ -105,6 +111,9 @@ impl fmt::Display for HandleError {
             }
             HandleError::NotFound { unit } => write!(f, "scope {unit} is not running"),
             HandleError::NoCgroup2 => f.write_str("no cgroup2 hierarchy is mounted"),
+            HandleError::InvalidPid { pid } => {
+                write!(f, "pid must be a whole number from 1 to {PID_MAX}, not {pid}")
+            }
             HandleError::Manager(why) => write!(f, "the user manager could not say: {why}"),
             HandleError::TimedOut { waited, remaining } => write!(
                 f,
@@ -129,6 +138,21 @@ impl std::error::Error for HandleError {
 impl From<io::Error> for HandleError {
     fn from(e: io::Error) -> Self {
         HandleError::Io(e)
+    }
+}
+
+/// The largest process id there can be: `pid_t` is a signed 32-bit number.
+pub const PID_MAX: u32 = i32::MAX as u32;
+
+/// `pid` as a process id, the one check every surface makes of a pid a caller gives (the handles'
+/// constructors make it too): a whole number from 1 to [`PID_MAX`].
+///
+/// # Errors
+/// [`HandleError::InvalidPid`] for any other number.
+pub fn checked_pid(pid: i64) -> Result<u32, HandleError> {
+    match u32::try_from(pid) {
+        Ok(valid @ 1..=PID_MAX) => Ok(valid),
+        _ => Err(HandleError::InvalidPid { pid }),
     }
 }
 
@@ -179,6 +203,7 @@ impl ScopeHandle {
     /// The scope `unit`, found through the cgroup of `pid` (a process launched in it), without
     /// asking the manager. Refused unless `unit` is one of this library's names and `pid` is in it.
     pub fn from_pid(unit: &str, pid: u32) -> Result<ScopeHandle, HandleError> {
+        checked_pid(pid.into())?;
         ensure_ours(unit)?;
         let relative = process_cgroup(pid)?;
         if Path::new(&relative).file_name().and_then(|n| n.to_str()) != Some(unit) {
@@ -193,6 +218,7 @@ impl ScopeHandle {
 
     /// The scope that process `pid` runs in, refused unless it is one of this library's.
     pub fn of_process(pid: u32) -> Result<ScopeHandle, HandleError> {
+        checked_pid(pid.into())?;
         let relative = process_cgroup(pid)?;
         let unit = Path::new(&relative)
             .file_name()
@@ -568,6 +594,31 @@ mod tests {
         let v1 = "31 25 0:27 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory";
         assert_eq!(cgroup2_mount_point(v1), None);
         assert_eq!(unescape_mountinfo(r"/a\040b\134c\"), "/a b\\c\\");
+    }
+
+    #[test]
+    fn a_pid_is_a_whole_number_from_1_to_pid_max_on_every_constructor() {
+        assert_eq!(checked_pid(1).unwrap(), 1);
+        assert_eq!(checked_pid(i64::from(PID_MAX)).unwrap(), PID_MAX);
+        let unit = "synaps-tool-0123456789abcdef0123456789abcdef.scope";
+        for pid in [0, -1, i64::from(PID_MAX) + 1, 1 << 32, i64::MIN] {
+            let error = checked_pid(pid).unwrap_err();
+            assert!(matches!(error, HandleError::InvalidPid { pid: p } if p == pid));
+            assert_eq!(
+                error.to_string(),
+                format!("pid must be a whole number from 1 to 2147483647, not {pid}")
+            );
+        }
+        for pid in [0, PID_MAX + 1, u32::MAX] {
+            assert!(matches!(
+                ScopeHandle::of_process(pid),
+                Err(HandleError::InvalidPid { .. })
+            ));
+            assert!(matches!(
+                ScopeHandle::from_pid(unit, pid),
+                Err(HandleError::InvalidPid { .. })
+            ));
+        }
     }
 
     #[test]

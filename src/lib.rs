@@ -40,6 +40,7 @@ mod oom_watch;
 mod own_scope;
 mod per_process;
 mod probe;
+mod request_thread;
 mod resolve;
 mod slice_check;
 mod spawn;
@@ -60,12 +61,15 @@ pub use env::{
     check_env, inherited_env, parse_env_entry, set_env, with_overrides, EnvEntryError, RefusedEnv,
 };
 pub use error_class::{Classified, ErrorClass};
-pub use exec_program::{ExecProgram, FoundBy, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR};
-pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
+pub use exec_program::{
+    own_file, ExecProgram, FoundBy, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
+};
+pub use handle::{checked_pid, HandleError, KillMethod, ScopeHandle, ScopeStats, PID_MAX};
 pub use kind::{ScopeKind, UnknownKind};
 pub use launcher::{InPlace, ScopeLauncher, Wrapped, Wrapper};
 pub use manager::ManagerVersion;
 pub use own_scope::NotMade as ScopeNotMade;
+pub use request_thread::{decide_on_own_thread, Answer};
 pub use resolve::resolve_program;
 pub use slice_check::{flush_warnings, SliceLimits};
 pub use spawn::{direct_for_user_switch, Launch};

@@ -66,14 +66,13 @@ function modified(file) {
   }
 }
 
-/** The file the dynamic loader mapped for `soname`, from /proc/self/maps (the soname if unknown). */
-function mappedFile(soname) {
+/**
+ * The file `lib` was loaded from, as the library itself tells it (the soname where it cannot, or
+ * where a library older than this package lacks scope_library_file).
+ */
+function loadedFile(lib, soname) {
   try {
-    const files = fs.readFileSync('/proc/self/maps', 'utf8').split('\n')
-      .filter((line) => line.includes('/'))
-      .map((line) => line.slice(line.indexOf('/')))
-      .filter((file) => path.basename(file).startsWith(`${LIBRARY}.`));
-    return files.length > 0 ? files[files.length - 1] : soname;
+    return lib.func('const char *scope_library_file(void)')() ?? soname;
   } catch {
     return soname;
   }
@@ -94,7 +93,7 @@ function loadLibrary() {
       tried.push(`${place} (${error.message})`);
       continue;
     }
-    const libraryPath = file ?? mappedFile(soname);
+    const libraryPath = file ?? loadedFile(lib, soname);
     const abi = lib.func('uint32_t scope_abi_version(void)')();
     if (abi !== ABI_VERSION) {
       throw new Error(
@@ -337,12 +336,13 @@ function kindNumber(kind) {
 }
 
 /**
- * A process id: a whole number from 1 to 2^31 - 1 (the kernel's pid_t). Anything else throws
- * rather than reaching the C ABI's uint32_t, where 1.5 would become pid 1 and 2^32 + N pid N.
+ * A process id as the C ABI's uint32_t takes it: a number that type cannot hold throws here (koffi
+ * would turn 1.5 into pid 1 and 2^32 + N into pid N); which numbers are pids (1 to 2^31 - 1) is the
+ * library's one rule, refused by it with SCOPE_INVALID_ARGUMENT.
  */
 function pidArg(value) {
   if (typeof value !== 'number') throw new TypeError(`pid must be a number, not ${typeof value}`);
-  if (!Number.isInteger(value) || value < 1 || value > 0x7fffffff) {
+  if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
     throw new RangeError(`pid must be a whole number from 1 to 2147483647, not ${value}`);
   }
   return value;

@@ -123,8 +123,17 @@ test('pids are whole numbers from 1 to 2^31 - 1 on every entry point', () => {
   const unit = 'synaps-tool-0123456789abcdef0123456789abcdef.scope';
   const entryPoints = [(/** @type {any} */ pid) => scope.ScopeHandle.ofProcess(pid), (/** @type {any} */ pid) => scope.ScopeHandle.fromPid(unit, pid)];
   for (const call of entryPoints) {
-    for (const pid of [1.5, 2 ** 32 + 1, 2 ** 31, -1, 0, NaN, Infinity]) {
+    // Numbers a C uint32_t cannot hold, refused by the binding before the call.
+    for (const pid of [1.5, 2 ** 32 + 1, -1, NaN, Infinity]) {
       assert.throws(() => call(pid), { name: 'RangeError', message: /pid must be a whole number from 1 to 2147483647/ }, String(pid));
+    }
+    // Numbers it can hold that are no pid, refused by the library's own rule.
+    for (const pid of [0, 2 ** 31, 2 ** 32 - 1]) {
+      assert.throws(
+        () => call(pid),
+        { name: 'ScopeError', code: 'SCOPE_INVALID_ARGUMENT', message: new RegExp(`pid must be a whole number from 1 to 2147483647, not ${pid}`) },
+        String(pid),
+      );
     }
     for (const pid of ['5', null, undefined, 5n, { valueOf: () => 5 }]) {
       assert.throws(() => call(pid), { name: 'TypeError', message: /pid must be a number/ }, String(pid));

@@ -16,9 +16,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyBytes;
 use synaps_scope::diag::CallbackSubscriber;
 use synaps_scope::{
-    bound_from_secs, check_env, decide, direct_for_user_switch, resolve_program, Classified,
-    Decision, ErrorClass, LauncherOptions, OomdRule, ScopeEnding, ScopeHandle, ScopeKind,
-    DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
+    bound_from_secs, check_env, checked_pid, decide, decide_on_own_thread, direct_for_user_switch,
+    resolve_program, Classified, Decision, ErrorClass, LauncherOptions, OomdRule, ScopeEnding,
+    ScopeHandle, ScopeKind, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
 };
 use tracing::Level;
 
@@ -248,13 +248,13 @@ fn begin_launcher_for_env(
     let (ready, done) = UnixStream::pair()?;
     let outcome = Outcome::default();
     let slot = Arc::clone(&outcome);
-    std::thread::Builder::new()
-        .name("synaps-scope probe".into())
-        .spawn(move || {
-            let answer = decide(&env, kind, &options);
+    // A request that panicked (a bug) leaves no outcome: `result()` then says so.
+    decide_on_own_thread(env, kind, options, move |answer| {
+        if let Ok(answer) = answer {
             *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer);
-            drop(done);
-        })?;
+        }
+        drop(done);
+    })?;
     Ok(PendingLauncher { ready, outcome })
 }
 
@@ -329,14 +329,16 @@ struct PyScopeHandle {
 #[pymethods]
 impl PyScopeHandle {
     #[staticmethod]
-    fn from_pid(unit: &str, pid: u32) -> PyResult<Self> {
+    fn from_pid(unit: &str, pid: i64) -> PyResult<Self> {
+        let pid = checked_pid(pid).map_err(|e| py_error(&e))?;
         ScopeHandle::from_pid(unit, pid)
             .map(|inner| Self { inner })
             .map_err(|e| py_error(&e))
     }
 
     #[staticmethod]
-    fn of_process(pid: u32) -> PyResult<Self> {
+    fn of_process(pid: i64) -> PyResult<Self> {
+        let pid = checked_pid(pid).map_err(|e| py_error(&e))?;
         ScopeHandle::of_process(pid)
             .map(|inner| Self { inner })
             .map_err(|e| py_error(&e))

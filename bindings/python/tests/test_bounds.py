@@ -195,9 +195,9 @@ def test_bad_inputs_raise_python_exceptions(rig: Dict[str, str]) -> None:
         with pytest.raises(TypeError, match="pid must be an int"):
             synaps_scope.ScopeHandle.from_pid(unit, bad_type)  # type: ignore[arg-type]
     for bad_number in (-1, 0, 2**31, 2**32 + 1):
-        with pytest.raises(ValueError, match="pid must be from 1 to 2147483647"):
+        with pytest.raises(ValueError, match="pid must be a whole number from 1 to 2147483647"):
             synaps_scope.ScopeHandle.of_process(bad_number)
-        with pytest.raises(ValueError, match="pid must be from 1 to 2147483647"):
+        with pytest.raises(ValueError, match="pid must be a whole number from 1 to 2147483647"):
             synaps_scope.ScopeHandle.from_pid(unit, bad_number)
     for bad_timeout in (-1e19, 1e-12, float("-inf")):
         with pytest.raises(ValueError):

@@ -2,6 +2,10 @@
 //! status of a launch that could not be scoped, the default bounds, and freeing a string.
 
 use std::ffi::{c_char, CStr, CString};
+use std::os::unix::ffi::OsStringExt;
+
+use synaps_scope::__ffi::PerProcess;
+use synaps_scope::own_file;
 
 use crate::panic::guard_value;
 
@@ -53,6 +57,29 @@ pub extern "C" fn scope_version() -> *const c_char {
             Err(_) => c"unknown",
         };
     VERSION.as_ptr()
+}
+
+/// The file this library was loaded from (static, as the dynamic loader mapped it), or NULL when
+/// that cannot be told: for a host that loaded it by its soname and wants to say which copy runs.
+#[no_mangle]
+pub extern "C" fn scope_library_file() -> *const c_char {
+    // Kept for as long as the process lives (a forked child's holds its parent's).
+    static FILE: PerProcess<LibraryFile> = PerProcess::new();
+    guard_value(std::ptr::null(), || {
+        FILE.get_inheriting(|parents| LibraryFile(parents.0.clone()))
+            .0
+            .as_ref()
+            .map_or(std::ptr::null(), |file| file.as_ptr())
+    })
+}
+
+/// The library's file as a C string, found when first asked for.
+struct LibraryFile(Option<CString>);
+
+impl Default for LibraryFile {
+    fn default() -> Self {
+        LibraryFile(own_file().and_then(|file| CString::new(file.into_os_string().into_vec()).ok()))
+    }
 }
 
 /// Frees a string this library returned (NULL is accepted and ignored).

@@ -17,7 +17,8 @@ pub enum scope_result {
     Ok = 0,
     /// A required pointer argument was NULL.
     NullParameter = 1,
-    /// An argument is malformed: an envp entry without `=` or with an empty key, a zero timeout.
+    /// An argument is malformed: an envp entry without `=` or with an empty key, a zero timeout, a
+    /// number that is no pid (0, or above 2147483647).
     InvalidArgument = 2,
     /// A string that must be UTF-8 (a unit name) is not.
     InvalidUtf8 = 3,

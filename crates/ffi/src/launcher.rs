@@ -1,9 +1,8 @@
 //! `scope_launcher`, `scope_argv` and program resolution across the C ABI.
 
-use std::ffi::{c_char, c_void, CString, OsString};
+use std::ffi::{c_char, c_void, CString};
 use std::os::unix::ffi::OsStringExt;
 use std::ptr;
-use std::time::Duration;
 
 use crate::abi::{
     scope_kind, scope_wrapper, SCOPE_DEFAULT_PROBE_TIMEOUT_MS, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL,
@@ -14,8 +13,10 @@ use crate::boxed::{borrow, free, hand_out, read_or, write_out};
 use crate::error::{copy_error, scope_result, Failure};
 use crate::export::guard;
 use crate::panic::{caught, guard_value};
+use synaps_scope::{
+    decide, decide_on_own_thread, Decision, LauncherOptions, ScopeError, ScopeLauncher,
+};
 use synaps_scope::{direct_for_user_switch, resolve_program};
-use synaps_scope::{launcher_with_options, LauncherOptions, ScopeLauncher};
 use synaps_scope::{ScopeKind, Wrapper};
 
 /// A launcher: turns an argv into one that runs in a new scope. Immutable, so one launcher may be
@@ -68,32 +69,25 @@ pub unsafe extern "C" fn scope_launcher_for_env_timeout(
         let probe_timeout = timeout_arg(probe_timeout_ms, "probe_timeout_ms")?;
         // SAFETY: forwarded from the caller.
         let env = unsafe { env_arg(envp) }?;
-        let handle = request(&env, kind, probe_timeout)?;
+        let handle = launcher_out(decide(&env, kind, &LauncherOptions { probe_timeout }))?;
         // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
         unsafe { write_out(out, handle) };
         Ok(())
     })
 }
 
-/// One launcher request: a launcher handle, or NULL for "launch directly".
-fn request(
-    env: &[(OsString, OsString)],
-    kind: ScopeKind,
-    probe_timeout: Duration,
-) -> Result<*mut scope_launcher, Failure> {
-    #[cfg(test)]
-    tests::panic_if_asked(env);
-    let launcher = launcher_with_options(env, kind, &LauncherOptions { probe_timeout })
-        .map_err(|e| Failure::of(&e))?;
-    Ok(match launcher {
-        Some(inner) => {
+/// A request's decision as the C caller takes it: a launcher handle, or NULL for "launch
+/// directly".
+fn launcher_out(decision: Result<Decision, ScopeError>) -> Result<*mut scope_launcher, Failure> {
+    Ok(match decision.map_err(|e| Failure::of(&e))? {
+        Decision::Scoped(inner) => {
             let slice = inner
                 .slice()
                 .map(|s| c_string(s.as_bytes().to_vec()))
                 .transpose()?;
             Box::into_raw(Box::new(scope_launcher { inner, slice }))
         }
-        None => ptr::null_mut(),
+        Decision::Direct(_) => ptr::null_mut(),
     })
 }
 
@@ -514,25 +508,32 @@ pub unsafe extern "C" fn scope_launcher_for_env_async(
         // SAFETY: forwarded from the caller.
         let env = unsafe { env_arg(envp) }?;
         let userdata = Userdata(userdata);
-        std::thread::Builder::new()
-            .name("synaps-scope probe".into())
-            .spawn(move || {
-                let userdata = userdata;
-                // This thread is outside the export's guard: a panic in the request is caught
-                // here, so that `ready` still runs exactly once (a Node promise always settles).
-                let outcome = caught(|| request(&env, kind, probe_timeout))
-                    .unwrap_or_else(|| Err(Failure::panicked()));
-                let (result, launcher, error) = match outcome {
-                    Ok(launcher) => (scope_result::Ok, launcher, None),
-                    Err(Failure(code, message)) => (code, ptr::null_mut(), Some(message)),
-                };
-                let error = error.map(|m| CString::new(m.replace('\0', " ")).unwrap_or_default());
-                let error_ptr = error.as_ref().map_or(ptr::null(), |e| e.as_ptr());
-                // SAFETY: the caller promised `ready` may be called from this thread with its
-                // userdata; `error` outlives the call.
-                unsafe { ready(userdata.0, result, launcher, error_ptr) };
+        #[cfg(test)]
+        let panic_asked = tests::panic_asked(&env);
+        let options = LauncherOptions { probe_timeout };
+        decide_on_own_thread(env, kind, options, move |answer| {
+            let userdata = userdata;
+            // This thread is outside the export's guard: a panic in the request (caught by the
+            // core) or in handing its answer out is caught here, so that `ready` still runs
+            // exactly once (a Node promise always settles).
+            let outcome = caught(|| {
+                #[cfg(test)]
+                tests::panic_if(panic_asked);
+                answer.map(launcher_out)
             })
-            .map_err(|e| Failure::new(scope_result::Io, format!("cannot start a thread: {e}")))?;
+            .and_then(Result::ok)
+            .unwrap_or_else(|| Err(Failure::panicked()));
+            let (result, launcher, error) = match outcome {
+                Ok(launcher) => (scope_result::Ok, launcher, None),
+                Err(Failure(code, message)) => (code, ptr::null_mut(), Some(message)),
+            };
+            let error = error.map(|m| CString::new(m.replace('\0', " ")).unwrap_or_default());
+            let error_ptr = error.as_ref().map_or(ptr::null(), |e| e.as_ptr());
+            // SAFETY: the caller promised `ready` may be called from this thread with its
+            // userdata; `error` outlives the call.
+            unsafe { ready(userdata.0, result, launcher, error_ptr) };
+        })
+        .map_err(|e| Failure::new(scope_result::Io, format!("cannot start a thread: {e}")))?;
         Ok(())
     })
 }
@@ -548,8 +549,13 @@ mod tests {
     /// The environment variable that, set to 1, makes a request of this test build panic.
     const PANIC_VARIABLE: &str = "SYNAPS_FFI_TEST_PANIC";
 
-    pub(super) fn panic_if_asked(env: &[(OsString, OsString)]) {
-        if env.iter().any(|(k, v)| k == PANIC_VARIABLE && v == "1") {
+    /// Whether the test asks the request of `env` to panic.
+    pub(super) fn panic_asked(env: &[(OsString, OsString)]) -> bool {
+        env.iter().any(|(k, v)| k == PANIC_VARIABLE && v == "1")
+    }
+
+    pub(super) fn panic_if(asked: bool) {
+        if asked {
             panic!("a panic inside the request, as asked by the test");
         }
     }

@@ -96,15 +96,11 @@ def _argv_bytes(argv: Sequence[StrOrBytesPath]) -> List[bytes]:
     return [_fsencode(arg, "an argument") for arg in argv]
 
 
-_PID_MAX = 2**31 - 1
-
-
 def _pid(value: object) -> int:
-    """A process id: an int (not a bool, which would mean pid 1) from 1 to 2**31 - 1."""
+    """A process id as Python hands it over: an int, not a bool (which would mean pid 1). Which
+    numbers are pids is the library's one rule (ValueError for the rest)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"pid must be an int, not {type(value).__name__}")
-    if not 1 <= value <= _PID_MAX:
-        raise ValueError(f"pid must be from 1 to {_PID_MAX}, not {value}")
     return value
 
 

@@ -62,10 +62,22 @@ int scenario_bad_input(void) {
     CHECK(strcmp(scope_argv_get(wrapped, 0, NULL), "synaps-no-such-program") == 0, "unchanged");
     scope_argv_free(wrapped);
 
+    const char *file = scope_library_file();
+    CHECK(file != NULL && file[0] == '/' && strstr(file, "libsynaps_scope") != NULL, "the library names its file");
+    CHECK(scope_library_file() == file, "the same static string each time");
+
     scope_handle *handle = SENTINEL;
     expect(scope_handle_from_pid(NULL, 1, &handle), SCOPE_RESULT_NULL_PARAMETER, "NULL unit");
     expect(scope_handle_from_pid("\xff.scope", 1, &handle), SCOPE_RESULT_INVALID_UTF8, "non-UTF-8 unit");
     expect(scope_handle_from_pid("app.slice", 1, &handle), SCOPE_RESULT_NOT_OURS, "foreign unit");
+    /* Which numbers are pids is the library's one rule: 1 to 2^31 - 1 (pid_t). */
+    const uint32_t not_pids[] = {0, 2147483648u, 4294967295u};
+    for (size_t i = 0; i < sizeof not_pids / sizeof not_pids[0]; i++) {
+        expect(scope_handle_of_process(not_pids[i], &handle), SCOPE_RESULT_INVALID_ARGUMENT, "no pid");
+        CHECK(strstr(scope_last_error(), "pid must be a whole number from 1 to 2147483647") != NULL, "the rule named");
+        expect(scope_handle_from_pid("synaps-tool-0123456789abcdef0123456789abcdef.scope", not_pids[i], &handle),
+               SCOPE_RESULT_INVALID_ARGUMENT, "no pid");
+    }
     expect(scope_handle_from_manager("synaps-tool-0123456789abcdef0123456789abcdef.scope", NULL, 3000, &handle),
            SCOPE_RESULT_NOT_FOUND, "no such scope");
     expect(scope_handle_kill(NULL, 1000), SCOPE_RESULT_NULL_PARAMETER, "NULL handle");
