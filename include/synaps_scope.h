@@ -141,6 +141,10 @@ typedef struct scope_handle scope_handle;
 // shared by any number of threads. Free with [`scope_launcher_free`].
 typedef struct scope_launcher scope_launcher;
 
+// How `scope_wrap_shell` hands the shell a command's words: a plain integer, as
+// [`scope_kind`] is.
+typedef uint32_t scope_shell_words;
+
 // A scope's usage; each figure is [`SCOPE_STAT_UNKNOWN`] where its controller is not enabled.
 typedef struct scope_stats {
   // `memory.current`, bytes.
@@ -198,6 +202,13 @@ typedef void (*scope_log_callback)(void *userdata,
 // `systemd-run --user --scope`.
 #define SCOPE_WRAPPER_SYSTEMD_RUN 2
 
+// As `sh -c` and Python's `subprocess` take them: the first word is the command, the others the
+// shell's `$0`, `$1`…
+#define SCOPE_SHELL_WORDS_POSITIONAL 0
+
+// As Node's `child_process` takes them: the words joined with spaces are the one command.
+#define SCOPE_SHELL_WORDS_JOINED 1
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -218,6 +229,102 @@ const char *scope_library_file(void);
 // # Safety
 // `s` is NULL or a string from this library not yet freed.
 void scope_string_free(char *s);
+
+// Rewrites `argv` (NULL-terminated; arguments are bytes, not necessarily UTF-8) to run in a new
+// scope. `envp` (NULL: this process's environment) and `cwd` (NULL: this process's) are the
+// child's: the program is resolved with them. A program that cannot be resolved, or an empty
+// argv, is left unwrapped, so the spawn fails as it would without scopes; [`scope_argv_unit`] is
+// then NULL.
+// After a successful probe, a failure of the wrapped launch must be reported, never retried
+// as a direct launch: the command may already have run.
+//
+// # Safety
+// `launcher` is a live launcher; `argv` and `envp` are NULL or NULL-terminated arrays of
+// NUL-terminated strings; `cwd` is NULL or a NUL-terminated string; `out` is writable.
+scope_result scope_wrap_argv(const struct scope_launcher *launcher,
+                             const char *const *argv,
+                             const char *const *envp,
+                             const char *cwd,
+                             struct scope_argv **out);
+
+// [`scope_wrap_argv`] for a program other than `argv[0]` (a login shell's `-bash`, like
+// `execv(program, argv)`): `program` (NULL: `argv[0]`) is resolved and run, and `argv`, its
+// `argv[0]` included, is what it sees. With systemd-run as the wrapper, which cannot pass an
+// `argv[0]`, the program sees its own path as `argv[0]`.
+//
+// # Safety
+// As [`scope_wrap_argv`]; `program` is NULL or a NUL-terminated string.
+scope_result scope_wrap_program(const struct scope_launcher *launcher,
+                                const char *program,
+                                const char *const *argv,
+                                const char *const *envp,
+                                const char *cwd,
+                                struct scope_argv **out);
+
+// [`scope_wrap_argv`] for a shell command: `shell` (NULL: `/bin/sh`) runs `-c` with `words`
+// (NULL-terminated), handed over as `how` says (`SCOPE_SHELL_WORDS_POSITIONAL`: the first word
+// is the command, the others `$0`, `$1`…; `SCOPE_SHELL_WORDS_JOINED`: the words joined with
+// spaces are the command), inside the scope.
+//
+// # Safety
+// As [`scope_wrap_argv`], `words` in `argv`'s place; `shell` is NULL or a NUL-terminated
+// string.
+scope_result scope_wrap_shell(const struct scope_launcher *launcher,
+                              const char *shell,
+                              const char *const *words,
+                              scope_shell_words how,
+                              const char *const *envp,
+                              const char *cwd,
+                              struct scope_argv **out);
+
+// The number of arguments (0 for NULL).
+//
+// # Safety
+// `argv` is NULL or a live `scope_argv`.
+size_t scope_argv_len(const struct scope_argv *argv);
+
+// The arguments as a NULL-terminated array ready for `execve`/`posix_spawn` (NULL for NULL),
+// valid while `argv` lives. The strings must not be modified.
+//
+// # Safety
+// `argv` is NULL or a live `scope_argv`.
+char *const *scope_argv_ptr(const struct scope_argv *argv);
+
+// Argument `index` (NULL when out of range), its byte length in `*len` when `len` is not NULL.
+// Arguments are bytes and may not be UTF-8. Valid while `argv` lives.
+//
+// # Safety
+// `argv` is NULL or a live `scope_argv`; `len` is NULL or writable.
+const char *scope_argv_get(const struct scope_argv *argv, size_t index, size_t *len);
+
+// The size of the buffer [`scope_argv_copy`] fills: every argument's bytes, each followed by a
+// NUL (0 for NULL).
+//
+// # Safety
+// `argv` is NULL or a live `scope_argv`.
+size_t scope_argv_size(const struct scope_argv *argv);
+
+// Copies every argument of `argv`, each followed by a NUL, into `buffer`, which holds
+// `buffer_len` bytes, at least [`scope_argv_size`]: the whole argv in one call, for a binding
+// that copies it out (Node) rather than reading the library's memory argument by argument.
+// `SCOPE_RESULT_INVALID_ARGUMENT` when the buffer is too short; nothing is written then.
+//
+// # Safety
+// `argv` is NULL or a live `scope_argv`; `buffer` is NULL or holds `buffer_len` writable bytes.
+scope_result scope_argv_copy(const struct scope_argv *argv, uint8_t *buffer, size_t buffer_len);
+
+// The scope's unit name (`synaps-<kind>-<32 hex>.scope`), or NULL when the argv was left
+// unwrapped (or for NULL). Valid while `argv` lives.
+//
+// # Safety
+// `argv` is NULL or a live `scope_argv`.
+const char *scope_argv_unit(const struct scope_argv *argv);
+
+// Frees a wrapped argv (NULL is accepted and ignored).
+//
+// # Safety
+// `argv` is NULL or from [`scope_wrap_argv`], not yet freed.
+void scope_argv_free(struct scope_argv *argv);
 
 // Runs every check a launcher request runs, for both kinds, with the environment `envp` (NULL:
 // this process's) and a bound of `timeout_ms` per probe, and writes the report for a person to
@@ -455,98 +562,6 @@ uint32_t scope_launcher_systemd_version(const struct scope_launcher *launcher);
 scope_result scope_launcher_user_switch(const struct scope_launcher *launcher,
                                         const char *switches);
 
-// Rewrites `argv` (NULL-terminated; arguments are bytes, not necessarily UTF-8) to run in a new
-// scope. `envp` (NULL: this process's environment) and `cwd` (NULL: this process's) are the
-// child's: the program is resolved with them. A program that cannot be resolved, or an empty
-// argv, is left unwrapped, so the spawn fails as it would without scopes; [`scope_argv_unit`] is
-// then NULL.
-// After a successful probe, a failure of the wrapped launch must be reported, never retried
-// as a direct launch: the command may already have run.
-//
-// # Safety
-// `launcher` is a live launcher; `argv` and `envp` are NULL or NULL-terminated arrays of
-// NUL-terminated strings; `cwd` is NULL or a NUL-terminated string; `out` is writable.
-scope_result scope_wrap_argv(const struct scope_launcher *launcher,
-                             const char *const *argv,
-                             const char *const *envp,
-                             const char *cwd,
-                             struct scope_argv **out);
-
-// [`scope_wrap_argv`] for a program other than `argv[0]` (a login shell's `-bash`, like
-// `execv(program, argv)`): `program` (NULL: `argv[0]`) is resolved and run, and `argv`, its
-// `argv[0]` included, is what it sees. With systemd-run as the wrapper, which cannot pass an
-// `argv[0]`, the program sees its own path as `argv[0]`.
-//
-// # Safety
-// As [`scope_wrap_argv`]; `program` is NULL or a NUL-terminated string.
-scope_result scope_wrap_program(const struct scope_launcher *launcher,
-                                const char *program,
-                                const char *const *argv,
-                                const char *const *envp,
-                                const char *cwd,
-                                struct scope_argv **out);
-
-// The number of arguments (0 for NULL).
-//
-// # Safety
-// `argv` is NULL or a live `scope_argv`.
-size_t scope_argv_len(const struct scope_argv *argv);
-
-// The arguments as a NULL-terminated array ready for `execve`/`posix_spawn` (NULL for NULL),
-// valid while `argv` lives. The strings must not be modified.
-//
-// # Safety
-// `argv` is NULL or a live `scope_argv`.
-char *const *scope_argv_ptr(const struct scope_argv *argv);
-
-// Argument `index` (NULL when out of range), its byte length in `*len` when `len` is not NULL.
-// Arguments are bytes and may not be UTF-8. Valid while `argv` lives.
-//
-// # Safety
-// `argv` is NULL or a live `scope_argv`; `len` is NULL or writable.
-const char *scope_argv_get(const struct scope_argv *argv, size_t index, size_t *len);
-
-// The size of the buffer [`scope_argv_copy`] fills: every argument's bytes, each followed by a
-// NUL (0 for NULL).
-//
-// # Safety
-// `argv` is NULL or a live `scope_argv`.
-size_t scope_argv_size(const struct scope_argv *argv);
-
-// Copies every argument of `argv`, each followed by a NUL, into `buffer`, which holds
-// `buffer_len` bytes, at least [`scope_argv_size`]: the whole argv in one call, for a binding
-// that copies it out (Node) rather than reading the library's memory argument by argument.
-// `SCOPE_RESULT_INVALID_ARGUMENT` when the buffer is too short; nothing is written then.
-//
-// # Safety
-// `argv` is NULL or a live `scope_argv`; `buffer` is NULL or holds `buffer_len` writable bytes.
-scope_result scope_argv_copy(const struct scope_argv *argv, uint8_t *buffer, size_t buffer_len);
-
-// The scope's unit name (`synaps-<kind>-<32 hex>.scope`), or NULL when the argv was left
-// unwrapped (or for NULL). Valid while `argv` lives.
-//
-// # Safety
-// `argv` is NULL or a live `scope_argv`.
-const char *scope_argv_unit(const struct scope_argv *argv);
-
-// Frees a wrapped argv (NULL is accepted and ignored).
-//
-// # Safety
-// `argv` is NULL or from [`scope_wrap_argv`], not yet freed.
-void scope_argv_free(struct scope_argv *argv);
-
-// Resolves `program` as execvp in a child with environment `envp` (NULL: this process's) and
-// working directory `cwd` (NULL: this process's) would. On success `*out` is the absolute path,
-// to be freed with `scope_string_free`; a missing program is `SCOPE_RESULT_NOT_FOUND`.
-//
-// # Safety
-// `program` and `cwd` are NULL or NUL-terminated strings; `envp` as for
-// [`scope_launcher_for_env`]; `out` is writable.
-scope_result scope_resolve_program(const char *program,
-                                   const char *const *envp,
-                                   const char *cwd,
-                                   char **out);
-
 // [`scope_launcher_for_env_timeout`] that also copies a failure's message into `error`
 // (`error_len` bytes, NUL-terminated, truncated): for callers that run it on a worker thread,
 // where `scope_last_error` of their own thread would not hold it.
@@ -594,6 +609,18 @@ scope_result scope_set_log_level(uint32_t level);
 // each check that got no answer and was not reported yet. `SCOPE_RESULT_OK` when every check had
 // finished, `SCOPE_RESULT_TIMED_OUT` when some had not by the deadline.
 scope_result scope_flush_warnings(uint32_t timeout_ms);
+
+// Resolves `program` as execvp in a child with environment `envp` (NULL: this process's) and
+// working directory `cwd` (NULL: this process's) would. On success `*out` is the absolute path,
+// to be freed with `scope_string_free`; a missing program is `SCOPE_RESULT_NOT_FOUND`.
+//
+// # Safety
+// `program` and `cwd` are NULL or NUL-terminated strings; `envp` as for
+// [`scope_launcher_for_env`]; `out` is writable.
+scope_result scope_resolve_program(const char *program,
+                                   const char *const *envp,
+                                   const char *cwd,
+                                   char **out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -72,7 +72,7 @@ pub use own_scope::NotMade as ScopeNotMade;
 pub use request_thread::{decide_on_own_thread, Answer};
 pub use resolve::resolve_program;
 pub use slice_check::{flush_warnings, SliceLimits};
-pub use spawn::{direct_for_user_switch, Launch};
+pub use spawn::{direct_for_user_switch, shell_argv, Launch, ShellWords, DEFAULT_SHELL};
 
 /// Entry points for the fuzz targets in `fuzz/`; not part of the supported API.
 #[doc(hidden)]

@@ -6,6 +6,8 @@ import type { ChildProcess, SpawnOptions } from 'node:child_process';
 export declare const ABI_VERSION: 1;
 /** The C ABI's kinds (`SCOPE_KIND_*`), by name. */
 export declare const KINDS: Readonly<Record<ScopeKind, number>>;
+/** SCOPE_SHELL_WORDS_*: how a shell is handed a command's words; Node's own way is `joined`. */
+export declare const SHELL_WORDS: Readonly<{ positional: number; joined: number }>;
 /** The C ABI's log levels (`SCOPE_LOG_LEVEL_*`), indexed by number; index 0 is unused. */
 export declare const LOG_LEVELS: readonly ('' | LogLevel)[];
 /** The C ABI's wrappers (`SCOPE_WRAPPER_*`), by name. */
@@ -54,6 +56,15 @@ export interface WrapOptions {
   argv0?: string;
 }
 
+export interface ShellOptions {
+  /** The child's environment (default: process.env). */
+  env?: Environment;
+  /** The child's working directory (default: this process's). */
+  cwd?: string | URL;
+  /** The shell to run, as child_process.spawn's `shell` option: a path, or true for /bin/sh. */
+  shell?: string | boolean;
+}
+
 export interface Wrapped {
   /** The argv to spawn: synaps-scope-exec … -- /abs/program argv0 args…, systemd-run … -- /abs/program args…, or the argv unchanged. */
   argv: string[];
@@ -84,6 +95,8 @@ export declare class ScopeLauncher {
   /** The version of the systemd-run in use; null with the launcher program. */
   readonly systemdVersion: number | null;
   wrap(argv: readonly Arg[], options?: WrapOptions): Wrapped;
+  /** A shell command in a new scope, as child_process.spawn runs one with `shell`: `/bin/sh -c` (or the shell named) with the words joined with spaces. */
+  wrapShell(words: readonly Arg[], options?: ShellOptions): Wrapped;
   /** Frees the launcher now rather than at garbage collection; further use throws. */
   close(): void;
 }

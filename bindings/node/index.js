@@ -18,9 +18,11 @@ const LIBRARY = 'libsynaps_scope.so';
 const SONAME = `${LIBRARY}.${ABI_VERSION}`;
 /** The same library as cargo names it in a repository build (the synaps-scope-ffi crate). */
 const CARGO_LIBRARY = 'libsynaps_scope_ffi.so';
-// These tables and bounds mirror the header's SCOPE_KIND_*, SCOPE_RESULT_*, SCOPE_LOG_LEVEL_* and
+// These tables and bounds mirror the header's SCOPE_KIND_*, SCOPE_SHELL_WORDS_*, SCOPE_RESULT_*, SCOPE_LOG_LEVEL_* and
 // SCOPE_DEFAULT_*_MS; a test checks them against include/synaps_scope.h.
 const KINDS = Object.freeze({ tool: 0, daemon: 1 });
+/** SCOPE_SHELL_WORDS_*: how a shell is handed a command's words (Node's own way is `joined`). */
+const SHELL_WORDS = Object.freeze({ positional: 0, joined: 1 });
 const RESULT_NAMES = Object.freeze([
   'OK', 'NULL_PARAMETER', 'INVALID_ARGUMENT', 'INVALID_UTF8', 'INVALID_KIND', 'REQUIRED_UNAVAILABLE',
   'NOT_FOUND', 'NOT_OURS', 'NOT_IN_SCOPE', 'TIMED_OUT', 'MANAGER', 'NO_CGROUP2', 'IO', 'PANIC',
@@ -139,6 +141,9 @@ const c = {
   launcherVersion: lib.func('uint32_t scope_launcher_systemd_version(const scope_launcher *launcher)'),
   wrapProgram: lib.func(
     'uint32_t scope_wrap_program(const scope_launcher *launcher, const char *program, const char **argv, const char **envp, const char *cwd, _Out_ scope_argv **out)',
+  ),
+  wrapShell: lib.func(
+    'uint32_t scope_wrap_shell(const scope_launcher *launcher, const char *shell, const char **words, uint32_t how, const char **envp, const char *cwd, _Out_ scope_argv **out)',
   ),
   argvUnit: lib.func('const char *scope_argv_unit(const scope_argv *argv)'),
   argvSize: lib.func('size_t scope_argv_size(const scope_argv *argv)'),
@@ -367,6 +372,28 @@ const WRAPPER_NAMES = Object.freeze({ 1: 'synaps-scope-exec', 2: 'systemd-run' }
  * Turns `program args…` into an argv that runs it in a new scope: through the project's launcher
  * program `synaps-scope-exec` (which keeps argv[0]), or systemd-run.
  */
+/**
+ * The argv of a `scope_argv` the library handed out, which this frees: the whole argv copied into
+ * one Buffer of ours in one call, each argument NUL-terminated (an argument holds no NUL), so no
+ * view of the library's memory outlives it and nothing is allocated outside the JS heap (a
+ * koffi.view per argument left ~2 KB a wrap behind).
+ */
+function takeWrapped(wrapped) {
+  try {
+    const bytes = Buffer.alloc(Number(c.argvSize(wrapped)));
+    check(c.argvCopy(wrapped, bytes, bytes.length));
+    const argvBuffers = [];
+    for (let start = 0; start < bytes.length; ) {
+      const end = bytes.indexOf(0, start);
+      argvBuffers.push(bytes.subarray(start, end));
+      start = end + 1;
+    }
+    return { argv: argvBuffers.map((b) => b.toString('utf8')), argvBuffers, unit: c.argvUnit(wrapped) };
+  } finally {
+    c.argvFree(wrapped);
+  }
+}
+
 /** The live pointer of a launcher, for this module's own calls. */
 let pointerOf;
 
@@ -410,23 +437,18 @@ class ScopeLauncher {
       args[0] = cString(argv0, 'argv0');
     }
     check(c.wrapProgram(this.#live(), program, args, envArray(env), cwdArg(cwd), out));
-    const wrapped = out[0];
-    try {
-      // The whole argv copied into one Buffer of ours in one call, each argument NUL-terminated
-      // (an argument holds no NUL): no view of the library's memory outlives it, and nothing is
-      // allocated outside the JS heap (a koffi.view per argument left ~2 KB a wrap behind).
-      const bytes = Buffer.alloc(Number(c.argvSize(wrapped)));
-      check(c.argvCopy(wrapped, bytes, bytes.length));
-      const argvBuffers = [];
-      for (let start = 0; start < bytes.length; ) {
-        const end = bytes.indexOf(0, start);
-        argvBuffers.push(bytes.subarray(start, end));
-        start = end + 1;
-      }
-      return { argv: argvBuffers.map((b) => b.toString('utf8')), argvBuffers, unit: c.argvUnit(wrapped) };
-    } finally {
-      c.argvFree(wrapped);
-    }
+    return takeWrapped(out[0]);
+  }
+
+  /**
+   * A shell command in a new scope, as child_process.spawn runs one with `shell`: the shell
+   * (`shell` when a string, else /bin/sh) runs `-c` with the words joined with spaces.
+   */
+  wrapShell(words, { env, cwd, shell } = {}) {
+    const out = [null];
+    const shellPath = typeof shell === 'string' ? cString(shell, 'shell') : null;
+    check(c.wrapShell(this.#live(), shellPath, argvArray(words), SHELL_WORDS.joined, envArray(env), cwdArg(cwd), out));
+    return takeWrapped(out[0]);
   }
 
   /** Frees the launcher now (the garbage collector would otherwise). Further use throws. */
@@ -641,15 +663,14 @@ async function spawn(command, args = [], options = {}) {
   let argv = [command, ...args];
   let unit = null;
   if (launcher) {
-    let argv0 = spawnOptions.argv0;
-    if (spawnOptions.shell) {
-      const shell = typeof spawnOptions.shell === 'string' ? spawnOptions.shell : '/bin/sh';
-      argv = [shell, '-c', [command, ...args].join(' ')];
-      spawnOptions.shell = false;
-      argv0 = undefined;
-    }
+    const { argv0 } = spawnOptions;
     try {
-      ({ argv, unit } = launcher.wrap(argv, { env: spawnOptions.env, cwd: spawnOptions.cwd, argv0 }));
+      if (spawnOptions.shell) {
+        ({ argv, unit } = launcher.wrapShell(argv, { env: spawnOptions.env, cwd: spawnOptions.cwd, shell: spawnOptions.shell }));
+        spawnOptions.shell = false;
+      } else {
+        ({ argv, unit } = launcher.wrap(argv, { env: spawnOptions.env, cwd: spawnOptions.cwd, argv0 }));
+      }
     } finally {
       launcher.close();
     }
@@ -671,6 +692,7 @@ module.exports = {
   EXEC_FAILED_STATUS,
   WRAPPERS,
   KINDS,
+  SHELL_WORDS,
   LOG_LEVELS: LEVELS,
   ENDING_NAMES,
   OOMD_RULE_NAMES,

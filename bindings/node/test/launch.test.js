@@ -23,6 +23,22 @@ test('a spawned child runs in its own scope', async (t) => {
   assert.equal(Number(pid), child.pid, 'the pid Node knows is the command\'s pid');
 });
 
+test('a shell command runs in its own scope, its words joined as child_process joins them', async (t) => {
+  if (!requireRig(t)) return;
+  // Joined, `test a = a` is one command; handed over as $0 $1 $2 it would be `test` alone (exit 1).
+  const child = await scope.spawn('test', ['a', '=', 'a', '&&', CGROUP_OF_SELF], { shell: true, stdio: ['ignore', 'pipe', 'inherit'] });
+  const { code, stdout } = await collect(child);
+  assert.equal(code, 0);
+  assert.match(String(child.scopeUnit), /^synaps-tool-[0-9a-f]{32}\.scope$/);
+  assert.ok(stdout.toString().trim().endsWith(`/${child.scopeUnit}`), stdout.toString());
+  const launcher = await scope.launcherForEnv();
+  assert.ok(launcher);
+  const wrapped = launcher.wrapShell(['echo', 'a b'], { shell: '/bin/bash' });
+  assert.deepEqual(wrapped.argv.slice(-3), ['/bin/bash', '-c', 'echo a b']);
+  assert.match(String(wrapped.unit), /^synaps-tool-/);
+  launcher.close();
+});
+
 test('the rig sets no LD_LIBRARY_PATH, and a scoped child loads the host\'s libc', async (t) => {
   if (!requireRig(t)) return;
   assert.equal(process.env.LD_LIBRARY_PATH, undefined);

@@ -25,6 +25,8 @@ test('the result codes, log levels and kinds are the header\'s', () => {
   assert.deepEqual(rules, scope.OOMD_RULE_NAMES.map((name, number) => [name, number]));
   const levels = table(/^\s*SCOPE_LOG_LEVEL_(\w+) = (\d+),$/gm);
   assert.deepEqual(levels, scope.LOG_LEVELS.slice(1).map((name, i) => [name.toUpperCase(), i + 1]));
+  const shellWords = table(/^#define SCOPE_SHELL_WORDS_(\w+) (\d+)$/gm);
+  assert.deepEqual(shellWords, Object.entries(scope.SHELL_WORDS).map(([name, number]) => [name.toUpperCase(), number]));
   const kinds = table(/^#define SCOPE_KIND_(\w+) (\d+)$/gm);
   assert.deepEqual(kinds, Object.entries(scope.KINDS).map(([name, number]) => [name.toUpperCase(), number]));
   const wrappers = table(/^#define SCOPE_WRAPPER_(\w+) (\d+)$/gm);

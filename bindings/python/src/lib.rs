@@ -17,8 +17,8 @@ use pyo3::types::PyBytes;
 use synaps_scope::diag::CallbackSubscriber;
 use synaps_scope::{
     bound_from_secs, check_env, checked_pid, decide, decide_on_own_thread, direct_for_user_switch,
-    resolve_program, Classified, Decision, ErrorClass, LauncherOptions, OomdRule, ScopeEnding,
-    ScopeHandle, ScopeKind, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
+    resolve_program, shell_argv, Classified, Decision, ErrorClass, LauncherOptions, OomdRule,
+    ScopeEnding, ScopeHandle, ScopeKind, ShellWords, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
 };
 use tracing::Level;
 
@@ -71,6 +71,19 @@ struct Wrapped {
     argv: Vec<Py<PyBytes>>,
     #[pyo3(get)]
     unit: Option<String>,
+}
+
+impl Wrapped {
+    fn new(py: Python<'_>, wrapped: synaps_scope::Wrapped) -> Self {
+        Wrapped {
+            argv: wrapped
+                .argv
+                .iter()
+                .map(|a| PyBytes::new(py, a.as_bytes()).unbind())
+                .collect(),
+            unit: wrapped.unit,
+        }
+    }
 }
 
 #[pymethods]
@@ -135,14 +148,32 @@ impl ScopeLauncher {
             }
             None => self.inner.wrap(&argv, &env, cwd.as_deref()),
         };
-        Ok(Wrapped {
-            argv: wrapped
-                .argv
-                .iter()
-                .map(|a| PyBytes::new(py, a.as_bytes()).unbind())
-                .collect(),
-            unit: wrapped.unit,
-        })
+        Ok(Wrapped::new(py, wrapped))
+    }
+
+    /// A shell command in a new scope: `shell` (None: /bin/sh) runs `-c` with `words` as
+    /// `subprocess` hands them to it (the first is the command, the others `$0`, `$1`…).
+    #[pyo3(signature = (words, env, cwd=None, shell=None))]
+    fn wrap_shell(
+        &self,
+        py: Python<'_>,
+        words: Vec<Vec<u8>>,
+        env: Vec<(Vec<u8>, Vec<u8>)>,
+        cwd: Option<Vec<u8>>,
+        shell: Option<Vec<u8>>,
+    ) -> PyResult<Wrapped> {
+        if words.iter().chain(&shell).any(|a| a.contains(&0)) {
+            return Err(PyValueError::new_err("arguments cannot contain NUL bytes"));
+        }
+        let env = env_from(env)?;
+        let words: Vec<OsString> = words.into_iter().map(OsString::from_vec).collect();
+        let shell = shell.map(OsString::from_vec);
+        let argv = shell_argv(shell.as_deref(), &words, ShellWords::Positional);
+        let cwd = cwd_from(cwd)?;
+        Ok(Wrapped::new(
+            py,
+            self.inner.wrap(&argv, &env, cwd.as_deref()),
+        ))
     }
 
     /// For a child that switches user (`switches`: the options that do, for the message): it

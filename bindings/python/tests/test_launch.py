@@ -137,6 +137,16 @@ def test_shell_and_cwd_run_in_the_scope(rig: Dict[str, str], tmp_path: Path) -> 
     assert result.scope_unit is not None and cgroup.endswith(result.scope_unit)
     assert cwd == str(tmp_path)
 
+    # A sequence: the first item is the command, the others $0, $1… (as subprocess hands them).
+    words = ['test "$0 $1" = "x y" && ' + CGROUP_OF_SELF, "x", "y"]
+    result = synaps_scope.run(words, shell=True, executable="/bin/bash", capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.scope_unit is not None and result.stdout.strip().endswith(result.scope_unit)
+    launcher = synaps_scope.launcher_for_env()
+    assert launcher is not None
+    wrapped = launcher.wrap_shell("echo a b")
+    assert wrapped.argv[-3:] == ["/bin/sh", "-c", "echo a b"] and wrapped.unit is not None
+
 
 def test_no_manager_means_a_direct_launch(rig: Dict[str, str]) -> None:
     env = no_bus_env()

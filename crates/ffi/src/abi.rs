@@ -29,6 +29,15 @@ pub const SCOPE_WRAPPER_EXEC: scope_wrapper = 1;
 /// `systemd-run --user --scope`.
 pub const SCOPE_WRAPPER_SYSTEMD_RUN: scope_wrapper = 2;
 
+/// How `scope_wrap_shell` hands the shell a command's words: a plain integer, as
+/// [`scope_kind`] is.
+pub type scope_shell_words = u32;
+/// As `sh -c` and Python's `subprocess` take them: the first word is the command, the others the
+/// shell's `$0`, `$1`…
+pub const SCOPE_SHELL_WORDS_POSITIONAL: scope_shell_words = 0;
+/// As Node's `child_process` takes them: the words joined with spaces are the one command.
+pub const SCOPE_SHELL_WORDS_JOINED: scope_shell_words = 1;
+
 /// The exit status of a wrapped launch whose scope could not be made in `required` mode: the
 /// command did not run (launcher program only; systemd-run exits 1).
 pub const SCOPE_EXEC_FAILED_STATUS: i32 = 125;

@@ -5,9 +5,14 @@ use std::ffi::{c_char, CStr, CString, OsString};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use synaps_scope::{bound_from_millis, inherited_env, parse_env_entry, Classified, ScopeKind};
+use synaps_scope::{
+    bound_from_millis, inherited_env, parse_env_entry, Classified, ScopeKind, ShellWords,
+};
 
-use crate::abi::{scope_kind, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL};
+use crate::abi::{
+    scope_kind, scope_shell_words, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL, SCOPE_SHELL_WORDS_JOINED,
+    SCOPE_SHELL_WORDS_POSITIONAL,
+};
 use crate::error::{scope_result, Failure};
 
 /// More entries than any real argv or environment; beyond it the array is taken to be missing
@@ -114,6 +119,20 @@ pub(crate) fn kind_arg(kind: scope_kind) -> Result<ScopeKind, Failure> {
         other => Err(Failure::new(
             scope_result::InvalidKind,
             format!("kind {other} is neither SCOPE_KIND_TOOL (0) nor SCOPE_KIND_DAEMON (1)"),
+        )),
+    }
+}
+
+pub(crate) fn shell_words_arg(how: scope_shell_words) -> Result<ShellWords, Failure> {
+    match how {
+        SCOPE_SHELL_WORDS_POSITIONAL => Ok(ShellWords::Positional),
+        SCOPE_SHELL_WORDS_JOINED => Ok(ShellWords::Joined),
+        other => Err(Failure::new(
+            scope_result::InvalidArgument,
+            format!(
+                "shell words {other} are neither SCOPE_SHELL_WORDS_POSITIONAL (0) nor \
+                 SCOPE_SHELL_WORDS_JOINED (1)"
+            ),
         )),
     }
 }

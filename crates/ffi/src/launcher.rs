@@ -1,38 +1,28 @@
-//! `scope_launcher`, `scope_argv` and program resolution across the C ABI.
+//! `scope_launcher` across the C ABI: the requests that make one (blocking, on the caller's worker
+//! thread, or on a thread of the request's own), and what a launcher tells.
 
 use std::ffi::{c_char, c_void, CString};
-use std::os::unix::ffi::OsStringExt;
 use std::ptr;
 
 use crate::abi::{
     scope_kind, scope_wrapper, SCOPE_DEFAULT_PROBE_TIMEOUT_MS, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL,
     SCOPE_WRAPPER_EXEC, SCOPE_WRAPPER_SYSTEMD_RUN,
 };
-use crate::args::{argv_arg, c_string, env_arg, kind_arg, out_arg, path_arg, str_arg, timeout_arg};
-use crate::boxed::{borrow, free, hand_out, read_or, write_out};
+use crate::args::{c_string, env_arg, kind_arg, out_arg, str_arg, timeout_arg};
+use crate::boxed::{borrow, free, read_or, write_out};
 use crate::error::{copy_error, scope_result, Failure};
 use crate::export::guard;
-use crate::panic::{caught, guard_value};
+use crate::panic::caught;
 use synaps_scope::{
-    decide, decide_on_own_thread, Decision, LauncherOptions, ScopeError, ScopeLauncher,
+    decide, decide_on_own_thread, direct_for_user_switch, Decision, LauncherOptions, ScopeError,
+    ScopeKind, ScopeLauncher, Wrapper,
 };
-use synaps_scope::{direct_for_user_switch, resolve_program};
-use synaps_scope::{ScopeKind, Wrapper};
 
 /// A launcher: turns an argv into one that runs in a new scope. Immutable, so one launcher may be
 /// shared by any number of threads. Free with [`scope_launcher_free`].
 pub struct scope_launcher {
-    inner: ScopeLauncher,
+    pub(crate) inner: ScopeLauncher,
     slice: Option<CString>,
-}
-
-/// A wrapped command line. Free with [`scope_argv_free`]; not to be shared between threads
-/// while one of them frees it.
-pub struct scope_argv {
-    args: Vec<CString>,
-    /// Pointers into `args`, then NULL: what execve and posix_spawn take.
-    pointers: Vec<*mut c_char>,
-    unit: Option<CString>,
 }
 
 /// Runs a fresh, bounded (3 s) availability check for a launch of `kind` with the environment
@@ -183,7 +173,7 @@ pub unsafe extern "C" fn scope_launcher_user_switch(
 ) -> scope_result {
     guard(|| {
         // SAFETY: NULL or a live launcher per the caller.
-        let launcher = unsafe { borrow(launcher, "launcher") }.map_err(Failure::with_hint)?;
+        let launcher = unsafe { launcher_arg(launcher) }?;
         // SAFETY: NULL or a NUL-terminated string per the caller.
         let switches = unsafe { str_arg(switches, "switches") }?;
         direct_for_user_switch(&launcher.inner, switches)
@@ -192,252 +182,22 @@ pub unsafe extern "C" fn scope_launcher_user_switch(
     })
 }
 
-/// Rewrites `argv` (NULL-terminated; arguments are bytes, not necessarily UTF-8) to run in a new
-/// scope. `envp` (NULL: this process's environment) and `cwd` (NULL: this process's) are the
-/// child's: the program is resolved with them. A program that cannot be resolved, or an empty
-/// argv, is left unwrapped, so the spawn fails as it would without scopes; [`scope_argv_unit`] is
-/// then NULL.
-/// After a successful probe, a failure of the wrapped launch must be reported, never retried
-/// as a direct launch: the command may already have run.
+/// The launcher a call is given; NULL is refused with a reminder that a NULL launcher from a
+/// request means "launch directly".
 ///
 /// # Safety
-/// `launcher` is a live launcher; `argv` and `envp` are NULL or NULL-terminated arrays of
-/// NUL-terminated strings; `cwd` is NULL or a NUL-terminated string; `out` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn scope_wrap_argv(
+/// `launcher` is NULL or a live launcher.
+pub(crate) unsafe fn launcher_arg<'a>(
     launcher: *const scope_launcher,
-    argv: *const *const c_char,
-    envp: *const *const c_char,
-    cwd: *const c_char,
-    out: *mut *mut scope_argv,
-) -> scope_result {
-    // SAFETY: forwarded from the caller; a NULL program means argv[0].
-    unsafe { scope_wrap_program(launcher, ptr::null(), argv, envp, cwd, out) }
-}
-
-/// [`scope_wrap_argv`] for a program other than `argv[0]` (a login shell's `-bash`, like
-/// `execv(program, argv)`): `program` (NULL: `argv[0]`) is resolved and run, and `argv`, its
-/// `argv[0]` included, is what it sees. With systemd-run as the wrapper, which cannot pass an
-/// `argv[0]`, the program sees its own path as `argv[0]`.
-///
-/// # Safety
-/// As [`scope_wrap_argv`]; `program` is NULL or a NUL-terminated string.
-#[no_mangle]
-pub unsafe extern "C" fn scope_wrap_program(
-    launcher: *const scope_launcher,
-    program: *const c_char,
-    argv: *const *const c_char,
-    envp: *const *const c_char,
-    cwd: *const c_char,
-    out: *mut *mut scope_argv,
-) -> scope_result {
-    guard(|| {
-        out_arg(out, "out")?;
-        // SAFETY: NULL or a live launcher per the caller.
-        let launcher = unsafe { borrow(launcher, "launcher") }.map_err(Failure::with_hint)?;
-        // SAFETY: forwarded from the caller.
-        let argv = unsafe { argv_arg(argv) }?;
-        // SAFETY: forwarded from the caller.
-        let env = unsafe { env_arg(envp) }?;
-        // SAFETY: forwarded from the caller.
-        let cwd = unsafe { path_arg(cwd) };
-        // SAFETY: NULL or a NUL-terminated string per the caller.
-        let program = unsafe { path_arg(program) };
-        let wrapped = match program {
-            Some(program) => {
-                launcher
-                    .inner
-                    .wrap_program(program.as_os_str(), &argv, &env, cwd.as_deref())
-            }
-            None => launcher.inner.wrap(&argv, &env, cwd.as_deref()),
-        };
-        let args = wrapped
-            .argv
-            .into_iter()
-            .map(|a| c_string(a.into_vec()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let unit = wrapped.unit.map(|u| c_string(u.into_bytes())).transpose()?;
-        let mut pointers: Vec<*mut c_char> = args.iter().map(|a| a.as_ptr().cast_mut()).collect();
-        pointers.push(ptr::null_mut());
-        let wrapped = scope_argv {
-            args,
-            pointers,
-            unit,
-        };
-        // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
-        unsafe { hand_out(wrapped, out) };
-        Ok(())
-    })
-}
-
-impl Failure {
-    /// The launcher argument is NULL also when the request said "launch directly".
-    fn with_hint(self) -> Self {
+) -> Result<&'a scope_launcher, Failure> {
+    // SAFETY: NULL or live per the caller.
+    unsafe { borrow(launcher, "launcher") }.map_err(|Failure(code, message)| {
         Failure(
-            self.0,
+            code,
             format!(
-                "{} (a NULL launcher from scope_launcher_for_env means: launch directly)",
-                self.1
+                "{message} (a NULL launcher from scope_launcher_for_env means: launch directly)"
             ),
         )
-    }
-}
-
-/// The number of arguments (0 for NULL).
-///
-/// # Safety
-/// `argv` is NULL or a live `scope_argv`.
-#[no_mangle]
-pub unsafe extern "C" fn scope_argv_len(argv: *const scope_argv) -> usize {
-    // SAFETY: NULL or live per the caller.
-    unsafe { read_or(argv, 0, |a| a.args.len()) }
-}
-
-/// The arguments as a NULL-terminated array ready for `execve`/`posix_spawn` (NULL for NULL),
-/// valid while `argv` lives. The strings must not be modified.
-///
-/// # Safety
-/// `argv` is NULL or a live `scope_argv`.
-#[no_mangle]
-pub unsafe extern "C" fn scope_argv_ptr(argv: *const scope_argv) -> *const *mut c_char {
-    // SAFETY: NULL or live per the caller.
-    unsafe { read_or(argv, ptr::null(), |a| a.pointers.as_ptr()) }
-}
-
-/// Argument `index` (NULL when out of range), its byte length in `*len` when `len` is not NULL.
-/// Arguments are bytes and may not be UTF-8. Valid while `argv` lives.
-///
-/// # Safety
-/// `argv` is NULL or a live `scope_argv`; `len` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn scope_argv_get(
-    argv: *const scope_argv,
-    index: usize,
-    len: *mut usize,
-) -> *const c_char {
-    guard_value(ptr::null(), || {
-        // SAFETY: NULL or live per the caller.
-        let Some(arg) = unsafe { argv.as_ref() }.and_then(|a| a.args.get(index)) else {
-            return ptr::null();
-        };
-        if !len.is_null() {
-            // SAFETY: non-NULL and writable per the caller.
-            unsafe { *len = arg.as_bytes().len() };
-        }
-        arg.as_ptr()
-    })
-}
-
-/// The size of the buffer [`scope_argv_copy`] fills: every argument's bytes, each followed by a
-/// NUL (0 for NULL).
-///
-/// # Safety
-/// `argv` is NULL or a live `scope_argv`.
-#[no_mangle]
-pub unsafe extern "C" fn scope_argv_size(argv: *const scope_argv) -> usize {
-    // SAFETY: NULL or live per the caller.
-    unsafe {
-        read_or(argv, 0, |a| {
-            a.args.iter().map(|arg| arg.as_bytes_with_nul().len()).sum()
-        })
-    }
-}
-
-/// Copies every argument of `argv`, each followed by a NUL, into `buffer`, which holds
-/// `buffer_len` bytes, at least [`scope_argv_size`]: the whole argv in one call, for a binding
-/// that copies it out (Node) rather than reading the library's memory argument by argument.
-/// `SCOPE_RESULT_INVALID_ARGUMENT` when the buffer is too short; nothing is written then.
-///
-/// # Safety
-/// `argv` is NULL or a live `scope_argv`; `buffer` is NULL or holds `buffer_len` writable bytes.
-#[no_mangle]
-pub unsafe extern "C" fn scope_argv_copy(
-    argv: *const scope_argv,
-    buffer: *mut u8,
-    buffer_len: usize,
-) -> scope_result {
-    guard(|| {
-        // SAFETY: NULL or live per the caller.
-        let argv = unsafe { borrow(argv, "argv") }?;
-        // SAFETY: NULL or live per the caller.
-        let needed = unsafe { scope_argv_size(argv) };
-        if needed == 0 {
-            return Ok(());
-        }
-        if buffer.is_null() {
-            return Err(Failure::new(scope_result::NullParameter, "buffer is NULL"));
-        }
-        if buffer_len < needed {
-            return Err(Failure::new(
-                scope_result::InvalidArgument,
-                format!("the buffer holds {buffer_len} bytes; the argv needs {needed}"),
-            ));
-        }
-        // SAFETY: non-NULL with at least `needed` writable bytes, per the caller and the check.
-        let out = unsafe { std::slice::from_raw_parts_mut(buffer, needed) };
-        let mut at = 0;
-        for arg in &argv.args {
-            let bytes = arg.as_bytes_with_nul();
-            out[at..at + bytes.len()].copy_from_slice(bytes);
-            at += bytes.len();
-        }
-        Ok(())
-    })
-}
-
-/// The scope's unit name (`synaps-<kind>-<32 hex>.scope`), or NULL when the argv was left
-/// unwrapped (or for NULL). Valid while `argv` lives.
-///
-/// # Safety
-/// `argv` is NULL or a live `scope_argv`.
-#[no_mangle]
-pub unsafe extern "C" fn scope_argv_unit(argv: *const scope_argv) -> *const c_char {
-    // SAFETY: NULL or live per the caller.
-    unsafe {
-        read_or(argv, ptr::null(), |a| {
-            a.unit.as_ref().map_or(ptr::null(), |u| u.as_ptr())
-        })
-    }
-}
-
-/// Frees a wrapped argv (NULL is accepted and ignored).
-///
-/// # Safety
-/// `argv` is NULL or from [`scope_wrap_argv`], not yet freed.
-#[no_mangle]
-pub unsafe extern "C" fn scope_argv_free(argv: *mut scope_argv) {
-    // SAFETY: NULL or an argv not yet freed, per the caller.
-    unsafe { free(argv) }
-}
-
-/// Resolves `program` as execvp in a child with environment `envp` (NULL: this process's) and
-/// working directory `cwd` (NULL: this process's) would. On success `*out` is the absolute path,
-/// to be freed with `scope_string_free`; a missing program is `SCOPE_RESULT_NOT_FOUND`.
-///
-/// # Safety
-/// `program` and `cwd` are NULL or NUL-terminated strings; `envp` as for
-/// [`scope_launcher_for_env`]; `out` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn scope_resolve_program(
-    program: *const c_char,
-    envp: *const *const c_char,
-    cwd: *const c_char,
-    out: *mut *mut c_char,
-) -> scope_result {
-    guard(|| {
-        out_arg(out, "out")?;
-        // SAFETY: NULL or a NUL-terminated string per the caller.
-        let program = unsafe { path_arg(program) }.ok_or_else(|| Failure::null("program"))?;
-        // SAFETY: forwarded from the caller.
-        let env = unsafe { env_arg(envp) }?;
-        // SAFETY: forwarded from the caller.
-        let cwd = unsafe { path_arg(cwd) };
-        let path = resolve_program(program.as_os_str(), &env, cwd.as_deref())
-            .map_err(|e| Failure::of(&e))?;
-        let path = c_string(path.into_os_string().into_vec())?;
-        // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
-        unsafe { write_out(out, path.into_raw()) };
-        Ok(())
     })
 }
 
@@ -481,6 +241,7 @@ pub type scope_launcher_ready = Option<
 
 /// A `userdata` pointer that the request's thread hands back to the caller's callback.
 struct Userdata(*mut c_void);
+
 // SAFETY: the pointer is only handed back to the caller's callback, which the caller made for
 // exactly that (the header says `ready` runs on another thread).
 unsafe impl Send for Userdata {}

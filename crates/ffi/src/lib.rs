@@ -11,6 +11,7 @@
 
 pub mod abi;
 mod args;
+pub mod argv;
 mod boxed;
 pub mod doctor;
 pub mod error;
@@ -19,6 +20,7 @@ pub mod handle;
 pub mod launcher;
 pub mod log;
 mod panic;
+pub mod resolve;
 
 pub use abi::*;
 pub use error::{scope_last_error, scope_result, scope_result_name};

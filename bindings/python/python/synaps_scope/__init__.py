@@ -194,6 +194,22 @@ class ScopeLauncher:
         wrapped = self._native.wrap(_argv_bytes(argv), _env_pairs(env), _cwd_bytes(cwd), program)
         return Wrapped([os.fsdecode(arg) for arg in wrapped.argv], wrapped.unit)
 
+    def wrap_shell(
+        self,
+        args: Union[StrOrBytesPath, Sequence[StrOrBytesPath]],
+        env: Optional[Env] = None,
+        cwd: Optional[StrOrBytesPath] = None,
+        *,
+        executable: Optional[StrOrBytesPath] = None,
+    ) -> Wrapped:
+        """A shell command in a new scope, as ``subprocess`` runs one with ``shell=True``: the
+        shell (``executable``, or ``/bin/sh``) runs ``-c`` with ``args`` (a string, or a sequence
+        whose first item is the command and the others ``$0``, ``$1``…)."""
+        words = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        shell = None if executable is None else _fsencode(executable, "executable")
+        wrapped = self._native.wrap_shell(_argv_bytes(words), _env_pairs(env), _cwd_bytes(cwd), shell)
+        return Wrapped([os.fsdecode(arg) for arg in wrapped.argv], wrapped.unit)
+
     def __repr__(self) -> str:
         return repr(self._native)
 
@@ -371,12 +387,11 @@ def _scoped_args(args: Any, kwargs: Dict[str, Any], launcher: Optional[ScopeLaun
     if launcher is None:
         return args, None
     if kwargs.get("shell"):
-        shell = kwargs.pop("executable", None) or "/bin/sh"
-        command = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
-        argv: List[Any] = [shell, "-c", *command]
         kwargs["shell"] = False
-    else:
-        argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        shell = kwargs.pop("executable", None)
+        wrapped = launcher.wrap_shell(args, kwargs.get("env"), kwargs.get("cwd"), executable=shell)
+        return wrapped.argv, wrapped.unit
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
     executable = kwargs.pop("executable", None)
     wrapped = launcher.wrap(argv, kwargs.get("env"), kwargs.get("cwd"), executable=executable)
     return wrapped.argv, wrapped.unit

@@ -43,6 +43,9 @@ class ScopeLauncher:
     def wrap(
         self, argv: Sequence[bytes], env: _Env, cwd: Optional[bytes] = None, program: Optional[bytes] = None
     ) -> Wrapped: ...
+    def wrap_shell(
+        self, words: Sequence[bytes], env: _Env, cwd: Optional[bytes] = None, shell: Optional[bytes] = None
+    ) -> Wrapped: ...
     def user_switch(self, switches: str) -> None: ...
 
 @final

@@ -35,6 +35,27 @@ int scenario_bad_input(void) {
     expect(scope_launcher_for_env_timeout(NULL, SCOPE_KIND_TOOL, 0, &out), SCOPE_RESULT_INVALID_ARGUMENT, "0 ms");
     CHECK(out == SENTINEL, "out untouched by every failure");
 
+    /* A shell command inside the scope: its words as sh -c takes them, or joined as Node does. */
+    const char *positional[] = {"test \"$0 $1\" = \"x y\"", "x", "y", NULL};
+    const char *joined[] = {"test", "a", "=", "a", NULL};
+    const char *const *shell_words[] = {positional, joined};
+    const scope_shell_words hows[] = {SCOPE_SHELL_WORDS_POSITIONAL, SCOPE_SHELL_WORDS_JOINED};
+    for (size_t i = 0; i < 2; i++) {
+        scope_argv *shell = NULL;
+        CHECK(scope_wrap_shell(launcher, NULL, shell_words[i], hows[i], NULL, NULL, &shell) == SCOPE_RESULT_OK,
+              "wrap_shell: %s", scope_last_error());
+        size_t n = scope_argv_len(shell);
+        CHECK(scope_argv_unit(shell) != NULL, "a shell command gets its scope");
+        CHECK(strcmp(scope_argv_get(shell, n - (i == 0 ? 5 : 3), NULL), "/bin/sh") == 0, "/bin/sh -c …");
+        pid_t child;
+        CHECK(posix_spawn(&child, scope_argv_ptr(shell)[0], NULL, NULL, scope_argv_ptr(shell), environ) == 0, "spawn");
+        CHECK(wait_exit(child) == 0, "the shell saw its words as %s", i == 0 ? "$0 $1" : "one command");
+        scope_argv_free(shell);
+    }
+    scope_argv *no_shell = SENTINEL;
+    expect(scope_wrap_shell(launcher, NULL, joined, 7, NULL, NULL, &no_shell), SCOPE_RESULT_INVALID_ARGUMENT, "how 7");
+    CHECK(no_shell == SENTINEL, "out untouched");
+
     const char *argv[] = {"echo", "a", NULL, "b", NULL};
     const char *empty[] = {NULL};
     scope_argv *wrapped = SENTINEL;
