@@ -1,8 +1,9 @@
 //! The spawn policy every surface follows around a launcher, written once here for the command
 //! line, C, Python and Node: a child that switches user runs directly; a shell command runs as
 //! `SHELL -c …` inside the scope, its words handed over as the caller's language does; and a
-//! direct launch runs the program itself with the caller's argv[0] (the command line's and the C
-//! ABI's [`Launch`]). (The bounds a caller may give are `bounds`.)
+//! direct launch runs the program itself with the caller's argv[0] (the bindings spawn through
+//! their language's own spawn, which does that; the command line, which spawns for itself, takes
+//! it as a [`Launch`]). (The bounds a caller may give are `bounds`.)
 
 use std::ffi::{OsStr, OsString};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -491,8 +491,8 @@ def run(
     return CompletedProcess(process.args, returncode, stdout, stderr, process.scope_unit)
 
 
-#: One spawn per turn of each event loop (see :func:`create_subprocess_exec`).
-_spawn_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+#: One spawn at a time on each event loop (see :func:`create_subprocess_exec`).
+_spawn_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 class ScopedProcess(Process):
@@ -518,10 +518,10 @@ async def create_subprocess_exec(
     launcher = _unless_user_switch(launcher, kwargs)
     argv, unit = _scoped_args([program, *args], kwargs, launcher)
     # asyncio forks and execs on the loop's own thread. Probes that answer together would wake
-    # many launches in one turn of the loop, spawning back to back and stalling it; taking turns
-    # spreads them out, one spawn per turn.
-    turn = _spawn_turns.setdefault(asyncio.get_running_loop(), asyncio.Lock())
-    async with turn:
+    # many launches in one iteration of the loop, spawning back to back and stalling it; one spawn
+    # at a time, each followed by a yield to the loop, spreads them out, one per iteration.
+    spawning = _spawn_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+    async with spawning:
         process = await asyncio.create_subprocess_exec(
             *argv, stdin=stdin, stdout=stdout, stderr=stderr, limit=limit, **kwargs
         )
