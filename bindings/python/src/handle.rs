@@ -1,0 +1,104 @@
+//! `ScopeHandle` for Python: a running scope of this library, its processes, usage and ending.
+
+use std::os::unix::ffi::OsStrExt;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use synaps_scope::{checked_pid, OomdRule, ScopeEnding, ScopeHandle};
+
+use crate::args::{env_from, timeout_from};
+use crate::error::py_error;
+
+/// A running scope of this library, found by unit name.
+#[pyclass(frozen, name = "ScopeHandle", module = "synaps_scope._native")]
+pub(crate) struct PyScopeHandle {
+    inner: ScopeHandle,
+}
+
+#[pymethods]
+impl PyScopeHandle {
+    #[staticmethod]
+    fn from_pid(unit: &str, pid: i64) -> PyResult<Self> {
+        let pid = checked_pid(pid).map_err(|e| py_error(&e))?;
+        ScopeHandle::from_pid(unit, pid)
+            .map(|inner| Self { inner })
+            .map_err(|e| py_error(&e))
+    }
+
+    #[staticmethod]
+    fn of_process(pid: i64) -> PyResult<Self> {
+        let pid = checked_pid(pid).map_err(|e| py_error(&e))?;
+        ScopeHandle::of_process(pid)
+            .map(|inner| Self { inner })
+            .map_err(|e| py_error(&e))
+    }
+
+    #[staticmethod]
+    fn from_manager(
+        py: Python<'_>,
+        unit: &str,
+        env: Vec<(Vec<u8>, Vec<u8>)>,
+        timeout: f64,
+    ) -> PyResult<Self> {
+        let env = env_from(env)?;
+        let timeout = timeout_from(timeout, "timeout")?;
+        let unit = unit.to_owned();
+        py.detach(|| ScopeHandle::from_manager(&unit, &env, timeout))
+            .map(|inner| Self { inner })
+            .map_err(|e| py_error(&e))
+    }
+
+    #[getter]
+    fn unit(&self) -> &str {
+        self.inner.unit()
+    }
+
+    #[getter]
+    fn cgroup<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.inner.cgroup_dir().as_os_str().as_bytes())
+    }
+
+    fn pids(&self) -> PyResult<Vec<u32>> {
+        self.inner.pids().map_err(|e| py_error(&e))
+    }
+
+    /// (memory_current, memory_peak, pids_current), None where the controller is absent.
+    fn stats(&self) -> (Option<u64>, Option<u64>, Option<u64>) {
+        let stats = self.inner.stats();
+        (stats.memory_current, stats.memory_peak, stats.pids_current)
+    }
+
+    fn kill(&self, py: Python<'_>, timeout: f64) -> PyResult<Vec<u32>> {
+        let timeout = timeout_from(timeout, "timeout")?;
+        py.detach(|| self.inner.kill(timeout))
+            .map_err(|e| py_error(&e))
+    }
+
+    /// (kind, oomd rule or None, kernel OOM kills, the core's sentence): how the scope ended (GIL
+    /// released: an oomd kill's rule is asked of the managers).
+    fn ending(
+        &self,
+        py: Python<'_>,
+        env: Vec<(Vec<u8>, Vec<u8>)>,
+        timeout: f64,
+    ) -> PyResult<(&'static str, Option<&'static str>, u64, String)> {
+        let env = env_from(env)?;
+        let timeout = timeout_from(timeout, "timeout")?;
+        let ending = py.detach(|| self.inner.ending(&env, timeout));
+        let (rule, kills) = match ending {
+            ScopeEnding::KilledByOomd { rule } => (rule.map(OomdRule::as_str), 0),
+            ScopeEnding::KilledByKernelOom { kills } => (None, kills),
+            ScopeEnding::Running
+            | ScopeEnding::KilledByHandle
+            | ScopeEnding::EndedOnItsOwn
+            | ScopeEnding::Unknown => (None, 0),
+        };
+        Ok((ending.as_str(), rule, kills, ending.to_string()))
+    }
+
+    fn wait_empty(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let timeout = timeout_from(timeout, "timeout")?;
+        py.detach(|| self.inner.wait_empty(timeout))
+            .map_err(|e| py_error(&e))
+    }
+}

@@ -1,0 +1,216 @@
+//! `ScopeLauncher` for Python: the requests that make one (the GIL released, or answered on a
+//! thread of the request's own for asyncio) and what it wraps.
+
+use std::ffi::OsString;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use synaps_scope::{
+    decide, decide_on_own_thread, direct_for_user_switch, shell_argv, Decision, ShellWords,
+};
+
+use crate::args::{cwd_from, env_from, request_from};
+use crate::argv::Wrapped;
+use crate::error::{py_error, ScopeError};
+
+/// Turns `program args…` into an argv that runs it in a new scope.
+#[pyclass(frozen, module = "synaps_scope._native")]
+pub(crate) struct ScopeLauncher {
+    inner: synaps_scope::ScopeLauncher,
+}
+
+#[pymethods]
+impl ScopeLauncher {
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.inner.kind().as_str()
+    }
+
+    #[getter]
+    fn slice(&self) -> Option<&str> {
+        self.inner.slice()
+    }
+
+    #[getter]
+    fn systemd_version(&self) -> Option<u32> {
+        self.inner.systemd_version()
+    }
+
+    #[getter]
+    fn systemd_run<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.inner
+            .systemd_run()
+            .map(|path| PyBytes::new(py, path.as_os_str().as_bytes()))
+    }
+
+    #[getter]
+    fn required(&self) -> bool {
+        self.inner.required()
+    }
+
+    #[getter]
+    fn wrapper(&self) -> &'static str {
+        self.inner.wrapper().name()
+    }
+
+    #[getter]
+    fn wrapper_program<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.inner.wrapper().program().as_os_str().as_bytes())
+    }
+
+    #[pyo3(signature = (argv, env, cwd=None, program=None))]
+    fn wrap(
+        &self,
+        py: Python<'_>,
+        argv: Vec<Vec<u8>>,
+        env: Vec<(Vec<u8>, Vec<u8>)>,
+        cwd: Option<Vec<u8>>,
+        program: Option<Vec<u8>>,
+    ) -> PyResult<Wrapped> {
+        if argv.iter().chain(&program).any(|a| a.contains(&0)) {
+            return Err(PyValueError::new_err("arguments cannot contain NUL bytes"));
+        }
+        let env = env_from(env)?;
+        let argv: Vec<OsString> = argv.into_iter().map(OsString::from_vec).collect();
+        let cwd = cwd_from(cwd)?;
+        let wrapped = match program {
+            Some(program) => {
+                let program = OsString::from_vec(program);
+                self.inner
+                    .wrap_program(&program, &argv, &env, cwd.as_deref())
+            }
+            None => self.inner.wrap(&argv, &env, cwd.as_deref()),
+        };
+        Ok(Wrapped::new(py, wrapped))
+    }
+
+    /// A shell command in a new scope: `shell` (None: /bin/sh) runs `-c` with `words` as
+    /// `subprocess` hands them to it (the first is the command, the others `$0`, `$1`…).
+    #[pyo3(signature = (words, env, cwd=None, shell=None))]
+    fn wrap_shell(
+        &self,
+        py: Python<'_>,
+        words: Vec<Vec<u8>>,
+        env: Vec<(Vec<u8>, Vec<u8>)>,
+        cwd: Option<Vec<u8>>,
+        shell: Option<Vec<u8>>,
+    ) -> PyResult<Wrapped> {
+        if words.iter().chain(&shell).any(|a| a.contains(&0)) {
+            return Err(PyValueError::new_err("arguments cannot contain NUL bytes"));
+        }
+        let env = env_from(env)?;
+        let words: Vec<OsString> = words.into_iter().map(OsString::from_vec).collect();
+        let shell = shell.map(OsString::from_vec);
+        let argv = shell_argv(shell.as_deref(), &words, ShellWords::Positional);
+        let cwd = cwd_from(cwd)?;
+        Ok(Wrapped::new(
+            py,
+            self.inner.wrap(&argv, &env, cwd.as_deref()),
+        ))
+    }
+
+    /// For a child that switches user (`switches`: the options that do, for the message): it
+    /// runs directly, said once per process; raises ScopeRequiredError in `required` mode.
+    fn user_switch(&self, switches: &str) -> PyResult<()> {
+        direct_for_user_switch(&self.inner, switches)
+            .map(drop)
+            .map_err(|e| py_error(&e))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ScopeLauncher(kind={:?}, slice={:?}, wrapper={:?})",
+            self.inner.kind().as_str(),
+            self.inner.slice(),
+            self.inner.wrapper().name()
+        )
+    }
+}
+
+/// A decision's outcome as the Python layer takes it: a launcher, None for a direct launch, or
+/// the exception.
+fn launcher_from(
+    outcome: Result<Decision, synaps_scope::ScopeError>,
+) -> PyResult<Option<ScopeLauncher>> {
+    match outcome {
+        Ok(Decision::Scoped(inner)) => Ok(Some(ScopeLauncher { inner })),
+        Ok(Decision::Direct(_)) => Ok(None),
+        Err(e) => Err(py_error(&e)),
+    }
+}
+
+/// The fresh, bounded probe, with the GIL released while it runs.
+#[pyfunction]
+#[pyo3(signature = (env, kind, probe_timeout))]
+pub(crate) fn launcher_for_env(
+    py: Python<'_>,
+    env: Vec<(Vec<u8>, Vec<u8>)>,
+    kind: &str,
+    probe_timeout: f64,
+) -> PyResult<Option<ScopeLauncher>> {
+    let (env, kind, options) = request_from(env, kind, probe_timeout)?;
+    launcher_from(py.detach(|| decide(&env, kind, &options)))
+}
+
+type Outcome = Arc<Mutex<Option<Result<Decision, synaps_scope::ScopeError>>>>;
+
+/// A probe under way on a thread that never takes the GIL. The thread says it is done by
+/// closing its end of a socket pair, which makes `fileno()` readable for an event loop to watch;
+/// the loop's own thread then takes the answer with `result()`. Many probes answering at once
+/// thus cost the loop one read each, never a convoy of threads queueing for the GIL in front of
+/// it.
+#[pyclass(frozen, module = "synaps_scope._native")]
+pub(crate) struct PendingLauncher {
+    ready: UnixStream,
+    outcome: Outcome,
+}
+
+#[pymethods]
+impl PendingLauncher {
+    /// The descriptor that becomes readable when the answer is in.
+    fn fileno(&self) -> i32 {
+        self.ready.as_raw_fd()
+    }
+
+    /// The answer, once `fileno()` is readable: a launcher, None, or the exception.
+    fn result(&self) -> PyResult<Option<ScopeLauncher>> {
+        let taken = self
+            .outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match taken {
+            Some(outcome) => launcher_from(outcome),
+            None => Err(ScopeError::new_err(
+                "the probe's answer was taken already, or its thread ended without one",
+            )),
+        }
+    }
+}
+
+/// Starts the probe of `launcher_for_env` on a thread of its own and returns at once.
+#[pyfunction]
+#[pyo3(signature = (env, kind, probe_timeout))]
+pub(crate) fn begin_launcher_for_env(
+    env: Vec<(Vec<u8>, Vec<u8>)>,
+    kind: &str,
+    probe_timeout: f64,
+) -> PyResult<PendingLauncher> {
+    let (env, kind, options) = request_from(env, kind, probe_timeout)?;
+    let (ready, done) = UnixStream::pair()?;
+    let outcome = Outcome::default();
+    let slot = Arc::clone(&outcome);
+    // A request that panicked (a bug) leaves no outcome: `result()` then says so.
+    decide_on_own_thread(env, kind, options, move |answer| {
+        if let Ok(answer) = answer {
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer);
+        }
+        drop(done);
+    })?;
+    Ok(PendingLauncher { ready, outcome })
+}
