@@ -110,6 +110,7 @@ npm_root="$stage/npm"
 mkdir -p "$npm_root/prebuilds/linux-x64"
 cp bindings/node/package.json bindings/node/index.js bindings/node/index.d.ts bindings/node/cli.js \
   README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE "$npm_root/"
+cp -r bindings/node/lib "$npm_root/"
 install -m 0755 "$c_root/lib/libsynaps_scope.so.$version" "$npm_root/prebuilds/linux-x64/libsynaps_scope.so"
 install -m 0755 "$exec_program" "$npm_root/prebuilds/linux-x64/synaps-scope-exec"
 (cd "$npm_root" && npm pack --silent --pack-destination "$out" >/dev/null)

@@ -139,4 +139,18 @@ async function handleOnceInScope(/** @type {import('node:child_process').ChildPr
   }
 }
 
-module.exports = { CGROUP_OF_SELF, Manager, PRINT_ARGS, collect, handleOnceInScope, noBusEnv, requireRig, withLines };
+/**
+ * Copies the package's own files, as npm would install them (package.json's "files" but its
+ * prebuilds), into `dir`, with its node_modules linked: a copy of the package outside the repository.
+ * @param {string} dir
+ */
+function copyPackage(dir) {
+  const root = path.join(__dirname, '..');
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+  for (const file of [...pkg.files, 'package.json'].filter((f) => !f.startsWith('prebuilds'))) {
+    fs.cpSync(path.join(root, file), path.join(dir, file), { recursive: true });
+  }
+  fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
+}
+
+module.exports = { CGROUP_OF_SELF, Manager, PRINT_ARGS, collect, copyPackage, handleOnceInScope, noBusEnv, requireRig, withLines };

@@ -10,7 +10,7 @@ const path = require('node:path');
 const { test } = require('node:test');
 
 const scope = require('..');
-const { requireRig } = require('./helpers.js');
+const { copyPackage, requireRig } = require('./helpers.js');
 
 test('the result codes, log levels and kinds are the header\'s', () => {
   const header = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'include', 'synaps_scope.h'), 'utf8');
@@ -55,8 +55,7 @@ test('a library of another ABI version, or none, is refused with a clear message
 
   const copy = path.join(dir, 'package');
   fs.mkdirSync(copy);
-  fs.copyFileSync(path.join(__dirname, '..', 'index.js'), path.join(copy, 'index.js'));
-  fs.symlinkSync(path.join(__dirname, '..', 'node_modules'), path.join(copy, 'node_modules'));
+  copyPackage(copy);
   const env = { ...process.env };
   delete env.SYNAPS_SCOPE_LIB;
   const missing = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(copy)})`], { env, encoding: 'utf8' });
@@ -90,8 +89,7 @@ test('doctor names the library and the launcher program beside it, found with no
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-bundle-'));
   const prebuilds = path.join(dir, 'prebuilds', 'linux-x64');
   fs.mkdirSync(prebuilds, { recursive: true });
-  for (const file of ['index.js', 'cli.js', 'package.json']) fs.copyFileSync(path.join(__dirname, '..', file), path.join(dir, file));
-  fs.symlinkSync(path.join(__dirname, '..', 'node_modules'), path.join(dir, 'node_modules'));
+  copyPackage(dir);
   fs.copyFileSync(scope.libraryPath, path.join(prebuilds, 'libsynaps_scope.so'));
   const exec = process.env.SYNAPS_SCOPE_EXEC;
   assert.ok(exec, 'SYNAPS_SCOPE_EXEC names the launcher program built for this test run');
