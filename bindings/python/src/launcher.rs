@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::exceptions::PyValueError;
@@ -14,7 +15,7 @@ use synaps_scope::{
     decide, decide_on_own_thread, direct_for_user_switch, shell_argv, Decision, ShellWords,
 };
 
-use crate::args::{cwd_from, env_from, request_from};
+use crate::args::{cwd_from, env_from, request_from, Env};
 use crate::argv::Wrapped;
 use crate::error::{py_error, ScopeError};
 
@@ -72,21 +73,17 @@ impl ScopeLauncher {
         cwd: Option<Vec<u8>>,
         program: Option<Vec<u8>>,
     ) -> PyResult<Wrapped> {
-        if argv.iter().chain(&program).any(|a| a.contains(&0)) {
-            return Err(PyValueError::new_err("arguments cannot contain NUL bytes"));
-        }
-        let env = env_from(env)?;
-        let argv: Vec<OsString> = argv.into_iter().map(OsString::from_vec).collect();
-        let cwd = cwd_from(cwd)?;
-        let wrapped = match program {
-            Some(program) => {
-                let program = OsString::from_vec(program);
-                self.inner
-                    .wrap_program(&program, &argv, &env, cwd.as_deref())
-            }
-            None => self.inner.wrap(&argv, &env, cwd.as_deref()),
-        };
-        Ok(Wrapped::new(py, wrapped))
+        self.wrapped(
+            py,
+            argv,
+            env,
+            cwd,
+            program,
+            |launcher, argv, env, cwd, program| match program {
+                Some(program) => launcher.wrap_program(&program, argv, env, cwd),
+                None => launcher.wrap(argv, env, cwd),
+            },
+        )
     }
 
     /// A shell command in a new scope: `shell` (None: /bin/sh) runs `-c` with `words` as
@@ -100,18 +97,17 @@ impl ScopeLauncher {
         cwd: Option<Vec<u8>>,
         shell: Option<Vec<u8>>,
     ) -> PyResult<Wrapped> {
-        if words.iter().chain(&shell).any(|a| a.contains(&0)) {
-            return Err(PyValueError::new_err("arguments cannot contain NUL bytes"));
-        }
-        let env = env_from(env)?;
-        let words: Vec<OsString> = words.into_iter().map(OsString::from_vec).collect();
-        let shell = shell.map(OsString::from_vec);
-        let argv = shell_argv(shell.as_deref(), &words, ShellWords::Positional);
-        let cwd = cwd_from(cwd)?;
-        Ok(Wrapped::new(
+        self.wrapped(
             py,
-            self.inner.wrap(&argv, &env, cwd.as_deref()),
-        ))
+            words,
+            env,
+            cwd,
+            shell,
+            |launcher, words, env, cwd, shell| {
+                let argv = shell_argv(shell.as_deref(), words, ShellWords::Positional);
+                launcher.wrap(&argv, env, cwd)
+            },
+        )
     }
 
     /// For a child that switches user (`switches`: the options that do, for the message): it
@@ -129,6 +125,39 @@ impl ScopeLauncher {
             self.inner.slice(),
             self.inner.wrapper().name()
         )
+    }
+}
+
+impl ScopeLauncher {
+    /// What every wrap does around its own step `wrap`: the arguments (and `extra`, a program or a
+    /// shell) refused if they hold NUL, the environment and working directory read, the result
+    /// handed to Python.
+    fn wrapped(
+        &self,
+        py: Python<'_>,
+        argv: Vec<Vec<u8>>,
+        env: Vec<(Vec<u8>, Vec<u8>)>,
+        cwd: Option<Vec<u8>>,
+        extra: Option<Vec<u8>>,
+        wrap: impl FnOnce(
+            &synaps_scope::ScopeLauncher,
+            &[OsString],
+            &Env,
+            Option<&Path>,
+            Option<OsString>,
+        ) -> synaps_scope::Wrapped,
+    ) -> PyResult<Wrapped> {
+        if argv.iter().chain(&extra).any(|a| a.contains(&0)) {
+            return Err(PyValueError::new_err("arguments cannot contain NUL bytes"));
+        }
+        let env = env_from(env)?;
+        let argv: Vec<OsString> = argv.into_iter().map(OsString::from_vec).collect();
+        let cwd = cwd_from(cwd)?;
+        let extra = extra.map(OsString::from_vec);
+        Ok(Wrapped::new(
+            py,
+            wrap(&self.inner, &argv, &env, cwd.as_deref(), extra),
+        ))
     }
 }
 

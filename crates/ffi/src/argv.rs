@@ -1,8 +1,9 @@
 //! `scope_argv` across the C ABI: a command line wrapped to run in a new scope, as `execve` and
 //! `posix_spawn` take it, with its scope's unit.
 
-use std::ffi::{c_char, CString};
+use std::ffi::{c_char, CString, OsString};
 use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
 use std::ptr;
 
 use crate::abi::scope_shell_words;
@@ -12,7 +13,7 @@ use crate::error::{scope_result, Failure};
 use crate::export::guard;
 use crate::launcher::{launcher_arg, scope_launcher};
 use crate::panic::guard_value;
-use synaps_scope::{shell_argv, Wrapped};
+use synaps_scope::{shell_argv, ScopeLauncher, Wrapped};
 
 /// A wrapped command line. Free with [`scope_argv_free`]; not to be shared between threads
 /// while one of them frees it.
@@ -62,29 +63,15 @@ pub unsafe extern "C" fn scope_wrap_program(
     cwd: *const c_char,
     out: *mut *mut scope_argv,
 ) -> scope_result {
-    guard(|| {
-        out_arg(out, "out")?;
-        // SAFETY: NULL or a live launcher per the caller.
-        let launcher = unsafe { launcher_arg(launcher) }?;
-        // SAFETY: forwarded from the caller.
-        let argv = unsafe { argv_arg(argv) }?;
-        // SAFETY: forwarded from the caller.
-        let env = unsafe { env_arg(envp) }?;
-        // SAFETY: forwarded from the caller.
-        let cwd = unsafe { path_arg(cwd) };
+    let wrap = |launcher: &ScopeLauncher, argv: &[OsString], env: &Env, cwd: Option<&Path>| {
         // SAFETY: NULL or a NUL-terminated string per the caller.
-        let program = unsafe { path_arg(program) };
-        let wrapped = match program {
-            Some(program) => {
-                launcher
-                    .inner
-                    .wrap_program(program.as_os_str(), &argv, &env, cwd.as_deref())
-            }
-            None => launcher.inner.wrap(&argv, &env, cwd.as_deref()),
-        };
-        // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
-        unsafe { argv_out(wrapped, out) }
-    })
+        Ok(match unsafe { path_arg(program) } {
+            Some(program) => launcher.wrap_program(program.as_os_str(), argv, env, cwd),
+            None => launcher.wrap(argv, env, cwd),
+        })
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { wrap_into(launcher, argv, envp, cwd, out, wrap) }
 }
 
 /// [`scope_wrap_argv`] for a shell command: `shell` (NULL: `/bin/sh`) runs `-c` with `words`
@@ -105,21 +92,44 @@ pub unsafe extern "C" fn scope_wrap_shell(
     cwd: *const c_char,
     out: *mut *mut scope_argv,
 ) -> scope_result {
+    let wrap = |launcher: &ScopeLauncher, words: &[OsString], env: &Env, cwd: Option<&Path>| {
+        let how = shell_words_arg(how)?;
+        // SAFETY: NULL or a NUL-terminated string per the caller.
+        let shell = unsafe { path_arg(shell) };
+        let argv = shell_argv(shell.as_deref().map(Path::as_os_str), words, how);
+        Ok(launcher.wrap(&argv, env, cwd))
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { wrap_into(launcher, words, envp, cwd, out, wrap) }
+}
+
+/// An environment as the core takes it.
+type Env = [(OsString, OsString)];
+
+/// What every wrap does around its own step `wrap`: the launcher, argv (or words), environment
+/// and working directory checked and read, then the wrapped argv handed out through `out`.
+///
+/// # Safety
+/// As [`scope_wrap_argv`].
+unsafe fn wrap_into(
+    launcher: *const scope_launcher,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    cwd: *const c_char,
+    out: *mut *mut scope_argv,
+    wrap: impl FnOnce(&ScopeLauncher, &[OsString], &Env, Option<&Path>) -> Result<Wrapped, Failure>,
+) -> scope_result {
     guard(|| {
         out_arg(out, "out")?;
         // SAFETY: NULL or a live launcher per the caller.
         let launcher = unsafe { launcher_arg(launcher) }?;
         // SAFETY: forwarded from the caller.
-        let words = unsafe { argv_arg(words) }?;
-        let how = shell_words_arg(how)?;
+        let argv = unsafe { argv_arg(argv) }?;
         // SAFETY: forwarded from the caller.
         let env = unsafe { env_arg(envp) }?;
         // SAFETY: forwarded from the caller.
         let cwd = unsafe { path_arg(cwd) };
-        // SAFETY: NULL or a NUL-terminated string per the caller.
-        let shell = unsafe { path_arg(shell) };
-        let argv = shell_argv(shell.as_deref().map(|s| s.as_os_str()), &words, how);
-        let wrapped = launcher.inner.wrap(&argv, &env, cwd.as_deref());
+        let wrapped = wrap(&launcher.inner, &argv, &env, cwd.as_deref())?;
         // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
         unsafe { argv_out(wrapped, out) }
     })
