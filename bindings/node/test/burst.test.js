@@ -5,20 +5,18 @@
 // Every one runs exactly once, in its own scope from its first instruction.
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { test } = require('node:test');
 
 const scope = require('..');
-const { collect, requireRig } = require('./helpers.js');
+const { collect, requireRig, scratchDir } = require('./helpers.js');
 
 const LAUNCHES = 256;
 const RECORD = 'printf "%s %s\\n" "$0" "$(grep "^0::" /proc/$$/cgroup | cut -c4-)" >> "$1"';
 
 test('256 spawns at once each start in their own scope, once', async (t) => {
   if (!requireRig(t)) return;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-burst-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = scratchDir(t, 'burst');
   const log = path.join(dir, 'burst.log');
   const env = { ...process.env, SYNAPS_SCOPE_LAUNCHER: 'synaps-scope-exec' };
   const started = Date.now();

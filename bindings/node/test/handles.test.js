@@ -4,16 +4,15 @@
 const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { test } = require('node:test');
 
 const scope = require('..');
-const { collect, handleOnceInScope, requireRig } = require('./helpers.js');
+const { collect, handleOnceInScope, requireRig, scratchDir } = require('./helpers.js');
 
 test('the scope handle kills a descendant that left the process group', async (t) => {
   if (!requireRig(t)) return;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+  const dir = scratchDir(t, 'test');
   const pidfile = path.join(dir, 'escaped');
   const script = `( setsid sh -c 'echo $$ > ${pidfile}; exec sleep 1000' & ); exec sleep 1000`;
   const child = await scope.spawn('sh', ['-c', script], { stdio: 'ignore', detached: true });

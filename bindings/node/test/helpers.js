@@ -140,6 +140,17 @@ async function handleOnceInScope(/** @type {import('node:child_process').ChildPr
 }
 
 /**
+ * A new directory for one test, removed with everything in it when the test ends, however it ends.
+ * @param {import('node:test').TestContext} t
+ * @param {string} label
+ */
+function scratchDir(t, label) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `synaps-node-${label}-`));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/**
  * Copies the package's own files, as npm would install them (package.json's "files" but its
  * prebuilds), into `dir`, with its node_modules linked: a copy of the package outside the repository.
  * @param {string} dir
@@ -153,4 +164,4 @@ function copyPackage(dir) {
   fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
 }
 
-module.exports = { CGROUP_OF_SELF, Manager, PRINT_ARGS, collect, copyPackage, handleOnceInScope, noBusEnv, requireRig, withLines };
+module.exports = { CGROUP_OF_SELF, Manager, PRINT_ARGS, collect, copyPackage, handleOnceInScope, noBusEnv, requireRig, scratchDir, withLines };

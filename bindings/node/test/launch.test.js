@@ -5,12 +5,11 @@
 const assert = require('node:assert/strict');
 const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { test } = require('node:test');
 
 const scope = require('..');
-const { collect, noBusEnv, requireRig, withLines, CGROUP_OF_SELF, PRINT_ARGS } = require('./helpers.js');
+const { CGROUP_OF_SELF, collect, noBusEnv, PRINT_ARGS, requireRig, scratchDir, withLines } = require('./helpers.js');
 
 test('a spawned child runs in its own scope', async (t) => {
   if (!requireRig(t)) return;
@@ -123,7 +122,7 @@ test('a child that switches user runs directly with one warning', async (t) => {
 test('a program whose path holds newlines runs once in its scope, nothing of it in the unit file', async (t) => {
   // Issue 13: after a daemon-reload the scope still has no MemoryMax.
   if (!requireRig(t)) return;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+  const dir = scratchDir(t, 'test');
   const log = path.join(dir, 'ran');
   const program = path.join(dir, 'a\nMemoryMax=4096\nb.sh');
   const unitOfSelf = '$(basename "$(grep \'^0::\' /proc/$$/cgroup | cut -c4-)")';
@@ -141,7 +140,7 @@ test('a program whose path holds newlines runs once in its scope, nothing of it 
 test('a script without a shebang fails scoped as it does direct', async (t) => {
   // Issue 13, item 14: the same outcome as child_process.spawn, never a run through /bin/sh.
   if (!requireRig(t)) return;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+  const dir = scratchDir(t, 'test');
   const log = path.join(dir, 'ran');
   const bare = path.join(dir, 'bare');
   fs.writeFileSync(bare, `echo ran >> '${log}'\n`, { mode: 0o755 });

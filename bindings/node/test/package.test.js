@@ -5,12 +5,11 @@
 const assert = require('node:assert/strict');
 const { execFileSync, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { test } = require('node:test');
 
 const scope = require('..');
-const { copyPackage, requireRig } = require('./helpers.js');
+const { copyPackage, requireRig, scratchDir } = require('./helpers.js');
 
 test('the result codes, log levels and kinds are the header\'s', () => {
   const header = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'include', 'synaps_scope.h'), 'utf8');
@@ -41,7 +40,7 @@ test('the result codes, log levels and kinds are the header\'s', () => {
 
 test('a library of another ABI version, or none, is refused with a clear message', (t) => {
   if (!requireRig(t)) return;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-abi-'));
+  const dir = scratchDir(t, 'abi');
   const source = path.join(dir, 'fake.c');
   fs.writeFileSync(source, 'unsigned scope_abi_version(void) { return 999; }\n');
   const fake = path.join(dir, 'libsynaps_scope.so');
@@ -74,7 +73,6 @@ test('a library of another ABI version, or none, is refused with a clear message
   });
   assert.equal(found.status, 0, found.stderr);
   assert.equal(found.stdout.trim(), path.join(system, 'libsynaps_scope.so.1'));
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('doctor names the library and the launcher program beside it, found with no configuration', async (t) => {
@@ -86,7 +84,7 @@ test('doctor names the library and the launcher program beside it, found with no
   await assert.rejects(scope.doctor({ timeoutMs: 0 }), RangeError);
 
   // The package as npm installs it: its own library, the launcher program beside it.
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-bundle-'));
+  const dir = scratchDir(t, 'bundle');
   const prebuilds = path.join(dir, 'prebuilds', 'linux-x64');
   fs.mkdirSync(prebuilds, { recursive: true });
   copyPackage(dir);
@@ -104,7 +102,6 @@ test('doctor names the library and the launcher program beside it, found with no
   const usage = spawnSync(process.execPath, [path.join(dir, 'cli.js'), 'bogus'], { env, encoding: 'utf8' });
   assert.equal(usage.status, 2);
   assert.match(usage.stderr, /usage: synaps-scope doctor/);
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('the package, the library and the header agree on one version', () => {

@@ -5,16 +5,15 @@
 const assert = require('node:assert/strict');
 const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { test } = require('node:test');
 
 const scope = require('..');
-const { requireRig, withLines } = require('./helpers.js');
+const { requireRig, scratchDir, withLines } = require('./helpers.js');
 
 test('a refused slice warns once through the logger', async (t) => {
   if (!requireRig(t)) return;
-  const config = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-')), 'config');
+  const config = path.join(scratchDir(t, 'test'), 'config');
   fs.writeFileSync(config, 'tool_scope_slice = noderefused.service\n');
   /** @type {Array<[string, string]>} */
   const lines = [];
@@ -36,11 +35,12 @@ test('a refused slice warns once through the logger', async (t) => {
  * first one, with `firstOnly`) and everything else at once: a stand-in for the rig manager's
  * private socket (tests/tools/slow_manager.py) holds back the slice check's questions. Call
  * `stop()` when done.
+ * @param {import('node:test').TestContext} t
  * @param {string} slice
  * @param {boolean} firstOnly
  */
-async function slowSliceCheckEnv(slice, firstOnly) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+async function slowSliceCheckEnv(t, slice, firstOnly) {
+  const dir = scratchDir(t, 'test');
   const config = path.join(dir, 'config');
   fs.writeFileSync(config, `tool_scope_slice = ${slice}\n`);
   fs.mkdirSync(path.join(dir, 'systemd'));
@@ -59,7 +59,7 @@ async function slowSliceCheckEnv(slice, firstOnly) {
 
 test('a slice check the busy manager did not answer asks again on its own and warns once', async (t) => {
   if (!requireRig(t)) return;
-  const { env, stop } = await slowSliceCheckEnv('nodebusy.slice', true);
+  const { env, stop } = await slowSliceCheckEnv(t, 'nodebusy.slice', true);
   t.after(stop);
   await withLines(async (lines) => {
     const warned = () => lines.filter(([level, message]) => level === 'warn' && message.includes('nodebusy.slice'));
@@ -81,7 +81,7 @@ test('a slice check the busy manager did not answer asks again on its own and wa
 
 test('flushWarnings reports a slice check without an answer', async (t) => {
   if (!requireRig(t)) return;
-  const { env, stop } = await slowSliceCheckEnv('nodeflush.slice', false);
+  const { env, stop } = await slowSliceCheckEnv(t, 'nodeflush.slice', false);
   t.after(stop);
   await withLines(async (lines) => {
     assert.ok(await scope.launcherForEnv({ env, probeTimeoutMs: 500 }));
@@ -101,7 +101,7 @@ test('the package loaded in workers that then exit never breaks logging', (t) =>
   // Issue 13, item 4: a worker's log callback replaced the process-wide one, and the next line
   // after the worker exited aborted the process. Run in a process of its own, so an abort is seen.
   if (!requireRig(t)) return;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-workers-'));
+  const dir = scratchDir(t, 'workers');
   const script = `
     const fs = require('node:fs');
     const path = require('node:path');
@@ -151,7 +151,7 @@ test('the package loaded in workers that then exit never breaks logging', (t) =>
 test('a slice warning reaches the logger once while other requests launch, in 20 fresh processes', async (t) => {
   // Issue 21: tracing decides a callsite's interest once per process, so each run is a new one.
   if (!requireRig(t)) return;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'synaps-node-'));
+  const dir = scratchDir(t, 'test');
   const plain = path.join(dir, 'plain.config');
   fs.writeFileSync(plain, '');
   const host = `
