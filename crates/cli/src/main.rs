@@ -15,15 +15,32 @@ use std::time::{Duration, Instant};
 use clap::{Args, Parser, Subcommand};
 use synaps_scope::doctor::diagnose;
 use synaps_scope::{
-    bound_from_millis, decide, decide_in_place, flush_warnings, inherited_env, set_env, Decision,
-    DirectReason, InPlace, InPlaceDecision, Launch, LauncherOptions, ScopeError, ScopeKind,
-    ScopeLauncher, ScopeNotMade, EXEC_FAILED_STATUS,
+    bound_from_millis, decide, decide_in_place, flush_warnings, inherited_env, set_env, Classified,
+    Decision, DirectReason, ErrorClass, InPlace, InPlaceDecision, Launch, LauncherOptions,
+    ScopeKind, ScopeLauncher, ScopeNotMade, EXEC_FAILED_STATUS,
 };
 
 /// Exit status when `required` mode refuses a launch.
 const EXIT_REQUIRED_REFUSED: u8 = 3;
 /// Exit status for bad input (clap's, for usage errors, too).
 const EXIT_USAGE: u8 = 2;
+
+/// The command line's one map from the core's classes of failure to its exit statuses.
+fn exit_status(class: ErrorClass) -> u8 {
+    match class {
+        ErrorClass::InvalidInput => EXIT_USAGE,
+        ErrorClass::Unavailable => EXIT_REQUIRED_REFUSED,
+        // As a shell says of a command it cannot find.
+        ErrorClass::NoSuchProgram => 127,
+        ErrorClass::NoSuchScope
+        | ErrorClass::Refused
+        | ErrorClass::NotInScope
+        | ErrorClass::TimedOut
+        | ErrorClass::Manager
+        | ErrorClass::NoCgroup2
+        | ErrorClass::Io => 1,
+    }
+}
 
 #[derive(Parser)]
 #[command(
@@ -202,10 +219,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             tracing::error!(target: synaps_scope::diag::TARGET, "{e}");
-            return ExitCode::from(match e {
-                ScopeError::Unavailable { .. } => EXIT_REQUIRED_REFUSED,
-                _ => EXIT_USAGE,
-            });
+            return ExitCode::from(exit_status(e.class()));
         }
     };
 
