@@ -1,0 +1,52 @@
+'use strict';
+// The ABI's own facts, as the header (include/synaps_scope.h) states them: its version, the kinds,
+// the shell's words, the results, log levels, endings and rules, the wrappers and the default
+// bounds; a test checks them against the header.
+
+/** The C ABI version this package was written for (SCOPE_ABI_VERSION of synaps_scope.h). */
+const ABI_VERSION = 1;
+
+// These tables and bounds mirror the header's SCOPE_KIND_*, SCOPE_SHELL_WORDS_*, SCOPE_RESULT_*, SCOPE_LOG_LEVEL_* and
+// SCOPE_DEFAULT_*_MS; a test checks them against include/synaps_scope.h.
+const KINDS = Object.freeze({ tool: 0, daemon: 1 });
+/** SCOPE_SHELL_WORDS_*: how a shell is handed a command's words (Node's own way is `joined`). */
+const SHELL_WORDS = Object.freeze({ positional: 0, joined: 1 });
+const RESULT_NAMES = Object.freeze([
+  'OK', 'NULL_PARAMETER', 'INVALID_ARGUMENT', 'INVALID_UTF8', 'INVALID_KIND', 'REQUIRED_UNAVAILABLE',
+  'NOT_FOUND', 'NOT_OURS', 'NOT_IN_SCOPE', 'TIMED_OUT', 'MANAGER', 'NO_CGROUP2', 'IO', 'PANIC',
+]);
+/** Each result's number by its name: results are compared by name, never by a bare number. */
+const RESULT = Object.freeze(Object.fromEntries(RESULT_NAMES.map((name, number) => [name, number])));
+const LEVELS = Object.freeze(['', 'error', 'warn', 'info', 'debug', 'trace']);
+// SCOPE_ENDING_KIND_* and SCOPE_OOMD_RULE_*; each name, lowercased with dashes, is the core's word.
+const ENDING_NAMES = Object.freeze(['RUNNING', 'OOMD', 'KERNEL_OOM', 'HANDLE_KILL', 'ON_ITS_OWN', 'UNKNOWN']);
+const OOMD_RULE_NAMES = Object.freeze(['UNKNOWN', 'SWAP', 'MEMORY_PRESSURE']);
+const word = (name) => name.toLowerCase().replace(/_/g, '-');
+const STAT_UNKNOWN = 0xffffffffffffffffn;
+const DEFAULT_PROBE_TIMEOUT_MS = 3000;
+const DEFAULT_KILL_TIMEOUT_MS = 5000;
+
+/** The wrappers by their number in the C ABI (`SCOPE_WRAPPER_*`). */
+const WRAPPERS = Object.freeze({ 'synaps-scope-exec': 1, 'systemd-run': 2 });
+const WRAPPER_NAMES = Object.freeze({ 1: 'synaps-scope-exec', 2: 'systemd-run' });
+
+/** The exit status of a scoped child whose scope could not be made in `required` mode: the command did not run (launcher program only). */
+const EXEC_FAILED_STATUS = 125;
+
+module.exports = {
+  ABI_VERSION,
+  DEFAULT_KILL_TIMEOUT_MS,
+  DEFAULT_PROBE_TIMEOUT_MS,
+  ENDING_NAMES,
+  EXEC_FAILED_STATUS,
+  KINDS,
+  LEVELS,
+  OOMD_RULE_NAMES,
+  RESULT,
+  RESULT_NAMES,
+  SHELL_WORDS,
+  STAT_UNKNOWN,
+  WRAPPERS,
+  WRAPPER_NAMES,
+  word,
+};

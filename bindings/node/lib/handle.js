@@ -1,0 +1,143 @@
+'use strict';
+// `ScopeHandle`: a running scope of this library, its processes, usage and ending.
+const koffi = require('koffi');
+const { promisify } = require('node:util');
+
+const { DEFAULT_KILL_TIMEOUT_MS, DEFAULT_PROBE_TIMEOUT_MS, ENDING_NAMES, OOMD_RULE_NAMES, STAT_UNKNOWN, word } = require('./abi.js');
+const { cString, envArray, pidArg, timeoutMs } = require('./args.js');
+const { callBlocking, check } = require('./error.js');
+const { c } = require('./library.js');
+
+const handleRegistry = new FinalizationRegistry((pointer) => c.handleFree(pointer));
+
+/** The numbers of a `scope_pids` array the library returned, which is freed here. */
+function takePids(array, length) {
+  const count = Number(length);
+  if (count === 0) return [];
+  try {
+    return Array.from(koffi.decode(array, 'uint32_t', count));
+  } finally {
+    c.pidsFree(array, count);
+  }
+}
+
+/** A running scope of this library, found by the unit name `wrap` returned. */
+class ScopeHandle {
+  #pointer;
+  /** Calls running on a worker thread with the pointer: close() leaves the freeing to the last. */
+  #inFlight = 0;
+  #closed = false;
+
+  constructor(pointer) {
+    this.#pointer = pointer;
+    handleRegistry.register(this, pointer, this);
+    this.unit = c.handleUnit(pointer);
+    this.cgroup = c.handleCgroup(pointer);
+    Object.freeze(this);
+  }
+
+  static fromPid(unit, pid) {
+    const out = [null];
+    check(c.handleFromPid(cString(unit, 'unit'), pidArg(pid), out));
+    return new ScopeHandle(out[0]);
+  }
+
+  static ofProcess(pid) {
+    const out = [null];
+    check(c.handleOfProcess(pidArg(pid), out));
+    return new ScopeHandle(out[0]);
+  }
+
+  /** Asks the user manager (on a worker thread) for the scope's cgroup. */
+  static async fromManager(unit, { env, timeoutMs: ms } = {}) {
+    const out = [null];
+    const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
+    await callBlocking(c.handleFromManager, cString(unit, 'unit'), envArray(env), timeout, out);
+    return new ScopeHandle(out[0]);
+  }
+
+  #live() {
+    if (this.#closed) throw new Error('synaps-scope: this scope handle was closed');
+    return this.#pointer;
+  }
+
+  /** `fn(pointer, ...args)` on a worker thread; the handle is not freed while it runs. */
+  async #blocking(fn, ...args) {
+    await this.#whileLive((pointer) => callBlocking(fn, pointer, ...args));
+  }
+
+  /** Awaits `call(pointer)`; the handle is not freed while it runs. */
+  async #whileLive(call) {
+    const pointer = this.#live();
+    this.#inFlight += 1;
+    try {
+      await call(pointer);
+    } finally {
+      this.#inFlight -= 1;
+      if (this.#closed && this.#inFlight === 0) this.#free();
+    }
+  }
+
+  pids() {
+    const pids = [null];
+    const len = [0];
+    check(c.handlePids(this.#live(), pids, len));
+    return takePids(pids[0], len[0]);
+  }
+
+  /** Usage figures; null where the kernel's controller is not enabled. */
+  stats() {
+    const out = {};
+    check(c.handleStats(this.#live(), out));
+    const known = (v) => (BigInt(v) === STAT_UNKNOWN ? null : Number(v));
+    return { memoryCurrent: known(out.memory_current), memoryPeak: known(out.memory_peak), pidsCurrent: known(out.pids_current) };
+  }
+
+  /** Kills every process in the scope, descendants that left the process group included; resolves
+   * to the pids that were in it when the kill began. */
+  async kill({ timeoutMs: ms } = {}) {
+    const pids = [null];
+    const len = [0];
+    await this.#blocking(c.handleKillPids, timeoutMs(ms, 'timeoutMs', DEFAULT_KILL_TIMEOUT_MS), pids, len);
+    return takePids(pids[0], len[0]);
+  }
+
+  async waitEmpty({ timeoutMs: ms } = {}) {
+    await this.#blocking(c.handleWaitEmpty, timeoutMs(ms, 'timeoutMs', DEFAULT_KILL_TIMEOUT_MS));
+  }
+
+  /**
+   * How the scope ended, answered after the manager has collected it too, from what this handle
+   * kept since it was made (so make the handle while the tool runs): `kind` is 'running', 'oomd',
+   * 'kernel-oom', 'handle-kill', 'on-its-own' or 'unknown'; `oomdRule` 'swap' or
+   * 'memory-pressure' where only one rule covers the scope. On a worker thread: an oomd kill's rule
+   * is asked of the user and system managers within `timeoutMs`.
+   */
+  async ending({ env, timeoutMs: ms } = {}) {
+    const envp = envArray(env);
+    const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
+    const out = {};
+    await this.#whileLive(async (pointer) => check(await promisify(c.handleEnding.async)(pointer, envp, timeout, out)));
+    const rule = OOMD_RULE_NAMES[out.rule];
+    return {
+      kind: word(ENDING_NAMES[out.kind] ?? 'UNKNOWN'),
+      oomdRule: rule && rule !== 'UNKNOWN' ? word(rule) : null,
+      kernelOomKills: Number(out.kernel_oom_kills),
+    };
+  }
+
+  /** Frees the handle now, or when the last kill or waitEmpty still running settles. */
+  close() {
+    if (this.#closed) return;
+    this.#closed = true;
+    handleRegistry.unregister(this);
+    if (this.#inFlight === 0) this.#free();
+  }
+
+  #free() {
+    c.handleFree(this.#pointer);
+    this.#pointer = null;
+  }
+}
+
+module.exports = { ScopeHandle };

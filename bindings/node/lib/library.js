@@ -1,0 +1,154 @@
+'use strict';
+// Finding and loading the library (libsynaps_scope.so, with koffi), checking its ABI version, and
+// binding every symbol this package calls.
+const fs = require('node:fs');
+const path = require('node:path');
+const koffi = require('koffi');
+
+const { ABI_VERSION } = require('./abi.js');
+
+/** The package's own directory (this file is in its lib/). */
+const PACKAGE = path.join(__dirname, '..');
+const LIBRARY = 'libsynaps_scope.so';
+/** The library's soname, as a system install (the C tarball, a distribution package) provides it. */
+const SONAME = `${LIBRARY}.${ABI_VERSION}`;
+/** The same library as cargo names it in a repository build (the synaps-scope-ffi crate). */
+const CARGO_LIBRARY = 'libsynaps_scope_ffi.so';
+
+/**
+ * The places searched for the library, in order: SYNAPS_SCOPE_LIB alone when it is set; else the
+ * package's own prebuilt copy (with the launcher program beside it), the cargo builds when the
+ * package sits in the repository, and last the soname through the dynamic loader's own search
+ * (LD_LIBRARY_PATH, /etc/ld.so.cache, the system's library directories).
+ */
+function candidates() {
+  if (process.env.SYNAPS_SCOPE_LIB) return [{ file: process.env.SYNAPS_SCOPE_LIB }];
+  const own = path.join(PACKAGE, 'prebuilds', `${process.platform}-${process.arch}`, LIBRARY);
+  const list = [{ file: own }];
+  const repository = path.resolve(PACKAGE, '..', '..');
+  if (fs.existsSync(path.join(repository, 'Cargo.toml'))) {
+    // Of the cargo builds, the newest first: a stale release build must not shadow a fresh debug one.
+    const builds = ['release', 'debug']
+      .map((profile) => path.join(repository, 'target', profile, CARGO_LIBRARY))
+      .sort((a, b) => modified(b) - modified(a));
+    list.push(...builds.map((file) => ({ file })));
+  }
+  list.push({ soname: SONAME });
+  return list;
+}
+
+function modified(file) {
+  try {
+    return fs.statSync(file).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * The file `lib` was loaded from, as the library itself tells it (the soname where it cannot, or
+ * where a library older than this package lacks scope_library_file).
+ */
+function loadedFile(lib, soname) {
+  try {
+    return lib.func('const char *scope_library_file(void)')() ?? soname;
+  } catch {
+    return soname;
+  }
+}
+
+function loadLibrary() {
+  const tried = [];
+  for (const { file, soname } of candidates()) {
+    if (file !== undefined && !fs.existsSync(file)) {
+      tried.push(`${file} (not found)`);
+      continue;
+    }
+    let lib;
+    try {
+      lib = koffi.load(file ?? soname);
+    } catch (error) {
+      const place = file ?? `${soname} through the dynamic loader's search`;
+      tried.push(`${place} (${error.message})`);
+      continue;
+    }
+    const libraryPath = file ?? loadedFile(lib, soname);
+    const abi = lib.func('uint32_t scope_abi_version(void)')();
+    if (abi !== ABI_VERSION) {
+      throw new Error(
+        `synaps-scope: ${libraryPath} implements C ABI version ${abi}, but this package was written for ` +
+          `version ${ABI_VERSION}; install matching versions of the package and the library`,
+      );
+    }
+    return { lib, libraryPath };
+  }
+  throw new Error(
+    `synaps-scope: cannot find ${LIBRARY}; tried, in order:\n  ${tried.join('\n  ')}\n` +
+      `Reinstall the package (its copy is prebuilt for linux-x64 only), install the C library (${SONAME}), ` +
+      'or set SYNAPS_SCOPE_LIB to its path.',
+  );
+}
+
+const { lib, libraryPath } = loadLibrary();
+
+koffi.opaque('scope_launcher');
+koffi.opaque('scope_argv');
+koffi.opaque('scope_handle');
+koffi.struct('scope_stats', { memory_current: 'uint64_t', memory_peak: 'uint64_t', pids_current: 'uint64_t' });
+koffi.struct('scope_ending', { kind: 'int', rule: 'int', kernel_oom_kills: 'uint64_t' });
+const LogCallback = koffi.proto('void scope_log_callback(void *userdata, uint32_t level, const char *message, size_t len)');
+const LauncherReady = koffi.proto(
+  'void scope_launcher_ready(void *userdata, uint32_t result, scope_launcher *launcher, const char *error)',
+);
+
+// Every symbol is bound now, so a library missing one fails at load, not mid-launch.
+const c = {
+  lastError: lib.func('const char *scope_last_error(void)'),
+  version: lib.func('const char *scope_version(void)'),
+  stringFree: lib.func('void scope_string_free(void *s)'),
+  launcherForEnv: lib.func('uint32_t scope_launcher_for_env_r(const char **envp, uint32_t kind, uint32_t timeout_ms, _Out_ scope_launcher **out, void *error, size_t error_len)'),
+  launcherForEnvAsync: lib.func(
+    'uint32_t scope_launcher_for_env_async(const char **envp, uint32_t kind, uint32_t timeout_ms, scope_launcher_ready *ready, void *userdata)',
+  ),
+  launcherFree: lib.func('void scope_launcher_free(scope_launcher *launcher)'),
+  launcherWrapper: lib.func('uint32_t scope_launcher_wrapper(const scope_launcher *launcher)'),
+  launcherRequired: lib.func('bool scope_launcher_required(const scope_launcher *launcher)'),
+  launcherKind: lib.func('uint32_t scope_launcher_kind(const scope_launcher *launcher)'),
+  launcherSlice: lib.func('const char *scope_launcher_slice(const scope_launcher *launcher)'),
+  launcherVersion: lib.func('uint32_t scope_launcher_systemd_version(const scope_launcher *launcher)'),
+  wrapProgram: lib.func(
+    'uint32_t scope_wrap_program(const scope_launcher *launcher, const char *program, const char **argv, const char **envp, const char *cwd, _Out_ scope_argv **out)',
+  ),
+  wrapShell: lib.func(
+    'uint32_t scope_wrap_shell(const scope_launcher *launcher, const char *shell, const char **words, uint32_t how, const char **envp, const char *cwd, _Out_ scope_argv **out)',
+  ),
+  argvUnit: lib.func('const char *scope_argv_unit(const scope_argv *argv)'),
+  argvSize: lib.func('size_t scope_argv_size(const scope_argv *argv)'),
+  argvCopy: lib.func('uint32_t scope_argv_copy(const scope_argv *argv, uint8_t *buffer, size_t buffer_len)'),
+  argvFree: lib.func('void scope_argv_free(scope_argv *argv)'),
+  launcherUserSwitch: lib.func('uint32_t scope_launcher_user_switch(const scope_launcher *launcher, const char *switches)'),
+  resolveProgram: lib.func('uint32_t scope_resolve_program(const char *program, const char **envp, const char *cwd, _Out_ void **out)'),
+  handleFromPid: lib.func('uint32_t scope_handle_from_pid(const char *unit, uint32_t pid, _Out_ scope_handle **out)'),
+  handleOfProcess: lib.func('uint32_t scope_handle_of_process(uint32_t pid, _Out_ scope_handle **out)'),
+  handleFromManager: lib.func('uint32_t scope_handle_from_manager_r(const char *unit, const char **envp, uint32_t timeout_ms, _Out_ scope_handle **out, void *error, size_t error_len)'),
+  handleUnit: lib.func('const char *scope_handle_unit(const scope_handle *handle)'),
+  handleCgroup: lib.func('const char *scope_handle_cgroup(const scope_handle *handle)'),
+  handlePids: lib.func('uint32_t scope_handle_pids(const scope_handle *handle, _Out_ void **pids, _Out_ size_t *len)'),
+  pidsFree: lib.func('void scope_pids_free(void *pids, size_t len)'),
+  handleStats: lib.func('uint32_t scope_handle_stats(const scope_handle *handle, _Out_ scope_stats *out)'),
+  handleKillPids: lib.func(
+    'uint32_t scope_handle_kill_pids_r(const scope_handle *handle, uint32_t timeout_ms, _Out_ void **pids, _Out_ size_t *len, void *error, size_t error_len)',
+  ),
+  handleWaitEmpty: lib.func('uint32_t scope_handle_wait_empty_r(const scope_handle *handle, uint32_t timeout_ms, void *error, size_t error_len)'),
+  handleEnding: lib.func(
+    'uint32_t scope_handle_ending(const scope_handle *handle, const char **envp, uint32_t timeout_ms, _Out_ scope_ending *out)',
+  ),
+  handleFree: lib.func('void scope_handle_free(scope_handle *handle)'),
+  setLogCallback: lib.func('void scope_set_log_callback(scope_log_callback *callback, void *userdata)'),
+  setLogLevel: lib.func('uint32_t scope_set_log_level(uint32_t level)'),
+  flushWarnings: lib.func('uint32_t scope_flush_warnings(uint32_t timeout_ms)'),
+  abiVersion: lib.func('uint32_t scope_abi_version(void)'),
+  doctor: lib.func('uint32_t scope_doctor_r(const char **envp, uint32_t timeout_ms, _Out_ void **out, void *error, size_t error_len)'),
+};
+
+module.exports = { c, libraryPath, LauncherReady, LogCallback };
