@@ -12,10 +12,9 @@ use std::ptr;
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
-use synaps_scope_ffi::launcher::{
-    scope_argv, scope_argv_free, scope_launcher, scope_launcher_for_env, scope_launcher_free,
-    scope_resolve_program, scope_wrap_argv,
-};
+use synaps_scope_ffi::argv::{scope_argv, scope_argv_free, scope_wrap_argv};
+use synaps_scope_ffi::launcher::{scope_launcher, scope_launcher_for_env, scope_launcher_free};
+use synaps_scope_ffi::resolve::scope_resolve_program;
 use synaps_scope_ffi::{scope_result, scope_string_free, SCOPE_KIND_TOOL};
 
 /// A launcher to wrap with, made once, with no manager needed (only the intake is under test): the
