@@ -616,7 +616,7 @@ scope_result scope_flush_warnings(uint32_t timeout_ms);
 //
 // # Safety
 // `program` and `cwd` are NULL or NUL-terminated strings; `envp` as for
-// [`scope_launcher_for_env`]; `out` is writable.
+// `scope_launcher_for_env`; `out` is writable.
 scope_result scope_resolve_program(const char *program,
                                    const char *const *envp,
                                    const char *cwd,

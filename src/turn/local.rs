@@ -77,7 +77,7 @@ impl Local {
     /// Waits for the turn of a request of this process, as [`super::take`] says: the ticket whose
     /// turn came, None to talk to the manager without a turn (none could be had, or the turns
     /// stood still), or [`NoTurn`].
-    pub(super) fn wait_for_turn(
+    pub(super) fn turn_for_request(
         self: &Arc<Self>,
         deadline: Instant,
     ) -> Result<Option<Ticket>, NoTurn> {
@@ -113,7 +113,7 @@ pub(super) fn local_for(path: OsString) -> Arc<Local> {
     local
 }
 
-/// [`Local::wait_for_turn`].
+/// [`Local::turn_for_request`].
 fn wait_in(local: &Arc<Local>, deadline: Instant) -> Result<Option<Ticket>, NoTurn> {
     let started = Instant::now();
     // A tenth of the time left, at most 100 ms, is kept for the conversation itself (a turn's

@@ -138,7 +138,7 @@ fn enter() -> usize {
 
 /// [`take`] with the process's side of the lock given (a turn already counted by [`enter`]).
 fn take_in(local: &Arc<Local>, deadline: Instant) -> Result<Turn, NoTurn> {
-    match local.wait_for_turn(deadline) {
+    match local.turn_for_request(deadline) {
         Ok(Some(ticket)) => Ok(Turn {
             held: Some((ticket, Arc::clone(local))),
             _not_send: PhantomData,

@@ -15,7 +15,7 @@ use synaps_scope::resolve_program;
 ///
 /// # Safety
 /// `program` and `cwd` are NULL or NUL-terminated strings; `envp` as for
-/// [`crate::launcher::scope_launcher_for_env`]; `out` is writable.
+/// `scope_launcher_for_env`; `out` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn scope_resolve_program(
     program: *const c_char,
