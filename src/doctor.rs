@@ -75,6 +75,10 @@ pub struct Report {
     /// The version the user manager reports, asked only when a probe reached it; the error says
     /// why it could not be read.
     pub manager_version: Option<Result<ManagerVersion, String>>,
+    /// The way the requests reach the manager (`session bus unix:path=…` or `private socket …`)
+    /// and the order they try the ways in, asked only when a probe reached it; the error says
+    /// why no way was open.
+    pub route: Option<(Result<String, String>, &'static str)>,
     /// Things worth a person's attention that change no decision (a client and manager of
     /// different versions).
     pub warnings: Vec<String>,
@@ -112,10 +116,13 @@ pub fn diagnose(
         .unwrap_or_default();
     // Only a manager that answered a probe is asked (the way the probe reached it): one that did
     // not would cost another bound.
-    let manager_version = found
-        .iter()
-        .find_map(|evidence| evidence.route.as_ref())
+    let probed_route = found.iter().find_map(|evidence| evidence.route.as_ref());
+    let manager_version = probed_route
         .map(|route| manager::manager_version(route, deadline_after(options.probe_timeout)));
+    let route = probed_route.map(|route| {
+        let way = manager::way_to_manager(route, deadline_after(options.probe_timeout));
+        (way, route.order())
+    });
     let systemd_version = match &evidence.wrapper {
         Some(Ok(Wrapper::SystemdRun { version, .. })) => *version,
         _ => None,
@@ -140,6 +147,7 @@ pub fn diagnose(
             .unwrap_or_else(|| locate_systemd_run(&inputs)),
         systemd_version,
         manager_version,
+        route,
         warnings,
         bus: [
             ("XDG_RUNTIME_DIR", inputs.bus.runtime_dir),
@@ -307,6 +315,14 @@ impl Report {
             None => "not asked (no probe reached it)".to_owned(),
         };
         let _ = writeln!(out, "user manager:  {manager}");
+        if let Some((way, order)) = &self.route {
+            let way = match way {
+                Ok(way) => way.clone(),
+                Err(why) => format!("none open now: {why}"),
+            };
+            let _ = writeln!(out, "reached by:    {way}");
+            let _ = writeln!(out, "  in the order {order}");
+        }
         let bus: Vec<String> = self
             .bus
             .iter()

@@ -62,7 +62,7 @@ impl Wrapper {
     pub(crate) fn route(&self, bus: UserBus<'_>) -> Route {
         let fallback = match self {
             Wrapper::SystemdRun { version, .. } => Fallback::of_systemd_run(*version),
-            Wrapper::Exec { .. } => Fallback::Since257,
+            Wrapper::Exec { .. } => Fallback::SessionFirst,
         };
         Route::to(bus, fallback)
     }

@@ -140,3 +140,9 @@ pub mod __exec {
     pub use crate::exec_line::{BadExecLine, ExecLine, EXEC_USAGE};
     pub use crate::own_scope::{make_own_scope, NotMade, ScopeRequest};
 }
+
+/// What the benchmarks measure against; not part of the supported API.
+#[doc(hidden)]
+pub mod __bench {
+    pub use crate::own_scope::{KeptConnection, ScopeRequest};
+}

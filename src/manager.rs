@@ -89,6 +89,13 @@ pub(crate) fn manager_version(route: &Route, deadline: Instant) -> Result<Manage
     })
 }
 
+/// How the probe's route reaches the manager now (`Route::way`): a connection along it, kept or
+/// new, says whether it went through the session bus or the private socket.
+pub(crate) fn way_to_manager(route: &Route, deadline: Instant) -> Result<String, String> {
+    pool::with_connection(route, deadline, |bus, _fresh| Ok(route.way(bus.via_broker)))
+        .map_err(|e| e.to_string())
+}
+
 /// A duration in microseconds as systemd prints one (`format_timespan` with no rounding, as
 /// `systemctl show` does for a `…USec` property): `500ms`, `1.500000s`, `1min 30s`, `infinity`.
 pub(crate) fn format_timespan(usec: u64) -> String {

@@ -1,9 +1,11 @@
-//! A peer that speaks as the manager on its private socket and never lets the socket run dry: a
-//! flood of signals, a flood of returns for other serials, a reply trickled byte by byte. Only
-//! root or the same user can be that peer, so this is robustness, not privilege: the probe and the
-//! launcher program must still end at their one deadline (+ 100 ms), however fast the peer sends,
+//! A peer that speaks as the manager on its private socket, or as the session bus's broker, and
+//! never lets the socket run dry (a flood of signals, a flood of returns for other serials, a reply
+//! trickled byte by byte), or stalls, or lies (says every call worked and every job is done).
+//! Only root or the same user can be that peer, so this is robustness, not privilege: the probe and
+//! the launcher program must still end at their one deadline (+ 100 ms), however the peer behaves,
 //! and the launcher program must never run the command in `--required` mode. No manager is needed:
-//! the peer is a thread of this test, listening where `XDG_RUNTIME_DIR/systemd/private` is.
+//! the peer is a thread of this test, listening where `XDG_RUNTIME_DIR/systemd/private` is, or
+//! where `XDG_RUNTIME_DIR/bus` is (the session bus, which the launcher program tries first).
 
 mod common;
 
@@ -45,6 +47,59 @@ enum Flood {
     /// `JobRemoved` signals of 60 KiB each (long job paths), back to back: each small enough to
     /// be read whole, none the awaited job.
     LongSignals,
+    /// The authentication answered, then nothing: a stopped broker or manager.
+    Stall,
+    /// Every call answered as if it worked (a job path), and a `JobRemoved` with result `done` for
+    /// it: a peer that says the scope was made when nothing was.
+    Lie,
+}
+
+/// Where the fake peer listens: the manager's private socket, or the session bus.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    PrivateSocket,
+    SessionBus,
+}
+
+impl Way {
+    fn socket(self) -> &'static str {
+        match self {
+            Way::PrivateSocket => "systemd/private",
+            Way::SessionBus => "bus",
+        }
+    }
+}
+
+const WAYS: [Way; 2] = [Way::PrivateSocket, Way::SessionBus];
+
+/// Every flood on every way.
+fn every_peer() -> impl Iterator<Item = (Flood, Way)> {
+    FLOODS
+        .into_iter()
+        .flat_map(|flood| WAYS.map(|way| (flood, way)))
+}
+
+/// Reads the next whole message the client sends; None when it went away.
+fn read_call(stream: &mut UnixStream) -> Option<(u8, u32)> {
+    let mut fixed = [0u8; 16];
+    stream.read_exact(&mut fixed).ok()?;
+    let word = |at: usize| u32::from_le_bytes(fixed[at..at + 4].try_into().unwrap()) as usize;
+    let rest = (word(12) + 7) / 8 * 8 + word(4);
+    let mut skip = vec![0u8; rest];
+    stream.read_exact(&mut skip).ok()?;
+    Some((fixed[1], word(8) as u32))
+}
+
+/// A return for `reply_serial` carrying the object path `job`.
+fn job_return(serial: u32, reply_serial: u32, job: &str) -> Vec<u8> {
+    let mut fields = vec![5, 1, b'u', 0];
+    fields.extend_from_slice(&reply_serial.to_le_bytes());
+    pad(&mut fields, 8);
+    fields.extend_from_slice(&[8, 1, b'g', 0, 1, b'o', 0]);
+    let mut body = (job.len() as u32).to_le_bytes().to_vec();
+    body.extend_from_slice(job.as_bytes());
+    body.push(0);
+    message(2, serial, fields, &body)
 }
 
 /// Appends `value` padded to `align`.
@@ -181,6 +236,30 @@ fn serve(mut stream: UnixStream, flood: Flood, burst: &[u8], stop: &AtomicBool) 
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
+        Flood::Stall => {
+            while !stop.load(Ordering::Relaxed) && stream.read(&mut byte).is_ok_and(|n| n > 0) {}
+        }
+        Flood::Lie => {
+            while let Some((kind, call)) = read_call(&mut stream) {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                if kind != 1 {
+                    continue;
+                }
+                serial += 2;
+                let job = format!("/org/freedesktop/systemd1/job/{call}");
+                let mut answer = job_return(serial, call, &job);
+                answer.extend(job_removed_with(
+                    serial + 1,
+                    "uoss",
+                    &job_removed_body(call, &job),
+                ));
+                if stream.write_all(&answer).is_err() {
+                    return;
+                }
+            }
+        }
         Flood::Huge => {
             let _ = stream.write_all(burst);
             // Then keep the connection open and quiet until the client gives up.
@@ -212,18 +291,19 @@ fn serve(mut stream: UnixStream, flood: Flood, burst: &[u8], stop: &AtomicBool) 
     }
 }
 
-/// A fake manager listening at `runtime/systemd/private`, serving each client on a thread of its
-/// own until dropped.
+/// A fake manager listening at `runtime/systemd/private` or a fake broker at `runtime/bus`,
+/// serving each client on a thread of its own until dropped.
 struct FakeManager {
     stop: Arc<AtomicBool>,
     runtime: TempDir,
+    way: Way,
 }
 
 impl FakeManager {
-    fn start(flood: Flood) -> FakeManager {
+    fn start(flood: Flood, way: Way) -> FakeManager {
         let runtime = TempDir::new("hostile-peer");
         std::fs::create_dir_all(runtime.path().join("systemd")).unwrap();
-        let listener = UnixListener::bind(runtime.path().join("systemd/private")).unwrap();
+        let listener = UnixListener::bind(runtime.path().join(way.socket())).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
         let burst = Arc::new(match flood {
@@ -241,7 +321,7 @@ impl FakeManager {
                 std::thread::spawn(move || serve(stream, flood, &burst, &stop));
             }
         });
-        FakeManager { stop, runtime }
+        FakeManager { stop, runtime, way }
     }
 
     /// An environment that reaches only this fake manager, with the launcher program as the
@@ -269,23 +349,25 @@ impl Drop for FakeManager {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         // Wakes the accept loop so that it sees the stop.
-        let _ = UnixStream::connect(self.runtime.path().join("systemd/private"));
+        let _ = UnixStream::connect(self.runtime.path().join(self.way.socket()));
     }
 }
 
-const FLOODS: [Flood; 5] = [
+const FLOODS: [Flood; 7] = [
     Flood::Signals,
     Flood::OtherReturns,
     Flood::Trickle,
     Flood::Huge,
     Flood::LongSignals,
+    Flood::Stall,
+    Flood::Lie,
 ];
 
 #[test]
 fn the_probe_ends_at_its_bound_however_fast_the_peer_sends() {
-    for flood in FLOODS {
+    for (flood, way) in every_peer() {
         let _alone = one_flood_at_a_time();
-        let manager = FakeManager::start(flood);
+        let manager = FakeManager::start(flood, way);
         let config = TempDir::new("hostile-peer-config");
         let env = manager.env(&config);
         let options = LauncherOptions {
@@ -299,18 +381,18 @@ fn the_probe_ends_at_its_bound_however_fast_the_peer_sends() {
         let decision = decide(&env, ScopeKind::Tool, &options).expect("on mode never errs");
         let took = started.elapsed();
         let added_kib = status_kib("VmHWM").saturating_sub(before);
-        println!("probe, {flood:?}: {took:?} (bound {BOUND:?}), added {added_kib} KiB to its host");
+        println!("probe, {flood:?} on the {way:?}: {took:?} (bound {BOUND:?}), added {added_kib} KiB to its host");
         assert!(
             added_kib < 4 * 1024,
-            "{flood:?}: the probe added {added_kib} KiB to its host, 4 MiB or more"
+            "{flood:?} on the {way:?}: the probe added {added_kib} KiB to its host, 4 MiB or more"
         );
         assert!(
             matches!(decision, Decision::Direct(_)),
-            "{flood:?}: the flooding peer gave no verdict, yet the request was scoped: {decision:?}"
+            "{flood:?} on the {way:?}: the peer gave no verdict, yet the request was scoped: {decision:?}"
         );
         assert!(
             took < BOUND + SLACK,
-            "{flood:?}: the probe took {took:?}, past its bound {BOUND:?} + {SLACK:?}"
+            "{flood:?} on the {way:?}: the probe took {took:?}, past its bound {BOUND:?} + {SLACK:?}"
         );
     }
 }
@@ -337,9 +419,9 @@ struct Run {
 
 /// Runs the launcher program in `--required` mode against a fake manager flooding as `flood`,
 /// under an address-space limit of `limit_bytes` when given, watching its peak resident set.
-fn run_launcher(flood: Flood, limit_bytes: Option<u64>) -> Run {
+fn run_launcher(flood: Flood, way: Way, limit_bytes: Option<u64>) -> Run {
     let _alone = one_flood_at_a_time();
-    let manager = FakeManager::start(flood);
+    let manager = FakeManager::start(flood, way);
     let config = TempDir::new("hostile-peer-config");
     let marker = config.path().join("ran");
     let mut cmd = match limit_bytes {
@@ -403,32 +485,34 @@ fn run_launcher(flood: Flood, limit_bytes: Option<u64>) -> Run {
 
 #[test]
 fn the_launcher_program_ends_at_its_bound_and_never_runs_the_command_when_required() {
-    for flood in FLOODS {
-        let run = run_launcher(flood, None);
+    for (flood, way) in every_peer() {
+        let run = run_launcher(flood, way, None);
         println!(
-            "launcher program, {flood:?}: {:?} (bound {BOUND:?}), peak RSS {} KiB",
+            "launcher program, {flood:?} on the {way:?}: {:?} (bound {BOUND:?}), peak RSS {} KiB",
             run.took, run.peak_kib
         );
         assert_eq!(
             run.status.code(),
             Some(synaps_scope::EXEC_FAILED_STATUS),
-            "{flood:?}: {}",
+            "{flood:?} on the {way:?}: {}",
             run.stderr
         );
         assert!(
-            run.stderr.contains("timed out") || run.stderr.contains("larger than any answer"),
-            "{flood:?}: the reason says why: {}",
+            run.stderr.contains("timed out")
+                || run.stderr.contains("larger than any answer")
+                || run.stderr.contains("yet this process is not in it"),
+            "{flood:?} on the {way:?}: the reason says why: {}",
             run.stderr
         );
-        assert!(!run.ran, "{flood:?}: the command ran");
+        assert!(!run.ran, "{flood:?} on the {way:?}: the command ran");
         assert!(
             run.took < BOUND + SLACK,
-            "{flood:?}: the launcher program took {:?}, past its bound {BOUND:?} + {SLACK:?}",
+            "{flood:?} on the {way:?}: the launcher program took {:?}, past its bound {BOUND:?} + {SLACK:?}",
             run.took
         );
         assert!(
             run.peak_kib < 8 * 1024,
-            "{flood:?}: the launcher program's peak RSS was {} KiB, 8 MiB or more",
+            "{flood:?} on the {way:?}: the launcher program's peak RSS was {} KiB, 8 MiB or more",
             run.peak_kib
         );
     }
@@ -439,17 +523,17 @@ fn the_launcher_program_ends_at_its_bound_and_never_runs_the_command_when_requir
 /// reason, never by a signal (an allocation failure aborts a Rust program).
 #[test]
 fn under_a_64_mib_address_space_limit_a_required_launch_ends_125_never_by_a_signal() {
-    for flood in FLOODS {
-        let run = run_launcher(flood, Some(64 << 20));
+    for (flood, way) in every_peer() {
+        let run = run_launcher(flood, way, Some(64 << 20));
         assert_eq!(
             run.status.code(),
             Some(synaps_scope::EXEC_FAILED_STATUS),
-            "{flood:?}: {:?} after {:?}, peak RSS {} KiB: {}",
+            "{flood:?} on the {way:?}: {:?} after {:?}, peak RSS {} KiB: {}",
             run.status,
             run.took,
             run.peak_kib,
             run.stderr
         );
-        assert!(!run.ran, "{flood:?}: the command ran");
+        assert!(!run.ran, "{flood:?} on the {way:?}: the command ran");
     }
 }

@@ -15,7 +15,7 @@ use rustix::net::{
 };
 
 use super::address::{self, Address};
-use super::wire::{self, Call, Kind, Message};
+use super::wire::{self, Call, Kind, Message, NO_AUTO_START};
 use crate::inputs::UserBus;
 
 /// The manager's well-known name, object and interface.
@@ -53,6 +53,15 @@ pub(crate) enum BusError {
     Refused { name: String, message: String },
 }
 
+impl BusError {
+    /// The broker says nobody owns the manager's name: the manager is not on this session bus
+    /// (a bus of a session that systemd does not run, or before the manager joined it).
+    pub(crate) fn means_no_manager_on_bus(&self) -> bool {
+        matches!(self, BusError::Refused { name, .. } if name == "org.freedesktop.DBus.Error.NameHasNoOwner"
+            || name == "org.freedesktop.DBus.Error.ServiceUnknown")
+    }
+}
+
 impl fmt::Display for BusError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -68,10 +77,11 @@ impl fmt::Display for BusError {
     }
 }
 
-/// How the manager is reached, as systemd-run reaches it: the private socket
+/// How the manager is reached. systemd-run's way: the private socket
 /// `$XDG_RUNTIME_DIR/systemd/private` when `XDG_RUNTIME_DIR` is set, else the session bus. Up to
 /// systemd 256, systemd-run also falls back to the session bus when the private socket cannot be
-/// connected; from 257 it does not.
+/// connected; from 257 it does not. The launcher program's way: the session bus first, the private
+/// socket when the session bus cannot be connected or the manager is not on it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Route {
     /// `XDG_RUNTIME_DIR`, where the private socket and the turn lock (`crate::turn`) are.
@@ -79,16 +89,22 @@ pub(crate) struct Route {
     private: Option<OsString>,
     session: Option<Vec<u8>>,
     fallback: bool,
+    session_first: bool,
 }
 
-/// Whether a route may fall back from the private socket to the session bus.
+/// Which way a route tries first, and whether it may try the other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fallback {
     /// systemd-run up to 256: any failure to connect the private socket tries the session bus.
     UpTo256,
-    /// systemd-run 257 and later, and the launcher program: the session bus only without
-    /// `XDG_RUNTIME_DIR`.
+    /// systemd-run 257 and later: the session bus only without `XDG_RUNTIME_DIR`.
     Since257,
+    /// The launcher program and its probe: the session bus (`DBUS_SESSION_BUS_ADDRESS`, else
+    /// `$XDG_RUNTIME_DIR/bus`) first, then the private socket. Through the broker a launch costs
+    /// the manager a method call on the connection it already has; a new private connection costs
+    /// it the setup of its whole object model for that connection (measured in
+    /// `benches/launch.rs`, `docs/guarantees.md`).
+    SessionFirst,
 }
 
 impl Fallback {
@@ -117,7 +133,7 @@ impl Route {
         });
         let session = match bus.bus_address {
             Some(address) => Some(address.as_bytes().to_vec()),
-            None if fallback == Fallback::UpTo256 => runtime.map(|dir| {
+            None if fallback != Fallback::Since257 => runtime.map(|dir| {
                 let mut address = b"unix:path=".to_vec();
                 address.extend(escape_address_value(dir.as_bytes()));
                 address.extend_from_slice(b"/bus");
@@ -130,6 +146,47 @@ impl Route {
             private,
             session,
             fallback: fallback == Fallback::UpTo256,
+            session_first: fallback == Fallback::SessionFirst,
+        }
+    }
+
+    /// The way this route falls back to when the manager is not on its session bus: the private
+    /// socket alone. None when there is no such other way.
+    pub(crate) fn without_session_bus(&self) -> Option<Route> {
+        (self.session_first && self.private.is_some()).then(|| Route {
+            session: None,
+            session_first: false,
+            fallback: false,
+            ..self.clone()
+        })
+    }
+
+    /// The order this route tries its ways in, in words.
+    pub(crate) fn order(&self) -> &'static str {
+        if self.session_first {
+            "the launcher program's: the session bus first (the manager answers a call there on \
+             the one connection it keeps to the bus), then the private socket (a new connection \
+             there costs the manager its setup)"
+        } else if self.fallback {
+            "systemd-run's up to 256: the private socket, then the session bus"
+        } else {
+            "systemd-run's from 257: the private socket when XDG_RUNTIME_DIR is set, else the \
+             session bus"
+        }
+    }
+
+    /// The way a connection along this route went, in words: `session bus unix:path=…` or
+    /// `private socket /run/user/…/systemd/private`.
+    pub(crate) fn way(&self, via_broker: bool) -> String {
+        match (via_broker, &self.session, &self.private) {
+            (true, Some(list), _) => format!("session bus {}", String::from_utf8_lossy(list)),
+            (false, _, Some(path)) => {
+                format!(
+                    "private socket {}",
+                    String::from_utf8_lossy(path.as_bytes())
+                )
+            }
+            _ => "none".to_owned(),
         }
     }
 
@@ -180,6 +237,9 @@ pub(crate) struct Connection {
     read_size: usize,
     /// The authentication went out and its answer is still to be read ([`Connection::open_pipelined`]).
     authenticating: bool,
+    /// Calls to the broker sent ahead (`Hello`, `AddMatch`…), whose answers come before any
+    /// other and must each be a return.
+    answers_ahead: Vec<u32>,
 }
 
 /// A connection that its process is done with is hung up, not only closed: a child forked since
@@ -194,22 +254,58 @@ impl Drop for Connection {
 }
 
 impl Connection {
-    /// Connects along `route` and authenticates, by `deadline`.
+    /// Connects along `route` and authenticates, by `deadline`; through a broker, greets it
+    /// ([`Connection::greeted`]).
     pub(crate) fn open(route: &Route, deadline: Instant) -> Result<Self, BusError> {
         let (fd, via_broker, started) = Self::connect(route)?;
-        Connection::over(fd, via_broker, READ_SIZE, started, deadline)
+        if via_broker {
+            return Connection::greeted(route, fd, started, deadline);
+        }
+        Connection::over(fd, false, READ_SIZE, started, deadline)
     }
 
     /// [`Connection::open`], but on the manager's private socket the first call goes out with
     /// the authentication, before the manager's OK: one round trip fewer, which is what a burst
     /// of launcher programs waits for in turn. The manager keeps what follows BEGIN (sd-bus's
-    /// server reads on from there); [`Connection::authenticated`] then reads its OK.
+    /// server reads on from there); [`Connection::authenticated`] then reads its OK. Through a
+    /// broker the greeting is answered first, so that a broker that fails it leaves the private
+    /// socket to try with nothing sent on to the manager.
     pub(crate) fn open_pipelined(route: &Route, deadline: Instant) -> Result<Self, BusError> {
         let (fd, via_broker, started) = Self::connect(route)?;
         if via_broker {
-            return Connection::over(fd, via_broker, READ_SIZE, started, deadline);
+            return Connection::greeted(route, fd, started, deadline);
         }
         Connection::pipelined_over(fd, READ_SIZE, started, deadline)
+    }
+
+    /// Authenticates over the broker's connected socket `fd` and greets it (`Hello`, and the check
+    /// that the manager is on the bus). Where `route` has a private socket to fall back to, the
+    /// broker gets half the time left, and any failure of the greeting (the manager not on the
+    /// bus; a broker still starting, stalled or gone) takes the private socket with the rest:
+    /// only the broker was spoken to, so nothing reached the manager.
+    fn greeted(
+        route: &Route,
+        fd: OwnedFd,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Self, BusError> {
+        let Some(private) = route.without_session_bus() else {
+            return Connection::over(fd, true, READ_SIZE, started, deadline);
+        };
+        let now = Instant::now();
+        let broker_deadline = now + deadline.saturating_duration_since(now) / 2;
+        match Connection::over(fd, true, READ_SIZE, started, broker_deadline) {
+            Ok(mut connection) => {
+                connection.set_deadline(deadline);
+                Ok(connection)
+            }
+            Err(on_bus) => {
+                tracing::debug!(target: crate::diag::TARGET, "session bus: {on_bus}; trying the private socket");
+                Connection::open(&private, deadline).map_err(|on_private| {
+                    BusError::Connect(format!("session bus: {on_bus}; then {on_private}"))
+                })
+            }
+        }
     }
 
     /// Over the manager's connected private socket `fd`: sends the authentication and leaves its
@@ -230,51 +326,44 @@ impl Connection {
     /// began.
     fn connect(route: &Route) -> Result<(OwnedFd, bool, Instant), BusError> {
         let started = Instant::now();
-        let via_private = match &route.private {
-            Some(path) => match connect_one(&Address::Path(path.clone())) {
-                Ok(fd) => Some(fd),
-                Err(why) if route.fallback && route.session.is_some() => {
-                    tracing::debug!(target: crate::diag::TARGET, "private socket: {why}; trying the session bus");
-                    None
-                }
-                Err(why) => {
-                    return Err(BusError::Connect(format!(
-                        "{}: {why}",
-                        String::from_utf8_lossy(path.as_bytes())
-                    )))
-                }
-            },
-            None => None,
-        };
-        let (fd, via_broker) = match via_private {
-            Some(fd) => (fd, false),
-            None => {
-                let list = route
-                    .session
-                    .as_deref()
-                    .ok_or_else(|| BusError::Connect("no bus address".to_owned()))?;
-                let addresses = address::parse(list).map_err(BusError::Connect)?;
-                let mut last = String::new();
-                let mut found = None;
-                for address in &addresses {
-                    match connect_one(address) {
-                        Ok(fd) => {
-                            found = Some(fd);
-                            break;
-                        }
-                        Err(why) => last = why,
+        if route.session_first {
+            let mut why_not = Vec::new();
+            if let Some(list) = &route.session {
+                match connect_session(list) {
+                    Ok(fd) => return Ok((fd, true, started)),
+                    Err(why) => {
+                        tracing::debug!(target: crate::diag::TARGET, "{why}; trying the private socket");
+                        why_not.push(why);
                     }
                 }
-                let fd = found.ok_or_else(|| {
-                    BusError::Connect(format!(
-                        "session bus {}: {last}",
-                        String::from_utf8_lossy(list)
-                    ))
-                })?;
-                (fd, true)
             }
-        };
-        Ok((fd, via_broker, started))
+            if let Some(path) = &route.private {
+                match connect_private(path) {
+                    Ok(fd) => return Ok((fd, false, started)),
+                    Err(why) => why_not.push(why),
+                }
+            }
+            return Err(BusError::Connect(if why_not.is_empty() {
+                "no bus address".to_owned()
+            } else {
+                why_not.join("; ")
+            }));
+        }
+        if let Some(path) = &route.private {
+            match connect_private(path) {
+                Ok(fd) => return Ok((fd, false, started)),
+                Err(why) if route.fallback && route.session.is_some() => {
+                    tracing::debug!(target: crate::diag::TARGET, "{why}; trying the session bus");
+                }
+                Err(why) => return Err(BusError::Connect(why)),
+            }
+        }
+        let list = route
+            .session
+            .as_deref()
+            .ok_or_else(|| BusError::Connect("no bus address".to_owned()))?;
+        let fd = connect_session(list).map_err(BusError::Connect)?;
+        Ok((fd, true, started))
     }
 
     /// Starts a conversation over the connected socket `fd` (begun at `started`): authenticates
@@ -292,7 +381,8 @@ impl Connection {
         connection.send_authentication()?;
         connection.finish_authentication()?;
         if via_broker {
-            connection.call_broker("Hello", Call::new())?;
+            connection.greet_broker()?;
+            connection.authenticated()?;
         }
         Ok(connection)
     }
@@ -317,6 +407,7 @@ impl Connection {
             keeps_signals: true,
             read_size: read_size.clamp(1, READ_SIZE),
             authenticating: false,
+            answers_ahead: Vec::new(),
         }
     }
 
@@ -418,13 +509,25 @@ impl Connection {
     }
 
     /// Reads the server's answer to an authentication sent ahead ([`Connection::open_pipelined`]),
-    /// if it is still to be read.
+    /// and the broker's to the calls sent ahead, if they are still to be read.
     pub(crate) fn authenticated(&mut self) -> Result<(), BusError> {
         if self.authenticating {
-            self.finish_authentication()
-        } else {
-            Ok(())
+            self.finish_authentication()?;
         }
+        for serial in std::mem::take(&mut self.answers_ahead) {
+            self.reply(serial)?;
+        }
+        Ok(())
+    }
+
+    /// Sends the broker `Hello` (the first message a bus client must send) and asks it who owns
+    /// the manager's name, without waiting: a session bus the manager is not on answers
+    /// `NameHasNoOwner` ([`BusError::means_no_manager_on_bus`]) before any call is made.
+    fn greet_broker(&mut self) -> Result<(), BusError> {
+        let hello = self.send_to_broker("Hello", Call::new())?;
+        let owner = self.send_to_broker("GetNameOwner", Call::new().string(SYSTEMD))?;
+        self.answers_ahead.extend([hello, owner]);
+        Ok(())
     }
 
     /// Reads the server's answer to the authentication: OK, or why not.
@@ -510,7 +613,12 @@ impl Connection {
         member: &str,
     ) -> Result<u32, BusError> {
         self.serial += 1;
-        let bytes = call.finish(self.serial, destination, path, interface, member);
+        let flags = if destination == Some(SYSTEMD) {
+            NO_AUTO_START
+        } else {
+            0
+        };
+        let bytes = call.finish(self.serial, flags, destination, path, interface, member);
         self.send_all(&bytes, "sending a call")?;
         Ok(self.serial)
     }
@@ -545,11 +653,10 @@ impl Connection {
         }
     }
 
-    /// A call to the bus broker itself.
-    fn call_broker(&mut self, member: &str, call: Call) -> Result<Message, BusError> {
+    /// Sends a call to the bus broker itself; its answer comes with [`Connection::reply`].
+    fn send_to_broker(&mut self, member: &str, call: Call) -> Result<u32, BusError> {
         const BROKER: &str = "org.freedesktop.DBus";
-        let serial = self.send(call, Some(BROKER), "/org/freedesktop/DBus", BROKER, member)?;
-        self.reply(serial)
+        self.send(call, Some(BROKER), "/org/freedesktop/DBus", BROKER, member)
     }
 
     /// A call to the manager object.
@@ -590,13 +697,15 @@ impl Connection {
     }
 
     /// Asks the broker to route the manager's `JobRemoved` signals to us (needed on the session
-    /// bus only; the private socket gets every signal).
+    /// bus only; the private socket gets every signal), without waiting: its answer is read
+    /// before the next call's.
     pub(crate) fn subscribe_job_removed(&mut self) -> Result<(), BusError> {
         if self.via_broker {
             let rule = format!(
                 "type='signal',sender='{SYSTEMD}',path='{MANAGER_PATH}',interface='{MANAGER}',member='JobRemoved'"
             );
-            self.call_broker("AddMatch", Call::new().string(&rule))?;
+            let serial = self.send_to_broker("AddMatch", Call::new().string(&rule))?;
+            self.answers_ahead.push(serial);
         }
         Ok(())
     }
@@ -632,6 +741,30 @@ fn job_removed(message: &Message) -> Option<(String, String)> {
     let job = message.body.get(1)?.as_str()?;
     let result = message.body.get(3).and_then(|v| v.as_str()).unwrap_or("");
     Some((job.to_owned(), result.to_owned()))
+}
+
+/// The manager's private socket at `path`; Err says which socket and why not.
+fn connect_private(path: &OsStr) -> Result<OwnedFd, String> {
+    connect_one(&Address::Path(path.to_owned())).map_err(|why| {
+        format!(
+            "private socket {}: {why}",
+            String::from_utf8_lossy(path.as_bytes())
+        )
+    })
+}
+
+/// The first address of the session bus address list `list` that connects; Err says why none.
+fn connect_session(list: &[u8]) -> Result<OwnedFd, String> {
+    let shown = String::from_utf8_lossy(list);
+    let addresses = address::parse(list).map_err(|why| format!("session bus {shown}: {why}"))?;
+    let mut last = String::new();
+    for address in &addresses {
+        match connect_one(address) {
+            Ok(fd) => return Ok(fd),
+            Err(why) => last = why,
+        }
+    }
+    Err(format!("session bus {shown}: {last}"))
 }
 
 /// A non-blocking, close-on-exec stream socket connected to `address`, checked to belong to us
@@ -701,5 +834,49 @@ mod tests {
 
         let none = env(&[("XDG_RUNTIME_DIR", "")]);
         assert!(!Route::from_env(&none, Fallback::UpTo256).is_configured());
+    }
+
+    #[test]
+    fn the_launcher_programs_route_tries_the_session_bus_then_the_private_socket_alone() {
+        let runtime_only = env(&[("XDG_RUNTIME_DIR", "/run/user/7")]);
+        let route = Route::from_env(&runtime_only, Fallback::SessionFirst);
+        assert!(route.session_first);
+        assert_eq!(
+            route.session.as_deref(),
+            Some(&b"unix:path=/run/user/7/bus"[..])
+        );
+        let private = route
+            .without_session_bus()
+            .expect("a private socket to fall back to");
+        assert_eq!(private.session, None);
+        assert_eq!(
+            private.way(false),
+            "private socket /run/user/7/systemd/private"
+        );
+        assert_eq!(private.without_session_bus(), None, "no way back");
+        assert_eq!(route.way(true), "session bus unix:path=/run/user/7/bus");
+
+        let session_only = env(&[("DBUS_SESSION_BUS_ADDRESS", "unix:path=/x")]);
+        let route = Route::from_env(&session_only, Fallback::SessionFirst);
+        assert!(route.is_configured());
+        assert_eq!(route.without_session_bus(), None);
+    }
+
+    #[test]
+    fn a_route_that_cannot_connect_either_way_says_why_for_each() {
+        let dir = std::env::temp_dir().join(format!("synaps-no-bus-{}", std::process::id()));
+        let stale = env(&[
+            ("XDG_RUNTIME_DIR", dir.to_str().unwrap()),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus"),
+        ]);
+        let route = Route::from_env(&stale, Fallback::SessionFirst);
+        let Err(BusError::Connect(why)) = Connection::connect(&route) else {
+            panic!("connected to nothing");
+        };
+        assert!(
+            why.starts_with("session bus unix:path=/nonexistent/bus: "),
+            "{why}"
+        );
+        assert!(why.contains("; private socket "), "{why}");
     }
 }

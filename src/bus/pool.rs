@@ -54,10 +54,30 @@ fn pool() -> Arc<Mine<Pool>> {
 /// Runs `ask` on a kept connection for `route` if there is one, else on a new one (`fresh` says
 /// which, so a question can be lighter on a new connection, whose auth already proves a running
 /// manager). The connection is kept afterwards unless it broke or timed out.
+/// A session bus that says the manager is not on it (it may have left since the connection was
+/// made) is passed over for the route's private socket: the questions asked here only read.
 pub(crate) fn with_connection<T>(
     route: &Route,
     deadline: Instant,
     mut ask: impl FnMut(&mut Connection, bool) -> Result<T, BusError>,
+) -> Result<T, BusError> {
+    match with_connection_along(route, deadline, &mut ask) {
+        Err(e) if e.means_no_manager_on_bus() => match route.without_session_bus() {
+            Some(private) => {
+                tracing::debug!(target: crate::diag::TARGET, "session bus: {e}; asking on the private socket");
+                with_connection_along(&private, deadline, &mut ask)
+            }
+            None => Err(e),
+        },
+        outcome => outcome,
+    }
+}
+
+/// [`with_connection`] along `route` alone.
+fn with_connection_along<T>(
+    route: &Route,
+    deadline: Instant,
+    ask: &mut impl FnMut(&mut Connection, bool) -> Result<T, BusError>,
 ) -> Result<T, BusError> {
     if let Some(mut connection) = take_renewed(route, deadline) {
         match ask(&mut connection, false) {

@@ -7,6 +7,10 @@ use std::fmt;
 /// Messages larger than this are refused (the specification's own limit is 128 MiB; nothing the
 /// manager says to a scope launch comes near 1 MiB).
 pub(crate) const MAX_MESSAGE: usize = 16 * 1024 * 1024;
+/// The header flag that asks a bus broker not to start a service for a name nobody owns: a
+/// session bus the manager is not on answers at once (on Debian the session bus's own service
+/// file for `org.freedesktop.systemd1` would run `/bin/false`).
+pub(crate) const NO_AUTO_START: u8 = 0x2;
 /// The specification's nesting limits: 32 arrays and 32 structs deep.
 const MAX_DEPTH: usize = 32;
 
@@ -454,10 +458,6 @@ impl Call {
                     self.sig_raw("s");
                     self.str_raw(s);
                 }
-                Property::Bool(b) => {
-                    self.sig_raw("b");
-                    self.u32_raw(u32::from(*b));
-                }
                 Property::Pids(pids) => {
                     self.sig_raw("au");
                     self.u32_raw(u32::try_from(pids.len() * 4).unwrap_or(u32::MAX));
@@ -480,17 +480,19 @@ impl Call {
         self
     }
 
-    /// The whole message: header fields for `path`, `interface`, `member` and `destination`.
+    /// The whole message: header fields for `path`, `interface`, `member` and `destination`, and
+    /// the header `flags` (such as [`NO_AUTO_START`]).
     pub(crate) fn finish(
         self,
         serial: u32,
+        flags: u8,
         destination: Option<&str>,
         path: &str,
         interface: &str,
         member: &str,
     ) -> Vec<u8> {
         let mut header = Call::new();
-        header.buf.extend_from_slice(&[b'l', 1, 0, 1]);
+        header.buf.extend_from_slice(&[b'l', 1, flags, 1]);
         header.u32_raw(u32::try_from(self.buf.len()).unwrap_or(u32::MAX));
         header.u32_raw(serial);
         header.u32_raw(0);
@@ -525,7 +527,6 @@ impl Call {
 /// A unit property value, as a scope launch sends them.
 pub(crate) enum Property<'a> {
     Str(&'a str),
-    Bool(bool),
     Pids(&'a [u32]),
 }
 
@@ -539,12 +540,13 @@ mod tests {
             .string("fail")
             .properties(&[
                 ("Description", Property::Str("d")),
-                ("AddRef", Property::Bool(true)),
+                ("CollectMode", Property::Str("inactive-or-failed")),
                 ("PIDs", Property::Pids(&[42])),
             ])
             .no_aux_units()
             .finish(
                 7,
+                NO_AUTO_START,
                 Some("org.freedesktop.systemd1"),
                 "/org/freedesktop/systemd1",
                 "org.freedesktop.systemd1.Manager",
@@ -559,6 +561,7 @@ mod tests {
         let message = parse(&bytes).unwrap();
         assert_eq!(message.kind, Kind::MethodCall);
         assert_eq!(message.serial, 7);
+        assert_eq!(bytes[2], NO_AUTO_START, "the header's flags");
         assert_eq!(message.member.as_deref(), Some("StartTransientUnit"));
         assert_eq!(message.path.as_deref(), Some("/org/freedesktop/systemd1"));
         let str = |s: &str| Value::Str(s.into());
@@ -570,7 +573,7 @@ mod tests {
                 str("fail"),
                 Value::List(vec![
                     prop("Description", str("d")),
-                    prop("AddRef", Value::Bool(true)),
+                    prop("CollectMode", str("inactive-or-failed")),
                     prop("PIDs", Value::List(vec![Value::Int(42)])),
                 ]),
                 Value::List(vec![]),

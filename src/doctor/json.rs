@@ -38,6 +38,11 @@ impl Report {
                 },
                 Err(error) => ManagerJson::Error { error },
             }),
+            route: self.route.as_ref().map(|(way, order)| RouteJson {
+                way: way.as_ref().ok().map(String::as_str),
+                error: way.as_ref().err().map(String::as_str),
+                order,
+            }),
             warnings: &self.warnings,
             bus: self
                 .bus
@@ -72,6 +77,7 @@ pub struct ReportJson<'a> {
     launcher: LauncherJson<'a>,
     systemd_run: SystemdRunJson,
     manager: Option<ManagerJson<'a>>,
+    route: Option<RouteJson<'a>>,
     warnings: &'a [String],
     bus: BTreeMap<&'static str, Option<&'a str>>,
     config: ConfigJson,
@@ -89,6 +95,15 @@ struct LauncherJson<'a> {
     exec_program: Option<String>,
     exec_program_found_by: Option<String>,
     exec_program_error: Option<&'a str>,
+}
+
+/// How the requests reach the manager: `way` (`session bus …`, `private socket …`) or the
+/// `error` that left none open, and the `order` the ways are tried in.
+#[derive(Serialize)]
+struct RouteJson<'a> {
+    way: Option<&'a str>,
+    error: Option<&'a str>,
+    order: &'static str,
 }
 
 #[derive(Serialize)]

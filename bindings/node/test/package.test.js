@@ -80,6 +80,13 @@ test('doctor names the library and the launcher program beside it, found with no
   const report = await scope.doctor();
   assert.ok(report.startsWith(`library:       ${scope.libraryPath}\n`), report);
   assert.match(report, /^verdict: {7}scopes will be used \(exit 0\)$/m, report);
+  // The way to the manager (the rig's session bus once the manager is on it, else the private
+  // socket) and the order tried.
+  const runtime = process.env.XDG_RUNTIME_DIR;
+  const ways = [`reached by:    private socket ${runtime}/systemd/private`, `reached by:    session bus unix:path=${runtime}/bus`];
+  assert.ok(report.split('\n').some((line) => ways.includes(line)), report);
+  const order = process.env.SYNAPS_SCOPE_LAUNCHER === 'systemd-run' ? "systemd-run's" : "the launcher program's";
+  assert.ok(report.includes(`\n  in the order ${order}`), report);
   await assert.rejects(scope.doctor({ env: { '': 'x' } }), { name: 'TypeError' });
   await assert.rejects(scope.doctor({ timeoutMs: 0 }), RangeError);
 

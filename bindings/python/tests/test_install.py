@@ -30,6 +30,13 @@ def test_doctor_reports_the_launcher_program_in_use(rig: Dict[str, str]) -> None
     if exec_program:
         assert f"  synaps-scope-exec: {exec_program} (named by SYNAPS_SCOPE_EXEC)" in report.splitlines(), report
     assert "verdict:       scopes will be used (exit 0)" in report.splitlines(), report
+    # The way to the manager (the rig's session bus once the manager is on it, else the private
+    # socket) and the order tried.
+    runtime = os.environ["XDG_RUNTIME_DIR"]
+    ways = {f"reached by:    private socket {runtime}/systemd/private", f"reached by:    session bus unix:path={runtime}/bus"}
+    assert ways & set(report.splitlines()), report
+    order = "systemd-run's" if os.environ.get("SYNAPS_SCOPE_LAUNCHER") == "systemd-run" else "the launcher program's"
+    assert f"  in the order {order}" in report, report
 
 
 def test_doctor_refuses_bad_input_clearly() -> None:

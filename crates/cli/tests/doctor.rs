@@ -106,6 +106,14 @@ fn a_running_manager_gives_exit_0_with_version_timing_and_cgroup() {
     );
     assert!(text.contains("(oldest supported: 247)"), "{text}");
     assert!(!text.contains("warning:"), "{text}");
+    // systemd-run's own way: its private socket while XDG_RUNTIME_DIR is set.
+    let runtime = std::env::var("XDG_RUNTIME_DIR").unwrap();
+    assert!(
+        text.contains(&format!(
+            "reached by:    private socket {runtime}/systemd/private\n  in the order systemd-run's"
+        )),
+        "{text}"
+    );
 }
 
 #[test]
@@ -189,6 +197,30 @@ fn doctor_names_the_launcher_program_it_will_use_and_why() {
         text.contains("(not used)"),
         "systemd-run is named as unused: {text}"
     );
+    // The way the requests took, and the order: with a session bus address that leads nowhere,
+    // the launcher program passes over it to the private socket (tests/route_order.rs has every
+    // case).
+    let runtime = std::env::var("XDG_RUNTIME_DIR").unwrap();
+    let nowhere = common::env_with(&[(
+        "DBUS_SESSION_BUS_ADDRESS",
+        &"unix:path=/nonexistent/bus".into(),
+    )]);
+    let out = doctor(
+        &["--json"],
+        &common::with_wrapper(&nowhere, "synaps-scope-exec"),
+    );
+    assert_eq!(
+        json_query(&out.stdout, "d['route']['way']"),
+        format!("'private socket {runtime}/systemd/private'")
+    );
+    assert_eq!(
+        json_query(
+            &out.stdout,
+            "d['route']['order'].startswith(\"the launcher program's: the session bus first\")"
+        ),
+        "True"
+    );
+    assert!(text.contains("reached by:    "), "{text}");
 
     // Where the launcher program is missing, `auto` falls back to systemd-run and says why.
     let missing = common::env_with(&[

@@ -56,6 +56,31 @@ fn the_command_is_the_command_line_s_own_process_in_its_scope() {
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
 
+/// The manager moves the process into its scope as the start job's last step, before the job's
+/// end is signalled: the command line looks at its own cgroup while it listens, and sees the move
+/// first.
+#[test]
+fn the_move_into_the_scope_is_seen_in_the_own_cgroup_before_the_job_s_signal() {
+    let Some(_rig) = rig() else { return };
+    let env = with_overrides(
+        &common::with_wrapper(&inherited_env(), "synaps-scope-exec"),
+        &[("SYNAPS_SCOPE_LOG".into(), "debug".into())],
+    );
+    let mut seen = 0;
+    for _ in 0..10 {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_synaps-scope"));
+        cmd.args(["run", "--", "true"]).stdin(Stdio::null());
+        set_env(&mut cmd, &env);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(".scope started: "), "{stderr}");
+        seen += usize::from(stderr.contains("this process was seen in its cgroup"));
+    }
+    // On a busy machine the signal may come before the next look, not every time.
+    assert!(seen >= 1, "seen in the cgroup in none of 10 launches");
+}
+
 #[test]
 fn a_scope_the_manager_does_not_start_in_time_runs_the_command_once_or_in_required_mode_never() {
     let Some(_rig) = rig() else { return };

@@ -234,6 +234,21 @@ fn scope_doctor_names_the_launcher_program_beside_the_library_that_was_loaded() 
         )),
         "{report}"
     );
+    // The way to the manager (the rig's session bus once the manager is on it, else the private
+    // socket) and the order tried.
+    let runtime = std::env::var("XDG_RUNTIME_DIR").unwrap();
+    let ways = [
+        format!("reached by:    private socket {runtime}/systemd/private"),
+        format!("reached by:    session bus unix:path={runtime}/bus"),
+    ];
+    assert!(
+        report.lines().any(|l| ways.iter().any(|w| w == l)),
+        "{report}"
+    );
+    assert!(
+        report.contains("\n  in the order the launcher program's: the session bus first"),
+        "{report}"
+    );
 }
 
 #[test]

@@ -1,0 +1,217 @@
+//! The launcher program's way to the manager: the session bus first, the private socket when the
+//! session bus cannot be connected or the manager is not on it. Each case launches through the
+//! library and the launcher program, checks that the command ran once in its own scope, and that
+//! `doctor` names the way the requests took. A systemd-run keeps systemd-run's own order.
+
+mod common;
+
+use std::ffi::OsString;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{rig, with_wrapper, Manager, TempDir};
+use synaps_scope::doctor::diagnose;
+use synaps_scope::{launcher_for_env, LauncherOptions, ScopeKind};
+
+/// A `dbus-daemon --session` of the test's own at `dir/bus`, which the manager never joins.
+struct BareBus {
+    child: Child,
+    address: OsString,
+}
+
+impl BareBus {
+    fn start(dir: &TempDir) -> BareBus {
+        let socket = dir.path().join("bus");
+        let address = format!("unix:path={}", socket.display());
+        let child = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--nopidfile"])
+            .arg(format!("--address={address}"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("dbus-daemon (Debian's dbus-daemon package) runs");
+        let end = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(Instant::now() < end, "dbus-daemon made no socket in 10 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        BareBus {
+            child,
+            address: address.into(),
+        }
+    }
+}
+
+impl Drop for BareBus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `env` with these variables set (a value of None removes the variable).
+fn env_of(
+    env: &[(OsString, OsString)],
+    set: &[(&str, Option<&OsString>)],
+) -> Vec<(OsString, OsString)> {
+    let mut out: Vec<_> = env
+        .iter()
+        .filter(|(k, _)| !set.iter().any(|(name, _)| k == name))
+        .cloned()
+        .collect();
+    out.extend(
+        set.iter()
+            .filter_map(|(name, value)| value.map(|v| ((*name).into(), v.clone()))),
+    );
+    out
+}
+
+/// The way `doctor` says the requests with `env` reach the manager.
+fn way(env: &[(OsString, OsString)]) -> String {
+    let report = diagnose(env, &[ScopeKind::Tool], &LauncherOptions::default());
+    match report.route {
+        Some((Ok(way), _)) => way,
+        other => panic!("doctor names no way to the manager: {other:?}"),
+    }
+}
+
+/// Launches `cat /proc/self/cgroup` through the library with `env`, within `bound` for the
+/// whole launch: it must print the cgroup of its own scope, once.
+fn lands_in_its_scope(case: &str, env: &[(OsString, OsString)], bound: Duration) {
+    let started = Instant::now();
+    let launcher = launcher_for_env(env)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{case}: the probe found no manager"));
+    let wrapped = launcher.wrap(&["cat".into(), "/proc/self/cgroup".into()], env, None);
+    let out = common::run_argv(&wrapped.argv, env).unwrap();
+    let took = started.elapsed();
+    assert!(out.status.success(), "{case}: {out:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "{case}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unit = wrapped.unit.unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.ends_with(&format!("/{unit}")))
+            .count(),
+        1,
+        "{case}: {text}"
+    );
+    assert!(took < bound, "{case}: {took:?}");
+    eprintln!("{case}: in {unit}, {took:?}");
+}
+
+/// `base` with `XDG_RUNTIME_DIR` and `DBUS_SESSION_BUS_ADDRESS` set to `runtime` and `address`.
+fn with_bus(
+    base: &[(OsString, OsString)],
+    runtime: &OsString,
+    address: &OsString,
+) -> Vec<(OsString, OsString)> {
+    env_of(
+        base,
+        &[
+            ("XDG_RUNTIME_DIR", Some(runtime)),
+            ("DBUS_SESSION_BUS_ADDRESS", Some(address)),
+        ],
+    )
+}
+
+/// `doctor` names a way starting with `way` for `env`, and a launch with it lands in its scope
+/// within `bound`.
+fn lands_by(case: &str, env: &[(OsString, OsString)], way_prefix: &str, bound: Duration) {
+    let taken = way(env);
+    assert!(taken.starts_with(way_prefix), "{case}: {taken}");
+    lands_in_its_scope(case, env, bound);
+}
+
+#[test]
+fn the_launcher_program_takes_the_session_bus_first_and_the_private_socket_when_it_must() {
+    let Some(rig) = rig() else { return };
+    let manager = Manager::with_session_bus(&rig);
+    let runtime: OsString = manager.runtime_dir.clone().into();
+    let session: OsString = format!("unix:path={}/bus", manager.runtime_dir.display()).into();
+    let base = with_wrapper(&manager.env(), "synaps-scope-exec");
+    let quick = Duration::from_secs(2);
+
+    let both = with_bus(&base, &runtime, &session);
+    lands_by("both ways open", &both, "session bus ", quick);
+
+    let runtime_only = env_of(&base, &[("DBUS_SESSION_BUS_ADDRESS", None)]);
+    assert_eq!(
+        way(&runtime_only),
+        format!(
+            "session bus unix:path={}/bus",
+            manager.runtime_dir.display()
+        ),
+        "without an address, the session bus at $XDG_RUNTIME_DIR/bus, as sd-bus finds it"
+    );
+    lands_in_its_scope("XDG_RUNTIME_DIR only", &runtime_only, quick);
+
+    let stale_dir = TempDir::new("stale-runtime");
+    let stale: OsString = stale_dir.path().into();
+    let stale_runtime = with_bus(&base, &stale, &session);
+    lands_by(
+        "a stale XDG_RUNTIME_DIR beside a valid session bus",
+        &stale_runtime,
+        "session bus ",
+        quick,
+    );
+
+    let nowhere: OsString = "unix:path=/nonexistent/synaps-bus".into();
+    lands_by(
+        "a stale session bus address beside a valid XDG_RUNTIME_DIR",
+        &with_bus(&base, &runtime, &nowhere),
+        "private socket ",
+        quick,
+    );
+
+    // A session bus the manager is not on answers at once (no service is started for the name):
+    // the private socket is taken without waiting out any bound.
+    let bare_dir = TempDir::new("bare-bus");
+    let bare = BareBus::start(&bare_dir);
+    lands_by(
+        "a session bus the manager is not on, beside a valid XDG_RUNTIME_DIR",
+        &with_bus(&base, &runtime, &bare.address),
+        "private socket ",
+        Duration::from_millis(400),
+    );
+
+    // A broker that takes the connection and never answers (a listening socket nobody accepts
+    // on): the probe and the launcher program each give it half their bound, then take the
+    // private socket, and the command starts in its scope with no warning.
+    let stalled_dir = TempDir::new("stalled-bus");
+    let stalled_socket = stalled_dir.path().join("bus");
+    let _stalled = std::os::unix::net::UnixListener::bind(&stalled_socket).unwrap();
+    let stalled: OsString = format!("unix:path={}", stalled_socket.display()).into();
+    lands_by(
+        "a stalled session bus beside a valid XDG_RUNTIME_DIR",
+        &with_bus(&base, &runtime, &stalled),
+        "private socket ",
+        Duration::from_secs(8),
+    );
+
+    // systemd-run keeps its own order: the private socket while XDG_RUNTIME_DIR is set.
+    let systemd_run = with_wrapper(&both, "systemd-run");
+    assert!(way(&systemd_run).starts_with("private socket "));
+
+    // The launcher program straight from a command line, its own process's cgroup read by the
+    // command it execs: through the session bus with a stale XDG_RUNTIME_DIR.
+    let mut cmd = Command::new(common::exec_program());
+    cmd.args([
+        "--unit=synaps-tool-0000000000000000000000000000a0a0.scope",
+        "--description=route",
+        "--timeout-ms=2000",
+        "--required",
+        "--",
+        "/bin/cat",
+        "cat",
+        "/proc/self/cgroup",
+    ]);
+    synaps_scope::set_env(&mut cmd, &stale_runtime);
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("/synaps-tool-0000000000000000000000000000a0a0.scope"));
+}
