@@ -1,12 +1,15 @@
-//! Benchmarks against the floor (issues 7 and 12), run inside the test rig:
+//! Benchmarks against the floor (issues 7, 12 and 32), run inside the test rig, or in a booted
+//! login session as its user (`scripts/bench-session.sh`, the routes only):
 //!
 //!   scripts/systemd-rig.sh [--systemd 254] -- cargo bench --bench launch
 //!   SYNAPS_BENCH_QUICK=1 …   (a short run, as CI does)
+//!   SYNAPS_BENCH_ONLY=routes …   (the ways to the manager alone)
 //!
 //! Each comparison interleaves its two sides round by round (this machine is shared and noisy)
 //! and reports the ratio of their medians, with the target it is held to.
 
 use std::ffi::OsString;
+use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use synaps_scope::__bench::{KeptConnection, ScopeRequest};
 use synaps_scope::{
     inherited_env, launcher_for_env, launcher_with_options, set_env, with_overrides,
     LauncherOptions, ScopeKind,
@@ -195,15 +199,252 @@ fn load(
     (median(took), direct.load(Ordering::SeqCst))
 }
 
+/// The CPU time `pid` has used so far (its scheduler statistics, in nanoseconds).
+fn cpu_of(pid: u32) -> Duration {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/schedstat: {e}"));
+    Duration::from_nanos(text.split(' ').next().and_then(|n| n.parse().ok()).unwrap())
+}
+
+/// `systemctl --user show -p MainPID --value dbus.service`: the session bus's broker, started
+/// first where the manager has none running (the private rig), as a login session has it.
+fn session_bus_broker() -> u32 {
+    let main_pid = || {
+        let out = Command::new("systemctl")
+            .args(["--user", "show", "-p", "MainPID", "--value", "dbus.service"])
+            .output()
+            .expect("systemctl runs");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    if main_pid() == 0 {
+        run(Command::new("systemctl").args(["--user", "start", "dbus.socket", "dbus.service"]));
+    }
+    let pid = main_pid();
+    assert!(
+        pid > 0,
+        "the user manager runs no session bus (dbus.service)"
+    );
+    pid
+}
+
+/// The parent of `pid`.
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = stat.rsplit_once(") ").unwrap().1;
+    after.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+/// `env` without a way to the manager (no `XDG_RUNTIME_DIR`, no `DBUS_SESSION_BUS_ADDRESS`).
+fn without_bus(env: &Env) -> Vec<(OsString, OsString)> {
+    env.iter()
+        .filter(|(k, _)| k != "XDG_RUNTIME_DIR" && k != "DBUS_SESSION_BUS_ADDRESS")
+        .cloned()
+        .collect()
+}
+
+/// One side of a comparison: a launch to time.
+type Side<'a> = Box<dyn FnMut() + 'a>;
+
+/// Each way to the manager side by side, interleaved round by round with the order rotating: a
+/// bare systemd-run, a launch through the library and the launcher program along each route, the
+/// floor (a spawn put in its scope by one `StartTransientUnit` on a kept connection), and each
+/// part of a launch on its own (the call and its job, a plain spawn, the launcher program's own
+/// start, its new connection, the host's probe and wrap); with the manager's and the broker's CPU
+/// per launch.
+fn routes(env: &Env, systemd_run: &Path, exec: &Path, rounds: usize) {
+    let broker = session_bus_broker();
+    let manager = parent_of(broker);
+    let private = with_overrides(
+        env,
+        &[(
+            "DBUS_SESSION_BUS_ADDRESS".into(),
+            "unix:path=/nonexistent/no-session-bus".into(),
+        )],
+    );
+    let deadline = || Instant::now() + Duration::from_secs(5);
+    let no_bus = without_bus(env);
+    let mut kept = KeptConnection::open(env, deadline()).expect("a kept connection");
+    let mut floor_round = 0u32;
+    let mut floor = move || {
+        floor_round += 1;
+        spawn_into_scope(&mut kept, floor_round);
+    };
+    // A process that lives through the rounds, moved into a new scope each round: one call and
+    // its job, with no spawn to overlap them.
+    let mut held = Command::new("sleep")
+        .arg("1000000")
+        .spawn()
+        .expect("spawn sleep");
+    let held_pid = held.id();
+    let mut mover = KeptConnection::open(env, deadline()).expect("a kept connection");
+    let mut move_round = 0u32;
+    let mut moved = move || {
+        move_round += 1;
+        into_new_scope(&mut mover, held_pid, u64::from(move_round) + (1 << 32));
+    };
+    // The route a host could take where it spawns the command itself: a program that waits for
+    // a byte, put in its scope by the host's kept connection meanwhile, then exec'ing the command
+    // (sh stands in for a launcher program that waits instead of connecting).
+    let mut waiter = KeptConnection::open(env, deadline()).expect("a kept connection");
+    let mut waiter_round = 0u32;
+    let mut host_made = move || {
+        waiter_round += 1;
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "read -r go && exec true"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("spawn sh");
+        into_new_scope(&mut waiter, child.id(), u64::from(waiter_round) + (2 << 32));
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        assert!(child.wait().unwrap().success());
+    };
+    let mut sides: Vec<(&str, Side<'_>)> = vec![
+        (
+            "bare systemd-run --user --scope true",
+            Box::new(|| {
+                run(Command::new(systemd_run).args(["--user", "--scope", "--quiet", "true"]))
+            }),
+        ),
+        (
+            "launch, session bus first (default)",
+            Box::new(|| scoped_true(env)),
+        ),
+        ("launch, private socket", Box::new(|| scoped_true(&private))),
+        (
+            "floor: spawn + 1 call on a kept connection",
+            Box::new(&mut floor),
+        ),
+        (
+            "1 call and its job on a kept connection",
+            Box::new(&mut moved),
+        ),
+        (
+            "host-made: a waiting program, 1 call, its exec",
+            Box::new(&mut host_made),
+        ),
+        (
+            "plain spawn of true",
+            Box::new(|| run(&mut Command::new("true"))),
+        ),
+        (
+            "launcher program, then true, no scope (no bus)",
+            Box::new(|| exec_chain(exec, &no_bus)),
+        ),
+        (
+            "new connection: auth, Hello, name check, match",
+            Box::new(|| drop(KeptConnection::open(env, deadline()).expect("a connection"))),
+        ),
+        (
+            "the probe (kept connection) and the wrap",
+            Box::new(|| {
+                let launcher = launcher_for_env(env).unwrap().expect("scoped");
+                std::hint::black_box(launcher.wrap(&["true".into()], env, None));
+            }),
+        ),
+    ];
+    let n = sides.len();
+    let mut took = vec![Vec::new(); n];
+    let (mut manager_cpu, mut broker_cpu) = (vec![Duration::ZERO; n], vec![Duration::ZERO; n]);
+    for round in 0..rounds {
+        for turn in 0..n {
+            let side = (turn + round) % n;
+            let (m, b) = (cpu_of(manager), cpu_of(broker));
+            let started = Instant::now();
+            (sides[side].1)();
+            took[side].push(started.elapsed());
+            manager_cpu[side] += cpu_of(manager).saturating_sub(m);
+            broker_cpu[side] += cpu_of(broker).saturating_sub(b);
+        }
+    }
+    let medians: Vec<Duration> = took.into_iter().map(median).collect();
+    held.kill().expect("kill sleep");
+    held.wait().expect("reap sleep");
+    let bare = medians[0];
+    println!("ways to the manager, {rounds} rounds (manager pid {manager}, session bus broker pid {broker}):");
+    for (side, (name, _)) in sides.iter().enumerate() {
+        let median = medians[side];
+        println!(
+            "  {name:<46} {:>8.1} µs  {:>5.2}× bare systemd-run  manager CPU {:>6.1} µs, broker CPU {:>6.1} µs per launch",
+            median.as_secs_f64() * 1e6,
+            median.as_secs_f64() / bare.as_secs_f64(),
+            manager_cpu[side].as_secs_f64() * 1e6 / rounds as f64,
+            broker_cpu[side].as_secs_f64() * 1e6 / rounds as f64,
+        );
+    }
+    // Where a launch's time goes beyond the floor: the launcher program's own image (a second
+    // one), its new connection, the host's probe and wrap, and the rest. The floor starts its
+    // program while its call and job run; a launch's command must wait for its scope, so the
+    // rest is about the call and its job (measured alone on a process moved into a new scope,
+    // waiting for the job's signal where the launcher program sees its move sooner).
+    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    let beyond = micros(medians[1]) - micros(medians[3]);
+    let call = micros(medians[4]);
+    let image = micros(medians[7]) - micros(medians[6]);
+    let connection = micros(medians[8]);
+    let probe = micros(medians[9]);
+    println!(
+        "  a launch beyond the floor: {beyond:.0} µs = the launcher program's image {image:.0} µs + its new connection {connection:.0} µs + the probe and wrap {probe:.0} µs + the rest {:.0} µs (the call and its job, which the floor runs while its program starts: {call:.0} µs alone)",
+        beyond - image - connection - probe
+    );
+}
+
+/// Spawns `cat`, puts it in a new scope with one call on `bus`, then lets it end: a spawn put in
+/// its scope from the host's side.
+fn spawn_into_scope(bus: &mut KeptConnection, round: u32) {
+    let mut child = Command::new("cat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn cat");
+    into_new_scope(bus, child.id(), u64::from(round));
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+}
+
+/// Puts `pid` in a new scope (its name from this process and `round`) with one call on `bus`, and
+/// waits for the scope's start job.
+fn into_new_scope(bus: &mut KeptConnection, pid: u32, round: u64) {
+    let unit = format!("synaps-tool-{:016x}{round:016x}.scope", std::process::id());
+    let request = ScopeRequest {
+        unit: &unit,
+        slice: None,
+        description: "synaps bench",
+    };
+    bus.start_scope(&request, pid, Instant::now() + Duration::from_secs(5))
+        .expect("the scope");
+}
+
+/// The launcher program with no way to the manager: it starts, finds no bus, and execs `true`
+/// unscoped (its warning dropped).
+fn exec_chain(exec: &Path, no_bus: &Env) {
+    let mut cmd = Command::new(exec);
+    cmd.args([
+        "--unit=synaps-tool-00000000000000000000000000000000.scope",
+        "--description=synaps chain",
+        "--timeout-ms=1000",
+        "--",
+        "/bin/true",
+        "true",
+    ]);
+    set_env(&mut cmd, no_bus);
+    cmd.stderr(Stdio::null());
+    run(&mut cmd);
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let quick = std::env::var_os("SYNAPS_BENCH_QUICK").is_some();
-    let Some(manager_pid) = std::env::var("SYNAPS_RIG_MANAGER_PID").ok() else {
+    let quick = std::env::var_os("SYNAPS_BENCH_QUICK").is_some_and(|v| !v.is_empty());
+    let only_routes = std::env::var("SYNAPS_BENCH_ONLY").is_ok_and(|only| only == "routes");
+    let manager_pid = std::env::var("SYNAPS_RIG_MANAGER_PID").ok();
+    if manager_pid.is_none() && !only_routes {
         eprintln!("these benchmarks need the test rig's manager: scripts/systemd-rig.sh -- cargo bench --bench launch");
         std::process::exit(1);
-    };
+    }
     let exec = exec_program();
     let base = inherited_env();
     let env = with_wrapper(&base, "synaps-scope-exec", &exec);
@@ -255,8 +496,12 @@ fn main() {
         }
     );
 
-    let bare = || run(Command::new(&systemd_run).args(["--user", "--scope", "--quiet", "true"]));
     let rounds = if quick { 10 } else { 60 };
+    routes(&env, &systemd_run, &exec, if quick { 20 } else { 200 });
+    let Some(manager_pid) = manager_pid.filter(|_| !only_routes) else {
+        return;
+    };
+    let bare = || run(Command::new(&systemd_run).args(["--user", "--scope", "--quiet", "true"]));
 
     // 2. A scoped launch with the launcher program (probe + wrapped run of `true`).
     let (scoped, floor) = side_by_side(rounds, || scoped_true(&env), bare);
@@ -305,11 +550,7 @@ fn main() {
     );
 
     // 5. The direct path when scopes are unavailable (R7) against a plain spawn.
-    let no_bus: Vec<_> = env
-        .iter()
-        .filter(|(k, _)| k != "XDG_RUNTIME_DIR" && k != "DBUS_SESSION_BUS_ADDRESS")
-        .cloned()
-        .collect();
+    let no_bus = without_bus(&env);
     // A difference of a few microseconds on a spawn of about a millisecond, which varies by a
     // tenth from one to the next here: a quick run takes as many rounds as a full one (about two
     // seconds), for 20 left the median a few percent either way.

@@ -117,14 +117,20 @@ install -m 0755 "$exec_program" "$npm_root/prebuilds/linux-x64/synaps-scope-exec
 
 echo "== crates (cargo package), docs (cargo doc, warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --locked -p synaps-scope -p synaps-scope-ffi
-# cargo package verifies each crate against the others through a registry of its own in
-# target/package, unpacked into CARGO_HOME once per path and version and never again: a copy left
-# by an earlier build of this same version would be verified against instead of this one.
+# cargo package verifies each crate against the others through a registry of its own in its
+# target directory's package/, unpacked into CARGO_HOME once per path and version and never
+# again: a copy left by an earlier build of this same version would be verified against instead
+# of this one.
 rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/synaps-scope-"$version" \
   "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/synaps-scope-*-"$version"
-cargo package -q --locked ${SYNAPS_DIST_ALLOW_DIRTY:+--allow-dirty} -p synaps-scope -p synaps-scope-exec -p synaps-scope-cli
+# Its verifying build gets a target directory of its own: in the shared one it left the packaged
+# core under the unit hash of the workspace's, and later local builds of the C library and the
+# Python extension linked that copy as fresh, however the sources had changed since.
+package_target="$target/dist-package"
+CARGO_TARGET_DIR="$package_target" cargo package -q --locked ${SYNAPS_DIST_ALLOW_DIRTY:+--allow-dirty} \
+  -p synaps-scope -p synaps-scope-exec -p synaps-scope-cli
 for crate in synaps-scope synaps-scope-exec synaps-scope-cli; do
-  cp "$target/package/$crate-$version.crate" "$out/"
+  cp "$package_target/package/$crate-$version.crate" "$out/"
 done
 
 (cd "$out" && sha256sum -- * >SHA256SUMS)
