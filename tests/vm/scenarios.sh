@@ -55,6 +55,16 @@ install_artifacts() {
   ok "alice installed the C tarball into ~/.local ($(alice 'command -v synaps-scope'))${wheel:+ and the wheel into ~/venv}"
 }
 
+# alice's manager runs from boot (linger) and must outlive every case; when it does not, what the
+# machine's journal says of it and of oomd's actions comes with the failure.
+manager_running() { # manager_running WHEN
+  systemctl is-active -q user@1000.service && return
+  systemctl status --no-pager --lines=0 user@1000.service || true
+  journalctl -q -o short-monotonic --no-pager -n 40 -u user@1000.service -u systemd-oomd -u user-1000.slice || true
+  journalctl -k -q -o short-monotonic --no-pager | grep -i -A2 'out of memory\|oom-kill' | tail -n 8 || true
+  fail "alice's user manager is not running $1"
+}
+
 # What the machine gives: cgroup2 only, with the memory controller; swap; oomd; alice's manager.
 check_machine() {
   [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ] || fail "/sys/fs/cgroup is not cgroup2"
@@ -63,7 +73,7 @@ check_machine() {
   [ -e /proc/pressure/memory ] || fail "no PSI"
   [ "$(swapon --show=NAME --noheadings | wc -l)" -ge 1 ] || fail "no swap"
   systemctl is-active -q systemd-oomd || fail "systemd-oomd is not running"
-  systemctl is-active -q user@1000.service || fail "alice's user manager is not running"
+  manager_running "as the scenarios start"
   ok "cgroup2 only ($(cat /sys/fs/cgroup/cgroup.controllers)), PSI, $(swapon --show=SIZE --noheadings | tr -d ' ') swap, systemd-oomd, user@1000.service"
 }
 
@@ -123,6 +133,15 @@ drain_swap() {
   [ "$held" -lt 16 ] || echo "note: drained $held MB from swap before the case"
 }
 
+# Every case starts on a machine at rest: the pressure of the case before (or of drain_swap's
+# swapoff, which faults the pushed-out pages back in) decays over tens of seconds, and with the
+# rig's 2 % limits oomd would act on that (seen: a control case's kill 3 s in, for the pressure
+# its predecessor left) rather than on the runaway's.
+settle() {
+  local pressure='awk "/^some/ {split(\$2, a, \"=\"); exit !(a[2] < 1.0)}" /proc/pressure/memory'
+  wait_until 90 sh -c "$pressure" || echo "note: memory pressure still $(sed -n 's/^some avg10=\([^ ]*\).*/\1/p' /proc/pressure/memory) % after 90 s of waiting"
+}
+
 pid_of() { cut -d' ' -f1 "$1"; }
 cgroup_in() { cut -d' ' -f2- "$1"; }
 alive() { [ -e "/proc/$1" ] && ! grep -q '^State:.Z' "/proc/$1/status" 2>/dev/null; }
@@ -146,6 +165,7 @@ oomd_case() {
   configure "$rule"
   state=$(mktemp -d /tmp/case.XXXXXX); chmod 0777 "$state"
   drain_swap
+  settle
   # Beyond RAM + swap for the swap rule; for the pressure rules, past RAM (it thrashes through 40 %
   # of swap with its own pages) but with the rest of swap left, so that the kernel's OOM killer
   # never acts before oomd.
@@ -206,6 +226,7 @@ oomd_case() {
       ok "$rule rule, daemon $where, control (scopes off): oomd killed the daemon's own cgroup, the daemon with it, after $acted s: \"$line\"" ;;
   esac
   sweep "$daemon_cg" "$hog_cg" "$idle_cg"
+  manager_running "after the $rule/$placement/$mode case"
   rm -rf "$state"
 }
 
