@@ -56,6 +56,8 @@ need=()
 command -v unshare >/dev/null || need+=(util-linux)
 { [ -x /usr/bin/kill ] || [ -x /bin/kill ]; } || need+=(procps)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+# gdb: a C scenario whose forked child hangs shows that child's stacks with the failure.
+command -v gdb >/dev/null || need+=(gdb)
 command -v g++ >/dev/null || need+=(g++)
 command -v python3 >/dev/null || need+=(python3 python3-venv)
 command -v patchelf >/dev/null || need+=(patchelf)

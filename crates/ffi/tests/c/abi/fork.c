@@ -46,6 +46,28 @@ static int child_request(void) {
     return scoped ? 0 : 2;
 }
 
+/* Where the first hung child is: its system call and wait channel, and every thread's stack where
+ * gdb is installed, on stderr (which the test shows with the failure). */
+static void show_where_it_hangs(pid_t child) {
+    static int shown;
+    if (shown++) return;
+    const char *files[] = {"syscall", "wchan"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[64], line[256] = "";
+        snprintf(path, sizeof path, "/proc/%d/%s", (int)child, files[i]);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(line, sizeof line, f)) line[0] = '\0';
+            fclose(f);
+        }
+        fprintf(stderr, "hung child %d, %s: %s\n", (int)child, files[i], line);
+    }
+    char command[160];
+    snprintf(command, sizeof command,
+             "command -v gdb >/dev/null && gdb -q -batch -p %d -ex 'thread apply all bt' </dev/null 1>&2", (int)child);
+    if (system(command) != 0) fprintf(stderr, "hung child %d: no stack (gdb missing or failed)\n", (int)child);
+}
+
 /* The child's exit status within 5 s, or -1 (it hung, and was killed). */
 static int status_within_5s(pid_t child) {
     double end = now_ms() + 5000;
@@ -54,6 +76,7 @@ static int status_within_5s(pid_t child) {
         pid_t done = waitpid(child, &status, WNOHANG);
         if (done == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (now_ms() > end) {
+            show_where_it_hangs(child);
             kill(child, SIGKILL);
             waitpid(child, &status, 0);
             return -1;
