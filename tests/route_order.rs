@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{rig, with_wrapper, Manager, TempDir};
 use synaps_scope::doctor::diagnose;
-use synaps_scope::{launcher_for_env, LauncherOptions, ScopeKind};
+use synaps_scope::{launcher_for_env, with_overrides, LauncherOptions, ScopeKind};
 
 /// A `dbus-daemon --session` of the test's own at `dir/bus`, which the manager never joins.
 struct BareBus {
@@ -46,23 +46,6 @@ impl Drop for BareBus {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// `env` with these variables set (a value of None removes the variable).
-fn env_of(
-    env: &[(OsString, OsString)],
-    set: &[(&str, Option<&OsString>)],
-) -> Vec<(OsString, OsString)> {
-    let mut out: Vec<_> = env
-        .iter()
-        .filter(|(k, _)| !set.iter().any(|(name, _)| k == name))
-        .cloned()
-        .collect();
-    out.extend(
-        set.iter()
-            .filter_map(|(name, value)| value.map(|v| ((*name).into(), v.clone()))),
-    );
-    out
 }
 
 /// The way `doctor` says the requests with `env` reach the manager.
@@ -109,11 +92,11 @@ fn with_bus(
     runtime: &OsString,
     address: &OsString,
 ) -> Vec<(OsString, OsString)> {
-    env_of(
+    with_overrides(
         base,
         &[
-            ("XDG_RUNTIME_DIR", Some(runtime)),
-            ("DBUS_SESSION_BUS_ADDRESS", Some(address)),
+            ("XDG_RUNTIME_DIR".into(), runtime.clone()),
+            ("DBUS_SESSION_BUS_ADDRESS".into(), address.clone()),
         ],
     )
 }
@@ -138,7 +121,7 @@ fn the_launcher_program_takes_the_session_bus_first_and_the_private_socket_when_
     let both = with_bus(&base, &runtime, &session);
     lands_by("both ways open", &both, "session bus ", quick);
 
-    let runtime_only = env_of(&base, &[("DBUS_SESSION_BUS_ADDRESS", None)]);
+    let runtime_only = common::env_without(&base, &["DBUS_SESSION_BUS_ADDRESS"]);
     assert_eq!(
         way(&runtime_only),
         format!(
