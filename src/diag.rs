@@ -34,6 +34,63 @@ pub(crate) fn with_dispatch<T>(dispatch: Option<&tracing::Dispatch>, f: impl FnO
     }
 }
 
+/// Where the process-wide install of a host surface's subscriber stands ([`install_global_once`]):
+/// [`NOT_INSTALLED`], [`INSTALLED`], or, while a thread installs it, that thread's process id, so
+/// that a forked child finding the install under way knows it is its parent's, not its own.
+static INSTALL_STATE: AtomicU64 = AtomicU64::new(NOT_INSTALLED);
+const NOT_INSTALLED: u64 = 0;
+const INSTALLED: u64 = u64::MAX;
+
+/// Makes `make()` the process's global `tracing` subscriber, once per process and inherited by
+/// forked children: a surface's library (C, Python) routes the library's events to its host's
+/// sink this way. A host that already set a global subscriber keeps it, and no `Dispatch` is
+/// made then: every new `Dispatch` takes tracing-core's process-wide lock of dispatchers, which a
+/// child forked while a thread of its parent held it (with a second dispatcher, each callsite's
+/// first registration takes it too) would wait on for ever. So a forked child never makes one: it
+/// finds the install done (it inherited the parent's global subscriber), or, forked while a
+/// thread of its parent was inside this function, leaves its events without a subscriber rather
+/// than wait on a lock whose holder it does not have. `before_install` runs first, once, in the
+/// installing thread; the C library registers [`wait_for_install`] there to run before every
+/// `fork()`, so that a child can only be forked amid the install before that registration.
+/// Other threads of the installing process wait for the install (microseconds).
+pub fn install_global_once<S>(before_install: impl FnOnce(), make: impl FnOnce() -> S)
+where
+    S: Subscriber + Send + Sync + 'static,
+{
+    if INSTALL_STATE.load(Ordering::Acquire) == INSTALLED {
+        return;
+    }
+    let pid = u64::from(std::process::id());
+    match INSTALL_STATE.compare_exchange(NOT_INSTALLED, pid, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            // Ends the install even if `make` panics: the threads waiting for it must not spin on.
+            let _ended = InstallEnded;
+            before_install();
+            if !tracing::dispatcher::has_been_set() {
+                let _ = tracing::subscriber::set_global_default(make());
+            }
+        }
+        Err(_) => wait_for_install(),
+    }
+}
+
+struct InstallEnded;
+
+impl Drop for InstallEnded {
+    fn drop(&mut self) {
+        INSTALL_STATE.store(INSTALLED, Ordering::Release);
+    }
+}
+
+/// Waits while a thread of this process is inside [`install_global_once`]; returns at once in a
+/// child forked while its parent's thread was (that install never ends here).
+pub fn wait_for_install() {
+    let pid = u64::from(std::process::id());
+    while INSTALL_STATE.load(Ordering::Acquire) == pid {
+        std::thread::yield_now();
+    }
+}
+
 /// A `tracing` subscriber that formats each event at or above `max_level` into one line (the
 /// message, then `key=value` for any other field) and hands it to a callback.
 pub struct CallbackSubscriber<F> {

@@ -45,11 +45,17 @@ pub(crate) fn forward_to_logging(level: &Level, line: &str) {
     });
 }
 
-/// Routes the library's log lines to Python's `logging` (a host that embeds Python and already set
-/// a global subscriber keeps it).
+/// Routes the library's log lines to Python's `logging`, once per process (a forked child
+/// inherits it; a host that embeds Python and already set a global subscriber keeps it). Run at
+/// import, which `os.fork()` never interrupts (it holds the import lock), so no fork handler is
+/// needed here.
 pub(crate) fn install() {
-    let subscriber = CallbackSubscriber::new(Level::DEBUG, |level, _target, line| {
-        forward_to_logging(level, line)
-    });
-    let _ = tracing::subscriber::set_global_default(subscriber);
+    synaps_scope::diag::install_global_once(
+        || {},
+        || {
+            CallbackSubscriber::new(Level::DEBUG, |level, _target, line| {
+                forward_to_logging(level, line)
+            })
+        },
+    );
 }

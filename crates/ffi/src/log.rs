@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 
 use std::time::Duration;
 use synaps_scope::__ffi::{lock, lock_if_free, Mine, PerProcess};
@@ -92,8 +92,6 @@ thread_local! {
 }
 
 static MAX_LEVEL: AtomicU32 = AtomicU32::new(scope_log_level::Warn as u32);
-/// Per process, so that a child forked while another thread installed it never waits for that.
-static INSTALLED: PerProcess<OnceLock<()>> = PerProcess::new();
 
 fn level_number(level: &Level) -> u32 {
     match *level {
@@ -171,14 +169,26 @@ impl Drop for CallEnded {
     }
 }
 
-/// Makes the library's events reach [`deliver`], once per process, before any export runs.
+/// Makes the library's events reach [`deliver`], once per process (a forked child inherits it),
+/// before any export runs; a host that already set a global subscriber keeps it.
 pub(crate) fn ensure_installed() {
-    INSTALLED.get().get_or_init(|| {
-        let subscriber =
-            CallbackSubscriber::new(Level::TRACE, |level, _target, line| deliver(level, line));
-        // A host that already set a global subscriber keeps it.
-        let _ = tracing::subscriber::set_global_default(subscriber);
+    synaps_scope::diag::install_global_once(wait_for_install_before_every_fork, || {
+        CallbackSubscriber::new(Level::TRACE, |level, _target, line| deliver(level, line))
     });
+}
+
+/// Registers [`synaps_scope::diag::wait_for_install`] to run before every `fork()` of the
+/// process, so that no child is forked while a thread is inside the install (where it could hold
+/// tracing-core's lock of dispatchers, which the child would then never see released).
+fn wait_for_install_before_every_fork() {
+    extern "C" fn before_fork() {
+        synaps_scope::diag::wait_for_install();
+    }
+    // SAFETY: `before_fork` takes no lock (it yields while an atomic says an install is under
+    // way, which ends in microseconds and never waits on a fork) and cannot unwind. glibc's
+    // `pthread_atfork` (linked from libc_nonshared.a) registers it with this library's
+    // `__dso_handle`, so a `dlclose` of the library removes it with the code.
+    let _ = unsafe { libc::pthread_atfork(Some(before_fork), None, None) };
 }
 
 /// Sends the library's log lines to `callback` (with `userdata`), or, when `callback` is NULL,
