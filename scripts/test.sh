@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The project's whole test suite: formatting, lints, then every test (unit, integration, CLI, doc,
-# and the C ABI from C under sanitizers) against a real private systemd user manager of each
-# version the rig runs (247, 252, 254, 257 and 262), once with each wrapper (the launcher program
-# synaps-scope-exec, then systemd-run: SYNAPS_SCOPE_LAUNCHER), plus the installed C library built through
-# pkg-config, and the Python module's wheel in a fresh venv with pytest, mypy --strict and
-# stubtest, and the Node package (npm ci, tsc --strict on the tests' usage of index.d.ts,
-# node --test), a fuzz smoke run of every fuzz target, a short run of the benchmarks on each
+# and the C ABI from C under sanitizers) against a real private systemd user manager of the
+# versions the rig runs (247, 252, 254, 257 and 262), each suite where docs/testing.md places it
+# ("Where each suite runs", read by scripts/placement.sh: once, on every version, or with both
+# wrappers, the launcher program synaps-scope-exec and systemd-run: SYNAPS_SCOPE_LAUNCHER), plus the
+# installed C library built through pkg-config, and the Python module's wheel in a fresh venv with
+# pytest, mypy --strict and stubtest, and the Node package (npm ci, tsc --strict on the tests' usage
+# of index.d.ts, node --test), a fuzz smoke run of every fuzz target, a short run of the benchmarks on each
 # systemd version (among them 256 launches at once against 256 bare systemd-run), the long runs
 # (scripts/long-run.sh) on the newest, and every artifact of scripts/dist.sh (wheel, npm package,
 # C tarball, crates) installed and used from outside the repository (scripts/test-dist.sh) on the oldest and the newest, and again as a normal user in a
@@ -18,6 +19,7 @@
 #   scripts/test.sh rust python          # only these phases (and what they are built from)
 #   SYNAPS_SYSTEMD_VERSIONS="252 262" SYNAPS_SESSION_RELEASES="12" scripts/test.sh
 #   SYNAPS_BUSY_CPUS=2 scripts/test.sh rust c python node   # beside two CPU hogs
+#   SYNAPS_SYSTEMD_VERSIONS=262 scripts/test.sh lint rust c python node   # the quick subset
 #
 # Phases, in the order they run: lint (rustfmt, clippy), fuzz (a smoke run of every target), and
 # per systemd version rust (cargo test of the core, the command line and the launcher program),
@@ -25,7 +27,8 @@
 # node, bench; then dist (the artifacts installed from outside the repository), session
 # (booted Debian login sessions), vm (the real systemd-oomd and memory controller in a virtual
 # machine: scripts/test-vm.sh) and long (the long runs). Exits non-zero if anything fails or is
-# skipped; the last lines summarise each version's counts.
+# skipped; the last lines give the time of every phase (a warning past 45 minutes) and summarise
+# each version's counts.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 
@@ -49,6 +52,26 @@ want() {
 [ "$(id -u)" = 0 ] || { echo "test.sh: run as root: the tests start private systemd user managers" >&2; exit 2; }
 command -v cargo >/dev/null || { echo "test.sh: cargo not found" >&2; exit 2; }
 command -v node >/dev/null && command -v npm >/dev/null || { echo "test.sh: needs Node 20 and npm" >&2; exit 2; }
+
+# The time of every phase, printed at the end (also of a failed run), with a warning past 45
+# minutes: CI has 90, and the whole suite is to stay within 40 on two cores (docs/testing.md).
+phase_times=()
+phase_mark=0
+# timed PHASE: the time since the last mark was PHASE's.
+timed() {
+  phase_times+=("$(printf '%6d s  %s' $((SECONDS - phase_mark)) "$1")")
+  phase_mark=$SECONDS
+}
+show_times() {
+  [ ${#phase_times[@]} -gt 0 ] || return 0
+  times_shown=true
+  echo "== time of every phase"
+  printf '%s\n' "${phase_times[@]}"
+  echo "$SECONDS s in all"
+  if [ "$SECONDS" -gt 2700 ]; then
+    echo "test.sh: warning: the suite took $SECONDS s, past 45 minutes (its budget is 40; CI's limit 90)" >&2
+  fi
+}
 
 # What a fresh Debian 12 machine with the Rust toolchain may lack, from Debian's packages.
 need=()
@@ -77,11 +100,13 @@ if ! command -v qemu-system-x86_64 >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86
 fi
 
+timed "installing what the machine lacks"
 scratch="$(mktemp -d)"
 roots_pid=""
 images_pid=""
 hog_pids=""
-trap 'rm -rf "$scratch"; for p in $roots_pid $images_pid $hog_pids; do kill "$p" 2>/dev/null || true; done' EXIT
+times_shown=false
+trap 'status=$?; $times_shown || show_times; rm -rf "$scratch"; for p in $roots_pid $images_pid $hog_pids; do kill "$p" 2>/dev/null || true; done; exit $status' EXIT
 
 # SYNAPS_BUSY_CPUS=N: N processes that only burn CPU, at the suite's own priority, for as long as
 # it runs, as another job on a shared machine would (docs/testing.md, "A busy machine").
@@ -116,13 +141,16 @@ if want lint; then
   (cd fuzz && cargo fmt --check)
   cargo clippy --workspace --exclude synaps-scope-python --all-targets --locked -- -D warnings
   cargo clippy -p synaps-scope-python --features pyo3/extension-module --all-targets --locked -- -D warnings
+  timed "lint: rustfmt, clippy"
 fi
 cargo build --all-targets --locked
+timed "build: every target, debug"
 
 dist="$scratch/dist"
 if want python dist session vm long; then
   echo "== dist: every artifact (scripts/dist.sh), tested after the suites from outside the repository"
   SYNAPS_DIST_DIR="$dist" scripts/dist.sh
+  timed "dist: every artifact built"
 fi
 
 c_prefix="$scratch/c"
@@ -136,6 +164,7 @@ if want c long; then
   CARGO_TARGET_DIR="$c_target" cargo cinstall --locked --release -p synaps-scope-ffi --prefix "$c_prefix" --libdir "$c_prefix/lib"
   built=$(find "$c_target" -path '*/release/libsynaps_scope.so' -not -path '*/deps/*' | head -n 1)
   cmp "$built" "$c_prefix/lib/libsynaps_scope.so.1.0.0" || { echo "test.sh: the installed library is not the one just built ($built)" >&2; exit 1; }
+  timed "C library: cargo cinstall"
 fi
 
 venv="$scratch/venv"
@@ -146,27 +175,94 @@ if want python long; then
   "$venv/bin/pip" install -q "$dist"/synaps_scope-*-cp39-abi3-manylinux*.whl pytest mypy
   (cd bindings/python && "$venv/bin/python" -m mypy --strict tests python/synaps_scope)
   (cd "$scratch" && "$venv/bin/python" -m mypy.stubtest synaps_scope._native)
+  timed "Python: venv, mypy, stubtest"
 fi
 
 if want fuzz; then
   echo "== fuzz smoke: every target a few seconds (scripts/fuzz.sh 60 is the full run)"
   scripts/fuzz.sh "${SYNAPS_FUZZ_SECONDS:-5}"
+  timed "fuzz: every target"
 fi
 
 if want node long; then
   echo "== Node: install the package's dependencies from the npm registry, check its types"
   (cd bindings/node && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p tsconfig.json)
+  timed "Node: npm ci, tsc"
 fi
 
 versions="${SYNAPS_SYSTEMD_VERSIONS:-247 252 254 257 262}"
 echo "== systemd $versions: fetch what the rig lacks (once, into its cache)"
 # shellcheck disable=SC2086 # one version per word
 scripts/systemd-rig.sh --fetch $versions
+timed "rig: systemd $versions fetched"
 
 per_version=false
 want rust c python node bench && per_version=true
 counted=false
 want rust c python node && counted=true
+
+newest="${versions##* }"
+oldest="${versions%% *}"
+
+# run_slot VERSION WRAPPER LOG: runs, in the rig of systemd VERSION with WRAPPER, the suites of the
+# asked phases that docs/testing.md places there (scripts/placement.sh), their output also in LOG.
+# Returns non-zero when any of them failed.
+run_slot() {
+  local version="$1" wrapper="$2" log="$3" status=0 suite package name
+  local -A tests=()
+  local units=() docs=() python=() node=() c_example=false
+  while read -r suite; do
+    case "$suite" in
+      src/) want rust && { units+=("synaps-scope --lib"); docs+=(synaps-scope); } ;;
+      crates/ffi/src/) want c && units+=("synaps-scope-ffi --lib") ;;
+      crates/*/src/) want rust && units+=("$(crate_of "$suite") --bins") ;;
+      crates/ffi/tests/*.rs)
+        want c && tests[synaps-scope-ffi]+=" --test $(basename "$suite" .rs)" ;;
+      tests/*.rs | crates/*/tests/*.rs)
+        package=synaps-scope
+        case "$suite" in crates/*) package="$(crate_of "$suite")" ;; esac
+        want rust && tests[$package]+=" --test $(basename "$suite" .rs)" ;;
+      scripts/check-c-example.sh) want c && c_example=true ;;
+      bindings/python/tests/*) want python && python+=("$suite") ;;
+      bindings/node/test/*) want node && node+=("$suite") ;;
+      *) echo "test.sh: $suite is placed but test.sh does not know how to run it" >&2; return 1 ;;
+    esac
+  done < <(scripts/placement.sh select "$version" "$wrapper" "$oldest" "$newest")
+  export SYNAPS_SCOPE_LAUNCHER="$wrapper" SYNAPS_SCOPE_EXEC="$PWD/target/debug/synaps-scope-exec"
+  for name in "${units[@]}"; do
+    # shellcheck disable=SC2086 # "PACKAGE --TARGETS"
+    set -- $name
+    scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked -p "$@" 2>&1 | tee -a "$log" || status=$?
+  done
+  for package in "${docs[@]}"; do
+    scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked -p "$package" --doc 2>&1 | tee -a "$log" \
+      || status=$?
+  done
+  for package in "${!tests[@]}"; do
+    # shellcheck disable=SC2086 # one --test NAME pair per word pair
+    scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked -p "$package" ${tests[$package]} 2>&1 \
+      | tee -a "$log" || status=$?
+  done
+  if $c_example; then
+    scripts/systemd-rig.sh --systemd "$version" -- scripts/check-c-example.sh "$c_prefix" || status=$?
+  fi
+  if [ ${#python[@]} -gt 0 ]; then
+    scripts/systemd-rig.sh --systemd "$version" -- "$venv/bin/python" -m pytest "${python[@]}" -q -rs \
+      -p no:cacheprovider 2>&1 | tee -a "$log" || status=$?
+  fi
+  if [ ${#node[@]} -gt 0 ]; then
+    scripts/systemd-rig.sh --systemd "$version" -- node --test --test-concurrency=1 --test-reporter=tap \
+      "${node[@]}" 2>&1 | tee -a "$log" || status=$?
+  fi
+  unset SYNAPS_SCOPE_LAUNCHER SYNAPS_SCOPE_EXEC
+  return "$status"
+}
+
+# crate_of crates/NAME/...: that crate's package name.
+crate_of() {
+  local dir="${1#crates/}"
+  sed -n 's/^name = "\(.*\)"$/\1/p' "crates/${dir%%/*}/Cargo.toml" | head -n 1
+}
 
 summary=()
 versions_run="$versions"
@@ -177,31 +273,19 @@ for version in $versions_run; do
   log="$(mktemp)"
   status=0
   for wrapper in synaps-scope-exec systemd-run; do
+    if [ -z "$(scripts/placement.sh select "$version" "$wrapper" "$oldest" "$newest")" ]; then
+      echo "== systemd $version, wrapper $wrapper: no suite is placed here (docs/testing.md)"
+      continue
+    fi
     echo "== systemd $version, wrapper $wrapper"
-    export SYNAPS_SCOPE_LAUNCHER="$wrapper" SYNAPS_SCOPE_EXEC="$PWD/target/debug/synaps-scope-exec"
-    if want rust; then
-      scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked -p synaps-scope -p synaps-scope-cli \
-        -p synaps-scope-exec 2>&1 | tee -a "$log" || status=$?
-    fi
-    if want c; then
-      scripts/systemd-rig.sh --systemd "$version" -- scripts/check-c-example.sh "$c_prefix" || status=$?
-      scripts/systemd-rig.sh --systemd "$version" -- cargo test --locked -p synaps-scope-ffi 2>&1 | tee -a "$log" \
-        || status=$?
-    fi
-    if want python; then
-      scripts/systemd-rig.sh --systemd "$version" -- "$venv/bin/python" -m pytest bindings/python/tests -q -rs \
-        -p no:cacheprovider 2>&1 | tee -a "$log" || status=$?
-    fi
-    if want node; then
-      scripts/systemd-rig.sh --systemd "$version" -- node --test --test-concurrency=1 --test-reporter=tap \
-        bindings/node/test/*.test.js 2>&1 | tee -a "$log" || status=$?
-    fi
-    unset SYNAPS_SCOPE_LAUNCHER SYNAPS_SCOPE_EXEC
+    run_slot "$version" "$wrapper" "$log" || status=$?
+    timed "systemd $version, $wrapper: tests"
   done
   if want bench; then
     SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked --bench launch || status=$?
     # 256 `synaps-scope run` at once against 256 bare systemd-run: every one scoped, and sooner.
     SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked -p synaps-scope-cli --bench burst || status=$?
+    timed "systemd $version: bench"
   fi
   # cargo's "test result: ok. N passed; N failed; N ignored", pytest's "N passed, N skipped in Ns",
   # node's TAP "# pass N", "# fail N", "# skipped N", "# todo N"
@@ -222,8 +306,6 @@ for version in $versions_run; do
     exit 1
   fi
 done
-newest="${versions##* }"
-oldest="${versions%% *}"
 for version in $(want dist && printf '%s\n' "$oldest" "$newest" | uniq); do
   echo "== the artifacts as their users install them, against systemd $version (scripts/test-dist.sh)"
   log="$(mktemp)"
@@ -231,6 +313,7 @@ for version in $(want dist && printf '%s\n' "$oldest" "$newest" | uniq); do
     || { rm -f "$log"; printf '%s\n' "${summary[@]}"; echo "test.sh: FAILED: the artifacts on systemd $version" >&2; exit 1; }
   summary+=("artifacts on systemd $version: $(grep -c '^ok: ' "$log") checks passed (wheel, npm package, C tarball from C and C++ through pkg-config and CMake)")
   rm -f "$log"
+  timed "artifacts on systemd $version"
 done
 # booted_phase WHAT PID LOG SUMMARY-PATTERN FAILURE COMMAND...: waits for the background job PID
 # that made what the phase boots (its output in LOG), then runs COMMAND, keeping the lines of its
@@ -245,6 +328,7 @@ booted_phase() {
   "$@" 2>&1 | tee "$log" || { rm -f "$log"; printf '%s\n' "${summary[@]}"; echo "test.sh: FAILED: $failure" >&2; exit 1; }
   while IFS= read -r line; do summary+=("$line"); done < <(grep -E "$pattern" "$log")
   rm -f "$log"
+  timed "$failure"
 }
 if [ -n "$releases" ]; then
   # shellcheck disable=SC2086 # one release per word
@@ -259,6 +343,7 @@ if [ -n "$releases" ]; then
     # shellcheck disable=SC2086 # one release per word
     SYNAPS_BENCH_QUICK=1 scripts/bench-session.sh $bench_releases \
       || { printf '%s\n' "${summary[@]}"; echo "test.sh: FAILED: the launch benchmark in a booted login session" >&2; exit 1; }
+    timed "bench: login sessions of Debian $bench_releases"
   fi
 fi
 if [ -n "$vm_releases" ]; then
@@ -273,7 +358,9 @@ if want long; then
   SYNAPS_SCOPE_LAUNCHER=synaps-scope-exec SYNAPS_SCOPE_EXEC="$PWD/target/debug/synaps-scope-exec" \
     scripts/systemd-rig.sh --systemd "$newest" -- scripts/long-run.sh "$c_prefix" "$venv"
   summary+=("long runs on systemd $newest: passed")
+  timed "long runs on systemd $newest"
 fi
+show_times
 echo "== summary ($phases)"
 printf '%s\n' "${summary[@]}"
-echo "total: ${total_passed:-0} passed, ${total_failed:-0} failed ($SECONDS s in all)"
+echo "total: ${total_passed:-0} passed, ${total_failed:-0} failed"
