@@ -50,6 +50,25 @@ want() {
 }
 
 [ "$(id -u)" = 0 ] || { echo "test.sh: run as root: the tests start private systemd user managers" >&2; exit 2; }
+
+# Compiled dependencies are kept between runs, as the rig's systemd packages, the Debian roots and
+# the VM images are: a fresh clone's target/ and fuzz/target/ are links into SYNAPS_BUILD_CACHE
+# (default ~/.cache/synaps-scope/build; set it empty for none). Cargo rebuilds whatever changed,
+# and the workspace's own crates always in a clone at a new path (their path is in their
+# fingerprint); what is reused is what crates.io's crates compiled to. Emptied past 40 GB.
+build_cache="${SYNAPS_BUILD_CACHE-$HOME/.cache/synaps-scope/build}"
+if [ -n "$build_cache" ]; then
+  if [ -d "$build_cache" ] && [ "$(du -s --block-size=1G "$build_cache" | cut -f1)" -gt 40 ]; then
+    echo "== the build cache $build_cache passed 40 GB: emptied"
+    rm -rf "$build_cache"
+  fi
+  for dir in target fuzz/target; do
+    if [ ! -e "$dir" ] && [ ! -L "$dir" ]; then
+      mkdir -p "$build_cache/$dir"
+      ln -s "$build_cache/$dir" "$dir"
+    fi
+  done
+fi
 command -v cargo >/dev/null || { echo "test.sh: cargo not found" >&2; exit 2; }
 command -v node >/dev/null && command -v npm >/dev/null || { echo "test.sh: needs Node 20 and npm" >&2; exit 2; }
 
@@ -160,7 +179,7 @@ if want c long; then
   command -v cargo-cinstall >/dev/null || cargo install --locked cargo-c --version 0.10.24+cargo-0.98.0
   # Built in a target directory of its own, as a packager's CARGO_TARGET_DIR would put it: what is
   # installed must be what was just built there, never a library left in ./target.
-  c_target="$scratch/c-target"
+  c_target="$PWD/target/c-install"
   CARGO_TARGET_DIR="$c_target" cargo cinstall --locked --release -p synaps-scope-ffi --prefix "$c_prefix" --libdir "$c_prefix/lib"
   built=$(find "$c_target" -path '*/release/libsynaps_scope.so' -not -path '*/deps/*' | head -n 1)
   cmp "$built" "$c_prefix/lib/libsynaps_scope.so.1.0.0" || { echo "test.sh: the installed library is not the one just built ($built)" >&2; exit 1; }
