@@ -12,7 +12,7 @@ table=docs/testing.md
 
 rows() {
   awk '
-    /^## / { inside = ($0 ~ /^## Where each suite runs/) }
+    /^#/ { inside = ($0 ~ /^## Where each suite runs/) }
     inside && /^\| `/ {
       n = split($0, cell, "|")
       suite = cell[2]; placement = cell[3]

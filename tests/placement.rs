@@ -13,20 +13,28 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The table's rows, as the suite's plan reads them.
-fn rows() -> Vec<(String, String)> {
+/// The lines `scripts/placement.sh ARGS` prints, as the suite's plan reads them.
+fn placement(args: &[&str]) -> Vec<String> {
     let out = Command::new(root().join("scripts/placement.sh"))
-        .arg("list")
+        .args(args)
         .output()
         .expect("scripts/placement.sh runs");
     assert!(
         out.status.success(),
-        "placement.sh list: {}",
+        "placement.sh {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The table's rows: (suite, placement).
+fn rows() -> Vec<(String, String)> {
+    placement(&["list"])
+        .iter()
         .map(|line| {
             let (suite, placement) = line.split_once(' ').expect("SUITE PLACEMENT");
             (suite.to_owned(), placement.to_owned())
@@ -125,22 +133,8 @@ fn every_test_file_has_a_place_and_every_row_a_file() {
 
 #[test]
 fn the_plan_runs_every_suite_somewhere_and_once_suites_once() {
-    let select = |version: &str, wrapper: &str| -> Vec<String> {
-        let out = Command::new(root().join("scripts/placement.sh"))
-            .args(["select", version, wrapper, "247", "262"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    };
+    let select =
+        |version: &str, wrapper: &str| placement(&["select", version, wrapper, "247", "262"]);
     let versions = ["247", "252", "254", "257", "262"];
     let wrappers = ["synaps-scope-exec", "systemd-run"];
     let runs: Vec<(String, String, Vec<String>)> = versions
