@@ -61,10 +61,14 @@ fn no_program_the_tests_start_sees_ld_library_path_or_loads_the_rig_s_libraries(
     // binaries (its target directory and the toolchain's libraries), and nothing else may be in it.
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or(target, PathBuf::from);
+    // Named as given or by its real path (a target directory may be a link).
+    let real_target = target.canonicalize().unwrap_or_else(|_| target.clone());
     let toolchains = std::env::var_os("RUSTUP_HOME").map(PathBuf::from);
     for entry in std::env::split_paths(&std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default()) {
         assert!(
-            entry.starts_with(&target) || toolchains.as_ref().is_some_and(|t| entry.starts_with(t)),
+            entry.starts_with(&target)
+                || entry.starts_with(&real_target)
+                || toolchains.as_ref().is_some_and(|t| entry.starts_with(t)),
             "LD_LIBRARY_PATH of the test process has {}, which is not cargo's",
             entry.display()
         );

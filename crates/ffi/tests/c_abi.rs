@@ -208,6 +208,8 @@ fn scope_doctor_names_the_launcher_program_beside_the_library_that_was_loaded() 
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bundled");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    // The loader names the library by its real path (a target directory may be a link).
+    let dir = dir.canonicalize().unwrap();
     let library = dir.join("libsynaps_scope_ffi.so");
     std::fs::copy(library_dir().join("libsynaps_scope_ffi.so"), &library).unwrap();
     let exec = dir.join("synaps-scope-exec");
