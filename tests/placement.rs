@@ -123,6 +123,12 @@ fn every_test_file_has_a_place_and_every_row_a_file() {
             root().join(suite).exists(),
             "{suite} has a row in docs/testing.md but is not in the repository"
         );
+        if let Some(tree) = suite.strip_suffix("src/") {
+            assert!(
+                has_unit_tests(&root().join(tree).join("src")),
+                "{suite} has a row in docs/testing.md but no unit test to run"
+            );
+        }
     }
     let unplaced: Vec<_> = test_files().difference(&placed).cloned().collect();
     assert!(
