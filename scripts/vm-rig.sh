@@ -17,7 +17,8 @@
 # in through PAM (a logind session-cN.scope). What COMMAND prints comes back on this script's
 # standard output, and its exit status is this script's. Whatever COMMAND does, the machine is
 # powered off within --timeout seconds (default 900) of booting, and killed 180 s after that. The
-# guest says it is alive every 15 s; one silent for 300 s (seen once in CI: a guest that stopped
+# guest says it is alive every 15 s, with its uptime, free memory and swap and memory pressure
+# (the last of these are printed when it goes silent); one silent for 300 s (seen once in CI: a guest that stopped
 # with its own timeout never firing, the host's qemu idle) is killed then. Exit status 3 means
 # the guest stopped answering or never reported the command's status (the console's last lines
 # are printed), not that the command failed.
@@ -86,7 +87,7 @@ mkdir -p /srv/synaps.in /srv/synaps
 mount -o ro /dev/vdb /srv/synaps.in && cp -a /srv/synaps.in/. /srv/synaps/ && umount /srv/synaps.in
 swapon /dev/vdc
 bound=$(cat /srv/synaps/.timeout)
-(while sleep 15; do echo "synaps-vm-rig: alive"; done) &
+(while sleep 15; do echo "synaps-vm-rig: alive: up $(cut -d" " -f1 /proc/uptime) s, $(awk "/^(MemAvailable|SwapFree):/ {printf \"%s %d MB, \", \$1, \$2 / 1024}" /proc/meminfo)memory pressure $(head -n 1 /proc/pressure/memory)"; done) &
 heartbeat=$!
 status=0
 cd /srv/synaps && timeout --kill-after=10 "$bound" bash -c "$(cat /srv/synaps/.command)" 2>&1 </dev/null || status=$?
@@ -204,6 +205,8 @@ qemu_pid=""
 sed -n "$((printed + 1)),\$p" "$run/out" | shown
 status=$(sed -n 's/^synaps-vm-rig: exit \([0-9]*\)\r*$/\1/p' "$run/out" | tail -n 1)
 if [ -z "$status" ]; then
+  # What the guest last said of itself: when it went silent, and how its memory stood.
+  grep "^synaps-vm-rig: alive" "$run/out" | tr -d "\r" | tail -n 4 >&2 || true
   tail -n 40 "$run/console" >&2
   cat "$run/qemu.log" >&2
   echo "vm-rig: the job on Debian $release never finished (no exit status after $((SECONDS - started)) s; console above)" >&2
