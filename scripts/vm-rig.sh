@@ -47,7 +47,7 @@ case "$timeout" in '' | *[!0-9]*) echo "vm-rig: --timeout takes whole seconds, n
 
 cache="${SYNAPS_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/synaps-scope}/vm"
 # Bump when what an image holds changes, so an older cache is made again.
-layout="vm-image 3"
+layout="vm-image 4"
 
 suite_of() { case "$1" in 12) echo bookworm ;; 13) echo trixie ;; esac; }
 systemd_of() { case "$1" in 12) echo 252 ;; 13) echo 257 ;; esac; }
@@ -79,6 +79,10 @@ ExecStart=/usr/local/sbin/synaps-vm-job
 StandardOutput=file:/dev/ttyS1
 StandardError=inherit
 TimeoutStartSec=infinity
+# The job of the rig itself (the scenarios, the heartbeat) is never a candidate for systemd-oomd:
+# the pressure rule of a scenario on every slice covers system.slice too, and a kill there would
+# leave a guest that looks silent.
+ManagedOOMPreference=omit
 [Install]
 WantedBy=multi-user.target'
 job_script='#!/bin/bash
@@ -167,11 +171,14 @@ mkfs.ext4 -q -d "$run/job" "$run/job.raw" "${size}M" >/dev/null
 rm -rf "$run/job"
 : >"$run/out"
 
+# The journal's notices and worse (systemd-oomd's kills among them) go to the console beside the
+# kernel's messages, whose last lines are printed when a guest goes silent.
+journal_to_console="systemd.journald.forward_to_console=1 systemd.journald.max_level_console=notice"
 echo "vm-rig: booting Debian $release (kernel $(cat "$images/kernel-version"), TCG, 2 CPUs, 1 GiB, 512 MB swap)" >&2
 started=$SECONDS
 qemu-system-x86_64 -accel tcg,thread=multi -smp 2 -m 1024 -nodefaults -display none -no-reboot -nic none \
   -kernel "$images/vmlinuz" -initrd "$images/initrd" \
-  -append "root=/dev/vda rw console=ttyS0 panic=-1 loglevel=4 systemd.show_status=0" \
+  -append "root=/dev/vda rw console=ttyS0 panic=-1 loglevel=4 systemd.show_status=0 $journal_to_console" \
   -drive "file=$images/disk.raw,format=raw,if=virtio,snapshot=on" \
   -drive "file=$run/job.raw,format=raw,if=virtio,snapshot=on" \
   -drive "file=$images/swap.raw,format=raw,if=virtio,snapshot=on" \
