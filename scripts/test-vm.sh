@@ -6,8 +6,7 @@
 #     on user@.service, and on every slice), a daemon started from a login shell and one started in
 #     a terminal tab's scope: scoped, oomd's own journal line names the runaway's scope and the
 #     daemon and its other tool live on; each with its control (scopes off), where oomd kills the
-#     daemon's own cgroup (the controls on the last release named: they show that the scenario
-#     can fail, whatever the release);
+#     daemon's own cgroup;
 #   - the operator's cap (tool_scope_slice with MemoryMax=: the kernel's OOM killer inside the
 #     tool's scope) and R12 against real limits;
 #   - scope handles against real memory and pids controllers from Python (the wheel), C (a program
@@ -25,12 +24,6 @@ shift
 releases=("$@")
 [ ${#releases[@]} -gt 0 ] || releases=(12 13)
 cases="${SYNAPS_VM_CASES:-swap:login:scoped swap:login:direct swap:tab:scoped swap:tab:direct user:tab:scoped user:tab:direct slices:tab:scoped slices:tab:direct}"
-# The controls (scopes off: oomd takes the daemon's own cgroup) show that the scenario can fail;
-# that is the scenario's property, not a release's, so they run on the last release alone unless
-# SYNAPS_VM_CASES names the cases. Every scoped case runs on every release, and each still requires
-# that release's oomd to name the runaway's scope in its own journal line.
-controls_on="${releases[${#releases[@]}-1]}"
-[ -n "${SYNAPS_VM_CASES:-}" ] && controls_on=all
 
 stage="$(mktemp -d /tmp/synaps-vm-stage.XXXXXX)"
 trap 'rm -rf "$stage"' EXIT
@@ -64,13 +57,8 @@ for release in "${releases[@]}"; do
   while :; do
     boots=$((boots + 1))
     status=0
-    release_cases="$cases"
-    if [ "$controls_on" != all ] && [ "$release" != "$controls_on" ]; then
-      # shellcheck disable=SC2086 # one case per word
-      release_cases=$(printf '%s\n' $cases | grep -v ':direct$' | tr '\n' ' ')
-    fi
     "$here/vm-rig.sh" --release "$release" --share "$stage" --timeout "${SYNAPS_VM_TIMEOUT:-1200}" -- \
-      "bash scenarios.sh oomd $release_cases && bash scenarios.sh cap && bash scenarios.sh handles" 2>&1 | tee "$log" \
+      "bash scenarios.sh oomd $cases && bash scenarios.sh cap && bash scenarios.sh handles" 2>&1 | tee "$log" \
       || status=${PIPESTATUS[0]}
     [ "$status" = 3 ] && [ "$boots" -lt 3 ] || break
     echo "test-vm: Debian $release's guest stopped answering (its kernel or qemu, before the scenarios ended); booting it again"

@@ -74,23 +74,7 @@ check_machine() {
   [ "$(swapon --show=NAME --noheadings | wc -l)" -ge 1 ] || fail "no swap"
   systemctl is-active -q systemd-oomd || fail "systemd-oomd is not running"
   manager_running "as the scenarios start"
-  protect_system
   ok "cgroup2 only ($(cat /sys/fs/cgroup/cgroup.controllers)), PSI, $(swapon --show=SIZE --noheadings | tr -d ' ') swap, systemd-oomd, user@1000.service"
-}
-
-# The machine's own services (journald, logind, dbus, oomd, this job and its heartbeat) keep their
-# memory while a runaway thrashes: MemoryLow= on system.slice, so that the kernel reclaims the
-# runaway's pages before theirs. In a 1 GiB guest they use 145-160 MB (with the page cache of
-# what was copied in); unprotected, the runaway's growth took their pages instead of its own, so
-# the stalls were theirs (the machine's memory pressure at 27 %, user@1000.service's at 0.3 %:
-# the user rule did not act in 240 s; in other runs it acted after 133 s and 161 s). A machine with
-# RAM to spare for its services gives the runaway its own pressure the same way; which cgroup
-# oomd picks is the subject here, and that is unchanged.
-protect_system() {
-  local used
-  used=$(( $(cat /sys/fs/cgroup/system.slice/memory.current) / 1048576 ))
-  systemctl set-property --runtime system.slice MemoryLow=256M
-  ok "system.slice (using $used MB) protected with MemoryLow=256M"
 }
 
 # configure RULE: oomd's rules as distributions ship them (the pressure limit lowered for TCG).
