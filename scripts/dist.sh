@@ -40,8 +40,7 @@ echo "== dist: synaps-scope $version for $arch-linux-gnu into $out"
 echo "== build tools: zig (PyPI's ziglang), maturin and auditwheel in a venv; cargo-zigbuild, cargo-c"
 python3 -m venv "$stage/build-venv"
 "$stage/build-venv/bin/pip" install -q --upgrade pip 'maturin>=1.5,<2' 'auditwheel>=6' 'ziglang>=0.13'
-command -v cargo-zigbuild >/dev/null || cargo install -q --locked cargo-zigbuild --version 0.24.1
-command -v cargo-cinstall >/dev/null || cargo install --locked cargo-c --version 0.10.24+cargo-0.98.0
+"$repo/scripts/cargo-tools.sh" cargo-zigbuild cargo-c
 export PATH="$stage/build-venv/bin:$PATH" SYNAPS_ZIG_PYTHON="$stage/build-venv/bin/python"
 target="${CARGO_TARGET_DIR:-$repo/target}"
 # What links against glibc is built apart from the usual builds, with zig as the linker.

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 seconds="${1:-60}"
 shift || true
-command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+scripts/cargo-tools.sh cargo-fuzz
 export RUSTC_BOOTSTRAP=1
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cargo fuzz list)

@@ -123,9 +123,10 @@ timed "installing what the machine lacks"
 scratch="$(mktemp -d)"
 roots_pid=""
 images_pid=""
+tools_pid=""
 hog_pids=""
 times_shown=false
-trap 'status=$?; $times_shown || show_times; rm -rf "$scratch"; for p in $roots_pid $images_pid $hog_pids; do kill "$p" 2>/dev/null || true; done; exit $status' EXIT
+trap 'status=$?; $times_shown || show_times; rm -rf "$scratch"; for p in $roots_pid $images_pid $tools_pid $hog_pids; do kill "$p" 2>/dev/null || true; done; exit $status' EXIT
 
 # SYNAPS_BUSY_CPUS=N: N processes that only burn CPU, at the suite's own priority, for as long as
 # it runs, as another job on a shared machine would (docs/testing.md, "A busy machine").
@@ -154,6 +155,25 @@ if [ -n "$vm_releases" ]; then
   images_pid=$!
 fi
 
+# The cargo subcommands the asked phases run, installed from crates.io when missing (once: minutes
+# on a fresh machine, cargo-c most), in the background while everything builds.
+tools=()
+want python dist session vm long && tools+=(cargo-zigbuild cargo-c)
+want c long && tools+=(cargo-c)
+want fuzz && tools+=(cargo-fuzz)
+tools_log="$scratch/tools.log"
+if [ ${#tools[@]} -gt 0 ]; then
+  scripts/cargo-tools.sh "${tools[@]}" >"$tools_log" 2>&1 &
+  tools_pid=$!
+fi
+# tools_ready: waits for those, once, and shows what they printed.
+tools_ready() {
+  [ -n "$tools_pid" ] || return 0
+  wait "$tools_pid" || { cat "$tools_log" >&2; echo "test.sh: FAILED: installing ${tools[*]}" >&2; exit 1; }
+  tools_pid=""
+  cat "$tools_log"
+}
+
 if want lint; then
   echo "== rustfmt, clippy"
   cargo fmt --all --check
@@ -163,25 +183,31 @@ if want lint; then
   timed "lint: rustfmt, clippy"
 fi
 cargo build --all-targets --locked
-# The command line as it ships (release), for the burst of 256 `run` at once: a burst's pace is
-# the pace of each turn's own code, and a debug build's turns missed the 3 s bound beside two CPU
-# hogs where the release build's did not (crates/cli/tests/burst.rs).
-cargo build --release --locked -p synaps-scope-cli --bin synaps-scope
-export SYNAPS_RELEASE_CLI="$PWD/target/release/synaps-scope"
-timed "build: every target, debug; the command line, release"
+timed "build: every target, debug"
 
+# The command line as it ships, for the burst of 256 `run` at once: a burst's pace is the pace of
+# each turn's own code, and a debug build's turns missed the 3 s bound beside two CPU hogs where
+# the release build's did not (crates/cli/tests/burst.rs). The C tarball's when the artifacts are
+# built, else a release build.
 dist="$scratch/dist"
 if want python dist session vm long; then
   echo "== dist: every artifact (scripts/dist.sh), tested after the suites from outside the repository"
+  tools_ready
   SYNAPS_DIST_DIR="$dist" scripts/dist.sh
+  mkdir "$scratch/tarball"
+  tar -xzf "$dist"/synaps-scope-*-linux-gnu.tar.gz -C "$scratch/tarball" --strip-components=1
+  export SYNAPS_RELEASE_CLI="$scratch/tarball/bin/synaps-scope"
   timed "dist: every artifact built"
+elif want rust; then
+  cargo build --release --locked -p synaps-scope-cli --bin synaps-scope
+  export SYNAPS_RELEASE_CLI="$PWD/target/release/synaps-scope"
+  timed "build: the command line, release"
 fi
 
 c_prefix="$scratch/c"
 if want c long; then
   echo "== C library: cargo cinstall into a scratch prefix"
-  # cargo-c from crates.io, pinned to the newest release that builds with this toolchain.
-  command -v cargo-cinstall >/dev/null || cargo install --locked cargo-c --version 0.10.24+cargo-0.98.0
+  tools_ready
   # Built in a target directory of its own, as a packager's CARGO_TARGET_DIR would put it: what is
   # installed must be what was just built there, never a library left in ./target.
   c_target="$PWD/target/c-install"
@@ -204,6 +230,7 @@ fi
 
 if want fuzz; then
   echo "== fuzz smoke: every target a few seconds (scripts/fuzz.sh 60 is the full run)"
+  tools_ready
   scripts/fuzz.sh "${SYNAPS_FUZZ_SECONDS:-5}"
   timed "fuzz: every target"
 fi

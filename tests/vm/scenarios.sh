@@ -232,6 +232,11 @@ oomd_case() {
       wait_until 10 sh -c "! test -e /proc/$(pid_of "$state/daemon")" || fail "$rule/$placement/direct: the daemon outlived its cgroup's kill"
       ok "$rule rule, daemon $where, control (scopes off): oomd killed the daemon's own cgroup, the daemon with it, after $acted s: \"$line\"" ;;
   esac
+  # oomd killed that cgroup and nothing else: a kill elsewhere (alice's daemon later, the
+  # machine's own services, the rig's job, which would leave a guest that looks silent) fails.
+  local kills
+  kills=$(journalctl -u systemd-oomd --after-cursor="$cursor" -q -o cat | awk '/^Killed / {print $2}' | sort -u)
+  [ "$kills" = "$killed" ] || fail "$rule/$placement/$mode: oomd killed more than $killed: $(echo "$kills" | tr '\n' ' ')"
   sweep "$daemon_cg" "$hog_cg" "$idle_cg"
   manager_running "after the $rule/$placement/$mode case"
   rm -rf "$state"

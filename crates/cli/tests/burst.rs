@@ -5,7 +5,7 @@
 //! burst benchmark: crates/cli/benches/burst.rs.)
 //!
 //! The command line is the release build when `SYNAPS_RELEASE_CLI` names one (scripts/test.sh
-//! builds it): the bound is wall-clock time and a burst's pace is that of each turn's own code,
+//! names the C tarball's): the bound is wall-clock time and a burst's pace is that of each turn's own code,
 //! so the promise is the shipped build's. Beside two CPU hogs on two cores, 256 debug builds at
 //! once left 32-133 unscoped past the bound; the release build's were all scoped.
 
