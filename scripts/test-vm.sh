@@ -3,7 +3,7 @@
 # and 13 under qemu (scripts/vm-rig.sh) and runs tests/vm/scenarios.sh there as root, with the
 # release artifacts of DIST-DIRECTORY, which alice installs as their READMEs say:
 #   - oomd, both rules distributions ship (ManagedOOMSwap=kill on -.slice; ManagedOOMMemoryPressure=kill
-#     on user@.service, and on every slice), a daemon started from a login shell and one started in
+#     on user@.service, and on every slice of the user's manager), a daemon started from a login shell and one started in
 #     a terminal tab's scope: scoped, oomd's own journal line names the runaway's scope and the
 #     daemon and its other tool live on; on Debian 13 each with its control (scopes off), where
 #     oomd kills the daemon's own cgroup;

@@ -8,7 +8,7 @@
 #   scenarios.sh oomd CASE...   CASE = RULE:PLACEMENT:MODE
 #       RULE       swap        ManagedOOMSwap=kill on -.slice (Fedora 34, Ubuntu 22.04)
 #                  user        ManagedOOMMemoryPressure=kill on user@.service (Ubuntu, Fedora today)
-#                  slices      ManagedOOMMemoryPressure=kill on every slice (a slice.d/ drop-in)
+#                  slices      ManagedOOMMemoryPressure=kill on every slice of the user's manager (user/slice.d/)
 #       PLACEMENT  login       the daemon is started from alice's login shell (session-cN.scope)
 #                  tab         ... from a terminal tab's own scope under app.slice
 #       MODE       scoped      every launch in its own scope (the default)
@@ -103,9 +103,12 @@ configure() {
       monitored='Path: /user.slice/user-1000.slice/user@1000.service$' ;;
     slices)
       : >"$swap_rule"; : >"$user_rule"
-      mkdir -p "$system/slice.d" /etc/systemd/user/slice.d
-      printf "[Slice]\n$pressure" | tee "$system/slice.d/10-oomd-per-slice-defaults.conf" \
-        >/etc/systemd/user/slice.d/10-oomd-per-slice-defaults.conf
+      # The user manager's slices only: on the system's own slices, at the rig's 2 %, the
+      # runaway's reclaim of the services' pages made oomd kill systemd-journald (seen once,
+      # Debian 12), which says nothing of where the library puts a tool; systemd advises against
+      # pressure kills of system services.
+      mkdir -p /etc/systemd/user/slice.d
+      printf "[Slice]\n$pressure" >/etc/systemd/user/slice.d/10-oomd-per-slice-defaults.conf
       monitored='Path: /user.slice/user-1000.slice/user@1000.service/app.slice$' ;;
     none) : >"$swap_rule"; : >"$user_rule"; monitored="" ;;
     *) fail "unknown rule $1" ;;
