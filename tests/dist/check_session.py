@@ -135,7 +135,16 @@ else:
 killed = handle.kill(10.0)
 assert set(pids) <= set(killed), (pids, killed)
 assert handle.pids() == [], handle.pids()
-assert all(not os.path.exists(f"/proc/{p}") or open(f"/proc/{p}/stat").read().split()[2] == "Z" for p in pids), pids
+def dead(pid: int) -> bool:
+    """Gone, or a zombie: a killed process may be reaped between the look and the read."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+assert all(dead(p) for p in pids), pids
 tree.wait(timeout=10)
 assert open("/proc/self/cgroup").read() == own_before, "the caller's cgroup changed"
 ok(f"ScopeHandle: {len(pids)} processes in {len(sessions)} sessions listed and killed, the caller untouched")
