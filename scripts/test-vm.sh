@@ -27,10 +27,10 @@ releases=("$@")
 # The controls (scopes off: oomd takes the daemon with the runaway, which share a cgroup when the
 # library launches directly, whatever the release) show what the scopes are for, on the newest.
 scoped_cases="swap:login:scoped swap:tab:scoped user:tab:scoped slices:tab:scoped"
-all_cases="swap:login:scoped swap:login:direct swap:tab:scoped swap:tab:direct user:tab:scoped user:tab:direct slices:tab:scoped slices:tab:direct"
 cases_of() { # cases_of RELEASE
+  local case
   if [ -n "${SYNAPS_VM_CASES:-}" ]; then echo "$SYNAPS_VM_CASES"
-  elif [ "$1" = 13 ]; then echo "$all_cases"
+  elif [ "$1" = 13 ]; then for case in $scoped_cases; do printf '%s %s ' "$case" "${case%:scoped}:direct"; done
   else echo "$scoped_cases"; fi
 }
 
