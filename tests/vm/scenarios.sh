@@ -19,7 +19,8 @@
 #
 # Prints "ok: ..." per check and exits non-zero at the first that fails. Under TCG thrashing is
 # slow, so the pressure rules act at 2 % for 5 s (distributions ship 50-80 % for 20-30 s): which
-# cgroup oomd picks is the subject, not when.
+# cgroup oomd picks is the subject, not when; and alice's app.slice has MemoryHigh= under them, so
+# that the runaway's stall is its own rather than the machine's services' (configure).
 set -euo pipefail
 here="$(cd "$(dirname "$(readlink -f "$0")")" && pwd)"
 release="$(. /etc/os-release && echo "$VERSION_ID")"
@@ -113,6 +114,15 @@ configure() {
     none) : >"$swap_rule"; : >"$user_rule"; monitored="" ;;
     *) fail "unknown rule $1" ;;
   esac
+  # The pressure rules: alice's app.slice, where terminal tabs and tools go, has MemoryHigh=, so
+  # that the runaway past it is reclaimed from its own cgroup and the stall is its own. Without
+  # it, under TCG, the runaway's growth took the machine's own services' pages instead, and the
+  # stall was theirs (seen: the machine's pressure at 28 % while app.slice's stayed at 0.5 %, and
+  # no kill in 240 s). Which cgroup oomd picks is the subject; a slice's MemoryHigh= moves no tool.
+  # Set at run time, so that it applies at once and a later rule's case takes it off.
+  local app_high=infinity
+  [ "$1" != user ] && [ "$1" != slices ] || app_high=512M
+  alice "timeout 120 systemctl --user set-property --runtime app.slice MemoryHigh=$app_high" || fail "alice could not set app.slice's MemoryHigh=$app_high"
   local try
   for try in 1 2 3; do
     timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload did not finish within 120 s"
@@ -176,9 +186,9 @@ oomd_case() {
   state=$(mktemp -d /tmp/case.XXXXXX); chmod 0777 "$state"
   drain_swap
   settle
-  # Beyond RAM + swap for the swap rule; for the pressure rules, past RAM (it thrashes through 40 %
-  # of swap with its own pages) but with the rest of swap left, so that the kernel's OOM killer
-  # never acts before oomd.
+  # Beyond RAM + swap for the swap rule; for the pressure rules, past app.slice's MemoryHigh= (it
+  # thrashes through 40 % of swap with its own pages) but with the rest of swap left, so that the
+  # kernel's OOM killer never acts before oomd.
   local hog_mb=1400
   [ "$rule" = swap ] || hog_mb=swap:40
   local daemon="env SYNAPS_PROCESS_SCOPES=$scopes synaps-scope run --kind daemon -- ~/venv/bin/python $here/daemon.py $state $hog_mb $([ "$mode" = scoped ] && echo scoped || echo direct)"
@@ -196,6 +206,11 @@ oomd_case() {
     direct)
       [ "$hog_cg" = "$daemon_cg" ] || fail "$rule/$placement/direct: the runaway is not in the daemon's cgroup" ;;
   esac
+  # app.slice holds configure's MemoryHigh= under the pressure rules, and nothing else does.
+  local high want=max
+  [ "$rule" = swap ] || [[ "$hog_cg" != */app.slice/* ]] || want=$((512 << 20))
+  high=$(cat "/sys/fs/cgroup${hog_cg%/*}/memory.high")
+  [ "$high" = "$want" ] || fail "$rule/$placement/$mode: the runaway's slice ${hog_cg%/*} has memory.high $high, not $want"
   local where="from a login shell"; [ "$placement" = tab ] && where="from a terminal tab's scope"
   # oomd's own journal line: "Killed CGROUP due to ...".
   local waited=$SECONDS
