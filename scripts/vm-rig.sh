@@ -80,8 +80,8 @@ StandardOutput=file:/dev/ttyS1
 StandardError=inherit
 TimeoutStartSec=infinity
 # The job of the rig itself (the scenarios, the heartbeat) is never a candidate for systemd-oomd:
-# the pressure rule of a scenario on every slice covers system.slice too, and a kill there would
-# leave a guest that looks silent.
+# no rule of the scenarios covers system.slice now, but one did (oomd killed journald there once), and
+# a kill of the job would leave a guest that looks silent.
 ManagedOOMPreference=omit
 [Install]
 WantedBy=multi-user.target'
