@@ -119,10 +119,12 @@ configure() {
   # it, under TCG, the runaway's growth took the machine's own services' pages instead, and the
   # stall was theirs (seen: the machine's pressure at 28 % while app.slice's stayed at 0.5 %, and
   # no kill in 240 s). Which cgroup oomd picks is the subject; a slice's MemoryHigh= moves no tool.
-  # Set at run time, so that it applies at once and a later rule's case takes it off.
-  local app_high=infinity
-  [ "$1" != user ] && [ "$1" != slices ] || app_high=512M
-  alice "timeout 120 systemctl --user set-property --runtime app.slice MemoryHigh=$app_high" || fail "alice could not set app.slice's MemoryHigh=$app_high"
+  # Set at run time, so that it applies at once and a later rule's case takes it off. app_high is
+  # what app.slice's memory.high then reads, for oomd_case to check.
+  local high_setting=infinity
+  app_high=max
+  [ "$1" != user ] && [ "$1" != slices ] || { high_setting=512M; app_high=$((512 << 20)); }
+  alice "timeout 120 systemctl --user set-property --runtime app.slice MemoryHigh=$high_setting" || fail "alice could not set app.slice's MemoryHigh=$high_setting"
   local try
   for try in 1 2 3; do
     timeout 120 systemctl daemon-reload || fail "systemctl daemon-reload did not finish within 120 s"
@@ -149,6 +151,9 @@ drain_swap() {
   [ "$held" -lt 16 ] || echo "note: drained $held MB from swap before the case"
 }
 
+# some_avg10 PRESSURE-FILE: the share of time some task stalled, over the last 10 s, in %.
+some_avg10() { awk -F'[ =]' '/^some/ {print $3}' "$1"; }
+
 # Every case starts with pressure well under the limits in force: the pressure of the case before
 # (or of drain_swap's swapoff, which faults the pushed-out pages back in) decays over tens of
 # seconds (avg10 falls by e every 10 s), and with the rig's 2 % limits oomd would act on that
@@ -159,7 +164,7 @@ settle() {
   local bar pressure
   bar=$(awk -v limit="$lowest_limit" 'BEGIN {print limit / 2}')
   pressure="awk -v bar=$bar '/^some/ {split(\$2, a, \"=\"); exit !(a[2] < bar)}' /proc/pressure/memory"
-  wait_until 90 sh -c "$pressure" || echo "note: memory pressure still $(sed -n 's/^some avg10=\([^ ]*\).*/\1/p' /proc/pressure/memory) % after 90 s of waiting (bar $bar %)"
+  wait_until 90 sh -c "$pressure" || echo "note: memory pressure still $(some_avg10 /proc/pressure/memory) % after 90 s of waiting (bar $bar %)"
 }
 
 pid_of() { cut -d' ' -f1 "$1"; }
@@ -206,11 +211,11 @@ oomd_case() {
     direct)
       [ "$hog_cg" = "$daemon_cg" ] || fail "$rule/$placement/direct: the runaway is not in the daemon's cgroup" ;;
   esac
-  # app.slice holds configure's MemoryHigh= under the pressure rules, and nothing else does.
-  local high want=max
-  [ "$rule" = swap ] || [[ "$hog_cg" != */app.slice/* ]] || want=$((512 << 20))
-  high=$(cat "/sys/fs/cgroup${hog_cg%/*}/memory.high")
-  [ "$high" = "$want" ] || fail "$rule/$placement/$mode: the runaway's slice ${hog_cg%/*} has memory.high $high, not $want"
+  # app.slice holds configure's MemoryHigh=, and no other slice has one.
+  local high want=max slice="${hog_cg%/*}"
+  [[ "$slice" != */app.slice ]] || want=$app_high
+  high=$(cat "/sys/fs/cgroup$slice/memory.high")
+  [ "$high" = "$want" ] || fail "$rule/$placement/$mode: the runaway's slice $slice has memory.high $high, not $want"
   local where="from a login shell"; [ "$placement" = tab ] && where="from a terminal tab's scope"
   # oomd's own journal line: "Killed CGROUP due to ...".
   local waited=$SECONDS
@@ -228,8 +233,8 @@ oomd_case() {
   # Memory pressure (some, avg10) as oomd acted, of the whole machine and of the runaway's slice:
   # the machine's counts every stall, the runaway's own among them; when it stands far above the
   # slice's, the machine's services are what stall (its pages taken), as in CI's failed run.
-  local machine slice="${hog_cg%/*}"
-  machine="machine $(awk -F'[ =]' '/^some/ {print $3}' /proc/pressure/memory) %, ${slice##*/} $(awk -F'[ =]' '/^some/ {print $3}' "/sys/fs/cgroup$slice/memory.pressure") %"
+  local machine
+  machine="machine $(some_avg10 /proc/pressure/memory) %, ${slice##*/} $(some_avg10 "/sys/fs/cgroup$slice/memory.pressure") %"
   sleep 1
   case "$mode" in
     scoped)
