@@ -7,8 +7,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::event::PollFlags;
 use rustix::io::Errno;
+
+use crate::bounds::wait_ready;
 
 /// How much of its output is kept; the rest is read and dropped so the child never blocks on a
 /// full pipe.
@@ -88,12 +90,7 @@ fn read_until_exit(pipe: OwnedFd, child: &mut Child, deadline: Instant) -> Vec<u
             return kept;
         }
         let wait = LOOK_EVERY.min(deadline - now);
-        let timeout = Timespec::try_from(wait).unwrap_or(Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        });
-        let mut fds = [PollFd::new(&pipe, PollFlags::IN)];
-        let _ = poll(&mut fds, Some(&timeout));
+        let _ = wait_ready(&pipe, PollFlags::IN, wait);
         // Whatever it wrote before exiting is in the pipe by now: the next read takes it.
         exited = matches!(child.try_wait(), Ok(Some(_)));
     }

@@ -8,7 +8,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::event::PollFlags;
 use rustix::io::Errno;
 use rustix::net::{
     self, AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
@@ -16,6 +16,7 @@ use rustix::net::{
 
 use super::address::{self, Address};
 use super::wire::{self, Call, Kind, Message, NO_AUTO_START};
+use crate::bounds::wait_ready;
 use crate::inputs::UserBus;
 
 /// The manager's well-known name, object and interface.
@@ -448,14 +449,9 @@ impl Connection {
             if left.is_zero() {
                 return Err(self.timed_out(phase));
             }
-            let timeout = Timespec::try_from(left).unwrap_or(Timespec {
-                tv_sec: i64::MAX,
-                tv_nsec: 0,
-            });
-            let mut fds = [PollFd::new(&self.fd, flags)];
-            match poll(&mut fds, Some(&timeout)) {
-                Ok(0) | Err(Errno::INTR) => continue,
-                Ok(_) => return Ok(()),
+            match wait_ready(&self.fd, flags, left) {
+                Ok(false) => continue,
+                Ok(true) => return Ok(()),
                 Err(e) => return Err(BusError::Broken(e.to_string())),
             }
         }

@@ -233,8 +233,8 @@ oomd_case() {
   # Memory pressure (some, avg10) as oomd acted, of the whole machine and of the runaway's slice:
   # the machine's counts every stall, the runaway's own among them; when it stands far above the
   # slice's, the machine's services are what stall (its pages taken), as in CI's failed run.
-  local machine
-  machine="machine $(some_avg10 /proc/pressure/memory) %, ${slice##*/} $(some_avg10 "/sys/fs/cgroup$slice/memory.pressure") %"
+  local pressures
+  pressures="machine $(some_avg10 /proc/pressure/memory) %, ${slice##*/} $(some_avg10 "/sys/fs/cgroup$slice/memory.pressure") %"
   sleep 1
   case "$mode" in
     scoped)
@@ -243,7 +243,7 @@ oomd_case() {
       alive "$(pid_of "$state/idle")" || fail "$rule/$placement/scoped: the daemon's other tool died with the runaway"
       wait_until 30 test -s "$state/after" || fail "$rule/$placement/scoped: the daemon launched nothing after the kill"
       [[ "$(cat "$state/after")" == */app.slice/synaps-tool-*.scope\ exit\ 0\ * ]] || fail "$rule/$placement/scoped: the next tool: $(cat "$state/after")"
-      ok "$rule rule, daemon $where, scoped: oomd killed the runaway's scope alone after $acted s, the daemon and its other tool live on and it launched the next tool (memory pressure then: $machine): \"$line\""
+      ok "$rule rule, daemon $where, scoped: oomd killed the runaway's scope alone after $acted s, the daemon and its other tool live on and it launched the next tool (memory pressure then: $pressures): \"$line\""
       # Debian's systemd-oomd ships ManagedOOMMemoryPressure=kill on user@.service, as Fedora 34 and
       # Ubuntu 22.04 did beside the swap rule: with the swap rule, both kinds cover the scope, and
       # the handle must say it cannot tell which acted rather than guess.
@@ -258,7 +258,7 @@ oomd_case() {
     direct)
       [ "$killed" = "$daemon_cg" ] || fail "$rule/$placement/direct: oomd killed $killed, not the daemon's cgroup $daemon_cg ($line)"
       wait_until 10 sh -c "! test -e /proc/$(pid_of "$state/daemon")" || fail "$rule/$placement/direct: the daemon outlived its cgroup's kill"
-      ok "$rule rule, daemon $where, control (scopes off): oomd killed the daemon's own cgroup, the daemon with it, after $acted s (memory pressure then: $machine): \"$line\"" ;;
+      ok "$rule rule, daemon $where, control (scopes off): oomd killed the daemon's own cgroup, the daemon with it, after $acted s (memory pressure then: $pressures): \"$line\"" ;;
   esac
   # oomd killed that cgroup and nothing else: a kill elsewhere (alice's daemon later, the
   # machine's own services, the rig's job, which would leave a guest that looks silent) fails.
