@@ -68,6 +68,15 @@ pub enum DirectReason {
         /// systemd-run's complaint, the time-out, or the exit status.
         detail: String,
     },
+    /// This process is in a pid namespace the user manager is outside of (a sandbox's
+    /// `unshare --pid`, a container's), and systemd-run was to make the scope: it refuses a peer
+    /// whose pid reads 0 ("No data available", every systemd from 247 to 262) and would not run
+    /// the command at all. The launcher program makes scopes there (the manager knows it as the
+    /// sender of its call).
+    SystemdRunInPidNamespace {
+        /// The slice the probe asked for (None: systemd's default).
+        slice: Option<String>,
+    },
     /// The child runs as another user or group, which a scope of this user's manager cannot
     /// hold.
     UserSwitch {
@@ -98,6 +107,12 @@ impl fmt::Display for DirectReason {
                     warn::slice_label(slice.as_deref())
                 )
             }
+            DirectReason::SystemdRunInPidNamespace { .. } => write!(
+                f,
+                "this process is in a pid namespace that the user manager is outside of, where \
+                 systemd-run cannot reach the manager (\"No data available\") and would not run \
+                 the command; the launcher program {EXEC_PROGRAM} makes scopes there"
+            ),
             DirectReason::UserSwitch { switches } => write!(
                 f,
                 "the child switches user ({switches}), and a scope of this user's systemd manager \
@@ -290,8 +305,14 @@ fn decide_finding(
         Ok(launcher) => Ok(Decision::Scoped(launcher)),
         Err(reason) if mode == Mode::Required => Err(ScopeError::Unavailable { kind, reason }),
         Err(reason) => {
-            if let DirectReason::ProbeFailed { slice, detail } = &reason {
-                warn::warn_probe_failed_once(slice.as_deref(), detail);
+            match &reason {
+                DirectReason::ProbeFailed { slice, detail } => {
+                    warn::warn_probe_failed_once(slice.as_deref(), detail);
+                }
+                DirectReason::SystemdRunInPidNamespace { slice } => {
+                    warn::warn_probe_failed_once(slice.as_deref(), &reason.to_string());
+                }
+                _ => {}
             }
             tracing::debug!(target: TARGET, "launching directly: {reason}");
             Ok(Decision::Direct(reason))
@@ -372,8 +393,11 @@ fn find_launcher(
         evidence.note(|e| e.wrapper = Some(Ok(wrapper.clone())));
     }
     let route = wrapper.route(inputs.bus);
-    probe::probe(&route, unit_slice.as_deref(), deadline).map_err(failed)?;
+    let reached = probe::probe(&route, unit_slice.as_deref(), deadline).map_err(failed)?;
     evidence.note(|e| e.route = Some(route.clone()));
+    if reached.pids_differ && matches!(wrapper, Wrapper::SystemdRun { .. }) {
+        return Err(DirectReason::SystemdRunInPidNamespace { slice });
+    }
     if let (Some(slice), SliceCheck::Background) = (&slice, slice_check) {
         slice_check::check_slice_limits_in_background(slice, &route, options.probe_timeout);
     }

@@ -129,10 +129,7 @@ fn make_own_scope_over(
     bus.listen_for_jobs();
     bus.subscribe_job_removed().map_err(before)?;
     let serial = bus
-        .send_manager(
-            "StartTransientUnit",
-            start_scope_call(request, std::process::id()),
-        )
+        .send_manager("StartTransientUnit", start_scope_call(request, THE_SENDER))
         .map_err(NotMade::after_sending)?;
     // On a pipelined connection the call went out with the authentication; refused, it was
     // never read as a call.
@@ -161,7 +158,13 @@ fn make_own_scope_over(
     wait_for_start(bus, turn, &job, request.unit, deadline)
 }
 
-/// `StartTransientUnit` of the scope `request` for `pid`, with the properties systemd-run sends
+/// In `PIDs`, the process that sent the call, as the manager knows it: from the socket's
+/// credentials (private socket) or the broker's (session bus), read in the manager's own pid
+/// namespace. The launcher's own pid number would be read there too, and in a pid namespace of
+/// its own (`unshare --pid`, bwrap, a container) it names another process, which would be moved.
+const THE_SENDER: u32 = 0;
+
+/// `StartTransientUnit` of the scope `request` for `pid` ([`THE_SENDER`] for the caller), with the properties systemd-run sends
 /// for `--scope --collect`, but for `AddRef`: systemd-run sends it through a broker to pin the
 /// unit for as long as its bus name lives, which for the launcher program ends at its `execve`,
 /// while the scope holds the command's pid from its start job on (and a unit with a job or a

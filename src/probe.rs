@@ -9,6 +9,14 @@ use crate::bus::wire::Call;
 use crate::bus::{pool, BusError, Connection, Route};
 use crate::per_process::{lock, PerProcess};
 
+/// What a probe that reached the manager found beside its verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reached {
+    /// The manager's end of the connection (or the broker's) is outside this process's pid
+    /// namespace: the manager cannot be told of a process of ours by its pid number.
+    pub(crate) pids_differ: bool,
+}
+
 /// Asks the manager on `route`, by `deadline`, whether a scope in `unit_slice` (the slice as
 /// systemd names it, already mangled; None: systemd's default) can be made. Ok means a scope
 /// launch would be accepted.
@@ -23,7 +31,7 @@ pub(crate) fn probe(
     route: &Route,
     unit_slice: Option<&str>,
     deadline: Instant,
-) -> Result<(), String> {
+) -> Result<Reached, String> {
     // A forked child asks for itself: its parent's probes are not its own.
     static SHARED: PerProcess<Shared> = PerProcess::new();
     let shared = SHARED.get();
@@ -111,18 +119,23 @@ struct Answer {
     /// When its probe began, and the bound it had.
     began: Instant,
     deadline: Instant,
-    answer: Result<(), String>,
+    answer: Result<Reached, String>,
 }
 
 /// One probe: a conversation of this request's own.
-fn ask(route: &Route, unit_slice: Option<&str>, deadline: Instant) -> Result<(), String> {
-    pool::with_connection(route, deadline, |bus, fresh| match unit_slice {
-        Some(slice) => slice_verdict(bus, slice),
-        // The manager's own event loop answers the auth of its private socket, so a new
-        // connection there has already heard from a running manager; a kept one, or one through
-        // the session bus (whose Hello reaches the broker only), asks it.
-        None if fresh && !bus.via_broker => Ok(Ok(())),
-        None => bus.ping().map(Ok),
+fn ask(route: &Route, unit_slice: Option<&str>, deadline: Instant) -> Result<Reached, String> {
+    pool::with_connection(route, deadline, |bus, fresh| {
+        let verdict = match unit_slice {
+            Some(slice) => slice_verdict(bus, slice)?,
+            // The manager's own event loop answers the auth of its private socket, so a new
+            // connection there has already heard from a running manager; a kept one, or one
+            // through the session bus (whose Hello reaches the broker only), asks it.
+            None if fresh && !bus.via_broker => Ok(()),
+            None => bus.ping().map(Ok)?,
+        };
+        Ok(verdict.map(|()| Reached {
+            pids_differ: bus.peer_outside_our_pid_namespace(),
+        }))
     })
     .map_err(|e| e.to_string())?
 }

@@ -667,6 +667,15 @@ impl Connection {
         self.send(call, Some(SYSTEMD), MANAGER_PATH, MANAGER, member)
     }
 
+    /// Whether the process at the other end (the manager, or the broker) is outside this
+    /// process's pid namespace: its pid reads 0 here (`SO_PEERCRED`), and a pid number of ours
+    /// names another process there, or none. A process in a sandbox's or a container's pid
+    /// namespace meets this; the manager then knows it only by its credentials as a sender, or
+    /// by a pidfd.
+    pub(crate) fn peer_outside_our_pid_namespace(&self) -> bool {
+        peer_credentials(&self.fd).is_ok_and(|peer| peer.pid() == 0)
+    }
+
     /// `org.freedesktop.DBus.Peer.Ping` to the manager: answered by its own event loop, so a reply
     /// means a running manager.
     pub(crate) fn ping(&mut self) -> Result<(), BusError> {
@@ -779,15 +788,26 @@ fn connect_one(address: &Address) -> Result<OwnedFd, String> {
     )
     .map_err(|e| e.to_string())?;
     net::connect(&fd, &addr).map_err(|e| std::io::Error::from(e).to_string())?;
-    let peer = net::sockopt::socket_peercred(&fd).map_err(|e| e.to_string())?;
-    let me = rustix::process::geteuid();
-    if !peer.uid.is_root() && peer.uid != me {
-        return Err(format!(
-            "the socket belongs to uid {}, not to us",
-            peer.uid.as_raw()
-        ));
+    let peer_uid = peer_uid(&fd)?;
+    let me = rustix::process::geteuid().as_raw();
+    if peer_uid != 0 && peer_uid != me {
+        return Err(format!("the socket belongs to uid {peer_uid}, not to us"));
     }
     Ok(fd)
+}
+
+/// The uid of the process at the other end of `fd`.
+fn peer_uid(fd: &OwnedFd) -> Result<u32, String> {
+    peer_credentials(fd)
+        .map(|credentials| credentials.uid())
+        .map_err(|e| format!("reading the peer's credentials: {e}"))
+}
+
+/// The credentials of the process at the other end of `fd` (`SO_PEERCRED`), read through nix,
+/// whose credentials are plain integers: a peer outside our pid namespace has pid 0 here, which
+/// rustix's `UCred` (a `NonZero` pid) cannot hold.
+fn peer_credentials(fd: &OwnedFd) -> nix::Result<nix::sys::socket::UnixCredentials> {
+    nix::sys::socket::getsockopt(fd, nix::sys::socket::sockopt::PeerCredentials)
 }
 
 #[cfg(test)]
@@ -874,5 +894,53 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("; private socket "), "{why}");
+    }
+
+    /// Set in the copy of this test that runs inside a new pid namespace: the listener to reach.
+    const PEER_SOCKET: &str = "SYNAPS_TEST_PEER_OUTSIDE_PID_NAMESPACE";
+
+    /// From a child pid namespace (a sandbox's `unshare --pid`, a container), `SO_PEERCRED`
+    /// gives pid 0 for a peer outside it: the peer check must read that and judge by the uid.
+    /// The test runs itself again under `unshare`, beside a listener it binds out here.
+    #[test]
+    fn a_peer_outside_our_pid_namespace_reads_as_pid_0_and_is_judged_by_its_uid() {
+        use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+        let name = "bus::connection::tests::a_peer_outside_our_pid_namespace_reads_as_pid_0_and_is_judged_by_its_uid";
+        if let Some(path) = std::env::var_os(PEER_SOCKET) {
+            let fd = connect_one(&Address::Path(path))
+                .unwrap_or_else(|why| panic!("from a child pid namespace: {why}"));
+            let peer = getsockopt(&fd, PeerCredentials).unwrap();
+            assert_eq!(peer.pid(), 0, "the listener is outside this pid namespace");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("synaps-peer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("socket");
+        let _ = std::fs::remove_file(&path);
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        // Root makes the pid namespace itself; anyone else in a user namespace of their own, where
+        // they are root and so is the listener's uid, mapped.
+        let mut unshare = std::process::Command::new("unshare");
+        if !rustix::process::geteuid().is_root() {
+            unshare.args(["--user", "--map-root-user"]);
+        }
+        let output = unshare
+            .args(["--pid", "--fork", "--"])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--nocapture", "--test-threads=1"])
+            .env(PEER_SOCKET, &path)
+            .output()
+            .unwrap_or_else(|e| panic!("this test runs `unshare` (util-linux) and could not: {e}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let told = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            output.status.success() && told.contains("1 passed"),
+            "the test in a new pid namespace ({}): {told}",
+            output.status
+        );
     }
 }

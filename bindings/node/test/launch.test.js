@@ -170,3 +170,30 @@ test('a login shell gets its -sh argv0 through spawn({argv0})', async (t) => {
   else assert.ok(stdout.toString().startsWith('/'), 'systemd-run passes the program\'s path as argv[0]');
   launcher.close();
 });
+
+test('from a pid namespace a launch is scoped, or direct with the reason under systemd-run', (t) => {
+  if (!requireRig(t)) return;
+  // A sandbox's `unshare --pid`: the manager is outside it. The launcher program names its process
+  // as the sender and is scoped; systemd-run cannot reach the manager from there, so the launch is
+  // direct and the warning (the library's default sink, stderr) says why.
+  const script = `
+    const scope = require(${JSON.stringify(path.join(__dirname, '..'))});
+    scope.spawn('sh', ['-c', ${JSON.stringify(CGROUP_OF_SELF)}], { stdio: ['ignore', 'pipe', 'inherit'] }).then((child) => {
+      let out = '';
+      child.stdout.on('data', (d) => { out += d; });
+      child.on('close', (code) => console.log(String(child.scopeUnit), out.trim(), code));
+    });`;
+  const run = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', '--', process.execPath, '-e', script], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(run.status, 0, run.stderr);
+  const [unit, cgroup, code] = run.stdout.trim().split(' ');
+  assert.equal(code, '0');
+  if (process.env.SYNAPS_SCOPE_LAUNCHER === 'systemd-run') {
+    assert.equal(unit, 'null');
+    assert.ok(!cgroup.includes('.scope'), cgroup);
+    assert.match(run.stderr, /warning.*pid namespace/);
+  } else {
+    assert.match(unit, /^synaps-tool-[0-9a-f]{32}\.scope$/);
+    assert.ok(cgroup.endsWith(`/${unit}`), cgroup);
+    assert.equal(run.stderr, '');
+  }
+});

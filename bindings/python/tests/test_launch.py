@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -232,3 +233,31 @@ systemctl --user show -p MemoryMax --value -- "{unit_of_self}" >> '{log}'
     assert child.wait(timeout=30) == 0
     assert child.scope_unit is not None
     assert log.read_text() == "ran\ninfinity\n", "ran once; MemoryMax untouched"
+
+
+def test_from_a_pid_namespace_a_launch_is_scoped_or_direct_with_the_reason(rig: Dict[str, str]) -> None:
+    """From a pid namespace the manager is outside of (a sandbox's `unshare --pid`), the launcher
+    program names its process as the sender and is scoped; systemd-run cannot reach the manager
+    from there, so the launch is direct and the warning says why."""
+    script = (
+        "import logging, subprocess, synaps_scope\n"
+        "logging.basicConfig(format='%(levelname)s %(message)s')\n"
+        f"p = synaps_scope.Popen(['sh', '-c', {CGROUP_OF_SELF!r}], stdout=subprocess.PIPE, text=True)\n"
+        "out, _ = p.communicate(timeout=30)\n"
+        "print(p.scope_unit, out.strip(), p.returncode)\n"
+    )
+    proc = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "--", sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    unit, cgroup, status = proc.stdout.split()
+    assert status == "0"
+    if os.environ.get("SYNAPS_SCOPE_LAUNCHER") == "systemd-run":
+        assert unit == "None" and ".scope" not in cgroup
+        assert "WARNING" in proc.stderr and "pid namespace" in proc.stderr, proc.stderr
+    else:
+        assert unit.startswith("synaps-tool-") and cgroup.endswith(f"/{unit}")
+        assert proc.stderr == ""

@@ -208,7 +208,9 @@ fn main() -> ExitCode {
             // A failed probe has already been warned about by the library; off is silent (R8).
             if !matches!(
                 reason,
-                DirectReason::Off { .. } | DirectReason::ProbeFailed { .. }
+                DirectReason::Off { .. }
+                    | DirectReason::ProbeFailed { .. }
+                    | DirectReason::SystemdRunInPidNamespace { .. }
             ) {
                 tracing::warn!(
                     target: synaps_scope::diag::TARGET,

@@ -104,6 +104,49 @@ fn without_a_manager_run_goes_direct_and_says_why() {
     );
 }
 
+/// From a pid namespace the manager is outside of (`unshare --pid`, as a sandbox makes one):
+/// `run` is scoped by the launcher program's way; with systemd-run, which cannot reach the
+/// manager from there and would run nothing, the command runs directly and the warning says
+/// why, and `required` refuses it. (Which process is moved, with a decoy at the namespace's pid,
+/// is `tests/pid_namespace.rs`.)
+#[test]
+fn run_from_a_pid_namespace_is_scoped_or_direct_with_the_reason() {
+    let Some(_rig) = rig() else { return };
+    let in_namespace = |env: &[(std::ffi::OsString, std::ffi::OsString)]| {
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--pid", "--fork", "--mount-proc", "--"])
+            .arg(env!("CARGO_BIN_EXE_synaps-scope"))
+            .args(["run", "--", "sh", "-c", "grep '^0::' /proc/self/cgroup"]);
+        synaps_scope::set_env(&mut cmd, env);
+        cmd.output()
+            .unwrap_or_else(|e| panic!("this test runs `unshare` (util-linux) and could not: {e}"))
+    };
+    let scoped = in_namespace(&common::with_wrapper(&inherited_env(), "synaps-scope-exec"));
+    let cgroup = String::from_utf8_lossy(&scoped.stdout);
+    assert!(scoped.status.success(), "{scoped:?}");
+    assert!(cgroup.contains("/synaps-tool-"), "{cgroup}");
+    assert_eq!(
+        String::from_utf8_lossy(&scoped.stderr),
+        "",
+        "a scoped run is silent"
+    );
+
+    let systemd_run = common::with_wrapper(&inherited_env(), "systemd-run");
+    let direct = in_namespace(&systemd_run);
+    let stderr = String::from_utf8_lossy(&direct.stderr);
+    assert!(direct.status.success(), "{direct:?}");
+    assert!(!String::from_utf8_lossy(&direct.stdout).contains(".scope"));
+    assert!(
+        stderr.contains("warning") && stderr.contains("pid namespace"),
+        "{stderr}"
+    );
+    let mut required = systemd_run.clone();
+    required.push(("SYNAPS_PROCESS_SCOPES".into(), "required".into()));
+    let refused = in_namespace(&required);
+    assert_eq!(refused.status.code(), Some(3), "{refused:?}");
+    assert_eq!(String::from_utf8_lossy(&refused.stdout), "", "nothing ran");
+}
+
 #[test]
 fn errors_have_their_own_exit_statuses() {
     let Some(_rig) = rig() else { return };

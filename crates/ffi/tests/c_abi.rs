@@ -149,12 +149,26 @@ fn run_scenario(
     env: &[(std::ffi::OsString, std::ffi::OsString)],
     launcher: Option<&synaps_scope::ScopeLauncher>,
 ) -> String {
+    run_scenario_under(&[], name, env, launcher)
+}
+
+/// [`run_scenario`], its binary started by the command `prefix` (`unshare --pid …`).
+fn run_scenario_under(
+    prefix: &[&str],
+    name: &str,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    launcher: Option<&synaps_scope::ScopeLauncher>,
+) -> String {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let (stdout, stderr) = (
         dir.join(format!("{name}.out")),
         dir.join(format!("{name}.err")),
     );
-    let argv = vec![test_binary(name).as_os_str().to_owned(), name.into()];
+    let argv: Vec<std::ffi::OsString> = prefix
+        .iter()
+        .map(|word| (*word).into())
+        .chain([test_binary(name).as_os_str().to_owned(), name.into()])
+        .collect();
     let argv = match launcher {
         Some(launcher) => launcher.wrap(&argv, env, None).argv,
         None => argv,
@@ -289,6 +303,29 @@ fn sixty_four_requests_against_a_stopped_manager_each_answer_within_their_bound_
 fn non_utf8_arguments_pass_byte_exact() {
     let Some(_rig) = rig() else { return };
     scenario("nonutf8_argv");
+}
+
+/// From a pid namespace the manager is outside of (a sandbox's `unshare --pid`): the launcher
+/// program is scoped (the manager knows it as the sender of its call); systemd-run, which cannot
+/// reach the manager from there and would run nothing, is not used: NULL, and `required` says why.
+#[test]
+fn from_a_pid_namespace_the_launcher_program_is_scoped_and_systemd_run_is_not_used() {
+    let Some(_rig) = rig() else { return };
+    let unshare = ["unshare", "--pid", "--fork", "--mount-proc", "--"];
+    let _shared = MACHINE.read().unwrap_or_else(|p| p.into_inner());
+    for (wrapper, name) in [
+        ("synaps-scope-exec", "scoped_spawn"),
+        ("systemd-run", "direct_in_pid_namespace"),
+    ] {
+        let env = common::with_wrapper(&synaps_scope::inherited_env(), wrapper);
+        let stderr = run_scenario_under(&unshare, name, &env, None);
+        if wrapper == "systemd-run" {
+            assert!(
+                stderr.contains("warning") && stderr.contains("pid namespace"),
+                "the direct launch is warned about on the default sink: {stderr}"
+            );
+        }
+    }
 }
 
 #[test]

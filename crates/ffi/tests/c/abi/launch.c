@@ -135,6 +135,22 @@ int scenario_direct_no_manager(void) {
     return 0;
 }
 
+/* Started in a pid namespace the manager is outside of, with systemd-run as the wrapper: it could
+ * not reach the manager from there, so there is no launcher, and `required` says why. */
+int scenario_direct_in_pid_namespace(void) {
+    scope_launcher *launcher = SENTINEL;
+    CHECK(scope_launcher_for_env(NULL, SCOPE_KIND_TOOL, &launcher) == SCOPE_RESULT_OK, "direct is not an error");
+    CHECK(launcher == NULL, "NULL means launch directly");
+    const char *add[] = {"SYNAPS_PROCESS_SCOPES=required", NULL};
+    const char **env = env_edit(NULL, add);
+    launcher = SENTINEL;
+    scope_result r = scope_launcher_for_env(env, SCOPE_KIND_TOOL, &launcher);
+    CHECK(r == SCOPE_RESULT_REQUIRED_UNAVAILABLE && launcher == SENTINEL, "result %u", (unsigned)r);
+    CHECK(strstr(scope_last_error(), "pid namespace") != NULL, "message: %s", scope_last_error());
+    free(env);
+    return 0;
+}
+
 int scenario_required(void) {
     const char *add[] = {"SYNAPS_PROCESS_SCOPES=required", NULL};
     const char **env = env_edit(NO_BUS, add);
