@@ -412,6 +412,7 @@ fn into_new_scope(bus: &mut KeptConnection, pid: u32, round: u64) {
         unit: &unit,
         slice: None,
         description: "synaps bench",
+        required: false,
     };
     bus.start_scope(&request, pid, Instant::now() + Duration::from_secs(5))
         .expect("the scope");

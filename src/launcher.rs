@@ -271,6 +271,7 @@ impl ScopeLauncher {
             unit: &launch.unit,
             slice: self.unit_slice.as_deref(),
             description: &launch.description,
+            required: self.required,
         };
         own_scope::enter_own_scope(&launch.route, turn, &request, deadline_after(self.bound))
     }

@@ -19,6 +19,10 @@ pub struct ScopeRequest<'a> {
     pub slice: Option<&'a str>,
     /// The Description, already safe (see `unit_name::description`).
     pub description: &'a str,
+    /// `required` mode: a start that this process cannot see in its own cgroup (the file hidden,
+    /// as a sandbox may hide `/proc`) is not believed on the manager's word alone, for the
+    /// command must never run unscoped.
+    pub required: bool,
 }
 
 /// Why the scope was not made.
@@ -155,7 +159,7 @@ fn make_own_scope_over(
         .first_str()
         .ok_or_else(|| NotMade::before_sending("StartTransientUnit gave no job path"))?
         .to_owned();
-    wait_for_start(bus, turn, &job, request.unit, deadline)
+    wait_for_start(bus, turn, &job, request, deadline)
 }
 
 /// In `PIDs`, the process that sent the call, as the manager knows it: from the socket's
@@ -243,9 +247,10 @@ fn wait_for_start(
     mut bus: Connection,
     turn: Turn,
     job: &str,
-    unit: &str,
+    request: &ScopeRequest<'_>,
     deadline: Instant,
 ) -> Result<(), NotMade> {
+    let unit = request.unit;
     let cgroup_readable = in_unit(unit).is_some();
     let listen_until = if cgroup_readable {
         deadline.min(Instant::now() + LISTEN_FOR_JOB_END)
@@ -267,6 +272,14 @@ fn wait_for_start(
         Ok(JobEnd::Reported(result)) if result == "done" && in_unit(unit) == Some(false) => {
             return Err(NotMade::before_sending(format!(
                 "the start job of {unit} was reported done, yet this process is not in it"
+            )))
+        }
+        Ok(JobEnd::Reported(result))
+            if result == "done" && request.required && !cgroup_readable =>
+        {
+            return Err(NotMade::before_sending(format!(
+                "the start job of {unit} was reported done, but this process cannot read its own \
+                 cgroup (/proc/self/cgroup) to see that it is in the scope"
             )))
         }
         Ok(JobEnd::Reported(result)) if result == "done" => {

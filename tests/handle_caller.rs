@@ -27,6 +27,7 @@ fn a_scope_that_holds_the_caller_is_never_handed_out_or_killed() {
             unit: &own_unit,
             slice: None,
             description: "synaps daemon: the handle test",
+            required: false,
         },
         Instant::now() + Duration::from_secs(10),
     )

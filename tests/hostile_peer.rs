@@ -418,18 +418,17 @@ struct Run {
 }
 
 /// Runs the launcher program in `--required` mode against a fake manager flooding as `flood`,
-/// under an address-space limit of `limit_bytes` when given, watching its peak resident set.
-fn run_launcher(flood: Flood, way: Way, limit_bytes: Option<u64>) -> Run {
+/// started by the command `prefix` when there is one (an address-space limit, a `/proc` hidden),
+/// watching its peak resident set.
+fn run_launcher(flood: Flood, way: Way, prefix: &[String]) -> Run {
     let _alone = one_flood_at_a_time();
     let manager = FakeManager::start(flood, way);
     let config = TempDir::new("hostile-peer-config");
     let marker = config.path().join("ran");
-    let mut cmd = match limit_bytes {
-        Some(limit) => {
-            let mut cmd = Command::new("prlimit");
-            cmd.arg(format!("--as={limit}"))
-                .arg("--")
-                .arg(exec_program());
+    let mut cmd = match prefix.split_first() {
+        Some((first, rest)) => {
+            let mut cmd = Command::new(first);
+            cmd.args(rest).arg(exec_program());
             cmd
         }
         None => Command::new(exec_program()),
@@ -486,7 +485,7 @@ fn run_launcher(flood: Flood, way: Way, limit_bytes: Option<u64>) -> Run {
 #[test]
 fn the_launcher_program_ends_at_its_bound_and_never_runs_the_command_when_required() {
     for (flood, way) in every_peer() {
-        let run = run_launcher(flood, way, None);
+        let run = run_launcher(flood, way, &[]);
         println!(
             "launcher program, {flood:?} on the {way:?}: {:?} (bound {BOUND:?}), peak RSS {} KiB",
             run.took, run.peak_kib
@@ -524,7 +523,8 @@ fn the_launcher_program_ends_at_its_bound_and_never_runs_the_command_when_requir
 #[test]
 fn under_a_64_mib_address_space_limit_a_required_launch_ends_125_never_by_a_signal() {
     for (flood, way) in every_peer() {
-        let run = run_launcher(flood, way, Some(64 << 20));
+        let limit = ["prlimit", "--as=67108864", "--"].map(String::from);
+        let run = run_launcher(flood, way, &limit);
         assert_eq!(
             run.status.code(),
             Some(synaps_scope::EXEC_FAILED_STATUS),
@@ -535,5 +535,41 @@ fn under_a_64_mib_address_space_limit_a_required_launch_ends_125_never_by_a_sign
             run.stderr
         );
         assert!(!run.ran, "{flood:?} on the {way:?}: the command ran");
+    }
+}
+
+/// A sandbox may hide `/proc`, and with it the launcher program's own cgroup, the one evidence it
+/// trusts over the peer's word: against a peer that says the scope's start job is done, in
+/// `--required` mode it exits 125 and never runs the command (in `on` mode it would run it, as
+/// it does whenever the manager says done and nothing shows otherwise). Needs root for the mount
+/// namespace in which a tmpfs covers `/proc`.
+#[test]
+fn a_peer_that_says_done_is_not_believed_when_required_and_proc_is_hidden() {
+    let hidden = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        "mount -t tmpfs none /proc && exec \"$@\"",
+        "sh",
+    ]
+    .map(String::from);
+    for way in WAYS {
+        let run = run_launcher(Flood::Lie, way, &hidden);
+        assert_eq!(
+            run.status.code(),
+            Some(synaps_scope::EXEC_FAILED_STATUS),
+            "on the {way:?}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("cannot read its own cgroup"),
+            "on the {way:?}: the reason says why: {}",
+            run.stderr
+        );
+        assert!(!run.ran, "on the {way:?}: the command ran");
     }
 }

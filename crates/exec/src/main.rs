@@ -82,6 +82,7 @@ fn run() -> i32 {
         unit: &line.unit,
         slice: line.slice.as_deref(),
         description: &line.description,
+        required: line.required,
     };
     if let Err(not_made) = make_own_scope(&env, &request, deadline) {
         say(format_args!(
