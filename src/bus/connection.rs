@@ -15,6 +15,7 @@ use rustix::net::{
 };
 
 use super::address::{self, Address};
+use super::broker_silence::{self, Heard};
 use super::wire::{self, Call, Kind, Message, NO_AUTO_START};
 use crate::bounds::wait_ready;
 use crate::inputs::UserBus;
@@ -37,6 +38,10 @@ const MAX_KEPT_WORD: usize = 256;
 const MAX_READ_WHOLE: usize = 64 * 1024;
 /// The most one read takes from the socket.
 const READ_SIZE: usize = 16 * 1024;
+/// The longest a greeting of the session bus's broker may take when the private socket is there
+/// to fall back to: a broker that answers answers within milliseconds, even in a burst of
+/// launches, and one that does not would otherwise cost every launch half its bound.
+const BROKER_PATIENCE: Duration = Duration::from_millis(250);
 
 /// What became of a bus conversation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -191,6 +196,14 @@ impl Route {
         }
     }
 
+    /// This route without its session bus, when the broker was found silent a moment ago
+    /// (`broker_silence`) and the private socket is there to take instead.
+    fn past_a_silent_broker(&self) -> Option<Route> {
+        let private = self.without_session_bus()?;
+        let runtime = self.runtime_dir()?;
+        matches!(broker_silence::heard(runtime), Heard::Silent).then_some(private)
+    }
+
     /// The runtime directory (`XDG_RUNTIME_DIR`), if there is one.
     pub(crate) fn runtime_dir(&self) -> Option<&OsStr> {
         self.runtime.as_deref()
@@ -258,6 +271,9 @@ impl Connection {
     /// Connects along `route` and authenticates, by `deadline`; through a broker, greets it
     /// ([`Connection::greeted`]).
     pub(crate) fn open(route: &Route, deadline: Instant) -> Result<Self, BusError> {
+        if let Some(private) = route.past_a_silent_broker() {
+            return Connection::open(&private, deadline);
+        }
         let (fd, via_broker, started) = Self::connect(route)?;
         if via_broker {
             return Connection::greeted(route, fd, started, deadline);
@@ -272,6 +288,9 @@ impl Connection {
     /// broker the greeting is answered first, so that a broker that fails it leaves the private
     /// socket to try with nothing sent on to the manager.
     pub(crate) fn open_pipelined(route: &Route, deadline: Instant) -> Result<Self, BusError> {
+        if let Some(private) = route.past_a_silent_broker() {
+            return Connection::open_pipelined(&private, deadline);
+        }
         let (fd, via_broker, started) = Self::connect(route)?;
         if via_broker {
             return Connection::greeted(route, fd, started, deadline);
@@ -281,9 +300,10 @@ impl Connection {
 
     /// Authenticates over the broker's connected socket `fd` and greets it (`Hello`, and the check
     /// that the manager is on the bus). Where `route` has a private socket to fall back to, the
-    /// broker gets half the time left, and any failure of the greeting (the manager not on the
-    /// bus; a broker still starting, stalled or gone) takes the private socket with the rest:
-    /// only the broker was spoken to, so nothing reached the manager.
+    /// broker gets half the time left, at most [`BROKER_PATIENCE`], and any failure of the
+    /// greeting (the manager not on the bus; a broker still starting, stalled or gone) takes the
+    /// private socket with the rest: only the broker was spoken to, so nothing reached the
+    /// manager. A broker that did not answer in time is remembered (`broker_silence`).
     fn greeted(
         route: &Route,
         fd: OwnedFd,
@@ -294,13 +314,23 @@ impl Connection {
             return Connection::over(fd, true, READ_SIZE, started, deadline);
         };
         let now = Instant::now();
-        let broker_deadline = now + deadline.saturating_duration_since(now) / 2;
+        let broker_deadline =
+            now + (deadline.saturating_duration_since(now) / 2).min(BROKER_PATIENCE);
+        let runtime = route.runtime_dir();
         match Connection::over(fd, true, READ_SIZE, started, broker_deadline) {
             Ok(mut connection) => {
+                if let Some(runtime) = runtime {
+                    if !matches!(broker_silence::heard(runtime), Heard::Nothing) {
+                        broker_silence::note_answered(runtime);
+                    }
+                }
                 connection.set_deadline(deadline);
                 Ok(connection)
             }
             Err(on_bus) => {
+                if let (BusError::TimedOut { .. }, Some(runtime)) = (&on_bus, runtime) {
+                    broker_silence::note_silent(runtime);
+                }
                 tracing::debug!(target: crate::diag::TARGET, "session bus: {on_bus}; trying the private socket");
                 Connection::open(&private, deadline).map_err(|on_private| {
                     BusError::Connect(format!("session bus: {on_bus}; then {on_private}"))

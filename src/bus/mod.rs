@@ -7,6 +7,7 @@
 //! `wire`, which is fuzzed.
 
 mod address;
+mod broker_silence;
 mod connection;
 pub(crate) mod pool;
 pub(crate) mod wire;

@@ -190,7 +190,7 @@ test('from a pid namespace a launch is scoped, or direct with the reason under s
   if (process.env.SYNAPS_SCOPE_LAUNCHER === 'systemd-run') {
     assert.equal(unit, 'null');
     assert.ok(!cgroup.includes('.scope'), cgroup);
-    assert.match(run.stderr, /warning.*pid namespace/);
+    assert.match(run.stderr, /synaps-scope: warn: .*pid namespace/);
   } else {
     assert.match(unit, /^synaps-tool-[0-9a-f]{32}\.scope$/);
     assert.ok(cgroup.endsWith(`/${unit}`), cgroup);
