@@ -20,7 +20,6 @@ use std::time::Instant;
 
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
-use crate::inputs::UserBus;
 use crate::manager;
 use crate::oom_watch::{self, OomKills};
 
@@ -188,13 +187,7 @@ fn oomd_rule(cgroup: &str, env: &[(OsString, OsString)], deadline: Instant) -> O
         .iter()
         .find(|(k, v)| k == "DBUS_SYSTEM_BUS_ADDRESS" && !v.is_empty())
         .map_or_else(|| OsString::from(SYSTEM_BUS), |(_, v)| v.clone());
-    let system = Route::to(
-        UserBus {
-            runtime_dir: None,
-            bus_address: Some(&system_address),
-        },
-        Fallback::Since257,
-    );
+    let system = Route::to_system_manager(&system_address);
     let mut rules = Vec::new();
     for (unit, in_user_manager) in ancestors(cgroup) {
         let route = if in_user_manager { &user } else { &system };

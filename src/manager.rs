@@ -90,10 +90,17 @@ pub(crate) fn manager_version(route: &Route, deadline: Instant) -> Result<Manage
 }
 
 /// How the probe's route reaches the manager now (`Route::way`): a connection along it, kept or
-/// new, says whether it went through the session bus or the private socket.
+/// new, says whether it went through the session bus or the private socket, and why the session
+/// bus was passed over where it was (not the user's manager on it, a silent broker).
 pub(crate) fn way_to_manager(route: &Route, deadline: Instant) -> Result<String, String> {
-    pool::with_connection(route, deadline, |bus, _fresh| Ok(route.way(bus.via_broker)))
-        .map_err(|e| e.to_string())
+    pool::with_connection(route, deadline, |bus, _fresh| {
+        let way = route.way(bus.via_broker);
+        Ok(match &bus.passed_over {
+            Some(why) => format!("{way} (the session bus passed over: {why})"),
+            None => way,
+        })
+    })
+    .map_err(|e| e.to_string())
 }
 
 /// A duration in microseconds as systemd prints one (`format_timespan` with no rounding, as

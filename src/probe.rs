@@ -127,10 +127,10 @@ fn ask(route: &Route, unit_slice: Option<&str>, deadline: Instant) -> Result<Rea
     pool::with_connection(route, deadline, |bus, fresh| {
         let verdict = match unit_slice {
             Some(slice) => slice_verdict(bus, slice)?,
-            // The manager's own event loop answers the auth of its private socket, so a new
-            // connection there has already heard from a running manager; a kept one, or one
-            // through the session bus (whose Hello reaches the broker only), asks it.
-            None if fresh && !bus.via_broker => Ok(()),
+            // A new connection has already heard from a running manager: on the private socket
+            // its own event loop answered the auth; through the session bus it answered the
+            // greeting's question of which manager it is. A kept one asks it.
+            None if fresh => Ok(()),
             None => bus.ping().map(Ok)?,
         };
         Ok(verdict.map(|()| Reached {

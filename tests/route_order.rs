@@ -6,47 +6,12 @@
 mod common;
 
 use std::ffi::OsString;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{rig, with_wrapper, Manager, TempDir};
+use common::{rig, with_wrapper, BareBus, Manager, Squatter, TempDir};
 use synaps_scope::doctor::diagnose;
 use synaps_scope::{launcher_for_env, with_overrides, LauncherOptions, ScopeKind};
-
-/// A `dbus-daemon --session` of the test's own at `dir/bus`, which the manager never joins.
-struct BareBus {
-    child: Child,
-    address: OsString,
-}
-
-impl BareBus {
-    fn start(dir: &TempDir) -> BareBus {
-        let socket = dir.path().join("bus");
-        let address = format!("unix:path={}", socket.display());
-        let child = Command::new("dbus-daemon")
-            .args(["--session", "--nofork", "--nopidfile"])
-            .arg(format!("--address={address}"))
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("dbus-daemon (Debian's dbus-daemon package) runs");
-        let end = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
-            assert!(Instant::now() < end, "dbus-daemon made no socket in 10 s");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        BareBus {
-            child,
-            address: address.into(),
-        }
-    }
-}
-
-impl Drop for BareBus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// The way `doctor` says the requests with `env` reach the manager.
 fn way(env: &[(OsString, OsString)]) -> String {
@@ -58,8 +23,8 @@ fn way(env: &[(OsString, OsString)]) -> String {
 }
 
 /// Launches `cat /proc/self/cgroup` through the library with `env`, within `bound` for the
-/// whole launch: it must print the cgroup of its own scope, once.
-fn lands_in_its_scope(case: &str, env: &[(OsString, OsString)], bound: Duration) {
+/// whole launch: it must print the cgroup of its own scope, once; that cgroup.
+fn lands_in_its_scope(case: &str, env: &[(OsString, OsString)], bound: Duration) -> String {
     let started = Instant::now();
     let launcher = launcher_for_env(env)
         .unwrap()
@@ -84,6 +49,10 @@ fn lands_in_its_scope(case: &str, env: &[(OsString, OsString)], bound: Duration)
     );
     assert!(took < bound, "{case}: {took:?}");
     eprintln!("{case}: in {unit}, {took:?}");
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// `base` with `XDG_RUNTIME_DIR` and `DBUS_SESSION_BUS_ADDRESS` set to `runtime` and `address`.
@@ -107,6 +76,90 @@ fn lands_by(case: &str, env: &[(OsString, OsString)], way_prefix: &str, bound: D
     let taken = way(env);
     assert!(taken.starts_with(way_prefix), "{case}: {taken}");
     lands_in_its_scope(case, env, bound);
+}
+
+/// The cgroup of the manager whose pid is `pid` (its `user@….service`, above its `init.scope`),
+/// under which every scope it makes is.
+fn cgroup_of_manager(pid: u32) -> String {
+    let cgroup = common::cgroup_of(pid);
+    cgroup
+        .strip_suffix("/init.scope")
+        .unwrap_or(&cgroup)
+        .to_owned()
+}
+
+/// One manager for one environment: where the session bus's `org.freedesktop.systemd1` is not the
+/// manager of `XDG_RUNTIME_DIR` (another manager, or a program that is no manager), the launch,
+/// its probe and `ScopeHandle::from_manager` all reach the manager of `XDG_RUNTIME_DIR` through
+/// its private socket, and `doctor` says why the session bus was passed over. With no private
+/// socket to take instead, the launch is direct and says why.
+#[test]
+fn a_session_bus_whose_manager_is_not_the_users_is_passed_over_for_the_private_socket() {
+    let Some(rig) = rig() else { return };
+    let other = Manager::with_session_bus(&rig);
+    let other_bus: OsString = format!("unix:path={}/bus", other.runtime_dir.display()).into();
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").expect("the rig's XDG_RUNTIME_DIR");
+    let rig_manager: u32 = std::env::var("SYNAPS_RIG_MANAGER_PID")
+        .expect("the rig's SYNAPS_RIG_MANAGER_PID")
+        .parse()
+        .unwrap();
+    let ours = cgroup_of_manager(rig_manager);
+    let theirs = cgroup_of_manager(other.pid());
+    let base = with_wrapper(&synaps_scope::inherited_env(), "synaps-scope-exec");
+    let quick = Duration::from_secs(2);
+
+    // Another user manager owns the name on the session bus named.
+    let env = with_bus(&base, &runtime, &other_bus);
+    let taken = way(&env);
+    assert!(
+        taken.starts_with("private socket ") && taken.contains("is another manager"),
+        "{taken}"
+    );
+    let cgroup = lands_in_its_scope("another manager on the session bus", &env, quick);
+    assert!(
+        cgroup.starts_with(&format!("{ours}/")) && !cgroup.starts_with(&theirs),
+        "{cgroup}: not under the manager of XDG_RUNTIME_DIR ({ours}); the other is {theirs}"
+    );
+    // A running scope launched with this environment is found with it.
+    let launcher = launcher_for_env(&env).unwrap().expect("scoped");
+    let wrapped = launcher.wrap(&["sleep".into(), "30".into()], &env, None);
+    let unit = wrapped.unit.clone().unwrap();
+    let mut cmd = Command::new(&wrapped.argv[0]);
+    cmd.args(&wrapped.argv[1..]);
+    synaps_scope::set_env(&mut cmd, &env);
+    let mut sleeper = cmd.stdin(Stdio::null()).spawn().unwrap();
+    let pid = sleeper.id();
+    common::wait_for("the sleep in its scope", || {
+        common::cgroup_of(pid).ends_with(&format!("/{unit}"))
+    });
+    let handle = synaps_scope::ScopeHandle::from_manager(&unit, &env, Duration::from_secs(3))
+        .unwrap_or_else(|e| panic!("from_manager with the launch's environment: {e}"));
+    assert!(handle
+        .cgroup_dir()
+        .ends_with(common::cgroup_of(pid).trim_start_matches('/')));
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+
+    // A program that is no manager owns the name.
+    let squatted_dir = TempDir::new("squatted-bus");
+    let squatted = BareBus::start(&squatted_dir);
+    let _squatter = Squatter::start(&squatted.address);
+    let env = with_bus(&base, &runtime, &squatted.address);
+    let taken = way(&env);
+    assert!(
+        taken.starts_with("private socket ")
+            && taken.contains("does not answer as a systemd manager"),
+        "{taken}"
+    );
+    let cgroup = lands_in_its_scope("a program that is no manager owns the name", &env, quick);
+    assert!(cgroup.starts_with(&format!("{ours}/")), "{cgroup}");
+
+    // The session bus alone: nothing to pass over to, so no scope, and the reason.
+    let bus_only = common::env_without(&env, &["XDG_RUNTIME_DIR"]);
+    let report = diagnose(&bus_only, &[ScopeKind::Tool], &LauncherOptions::default());
+    let outcome = format!("{:?}", report.kinds[0].outcome);
+    assert!(outcome.contains("not this user's manager"), "{outcome}");
+    assert!(launcher_for_env(&bus_only).unwrap().is_none());
 }
 
 #[test]

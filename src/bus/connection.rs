@@ -57,6 +57,9 @@ pub(crate) enum BusError {
     Broken(String),
     /// The manager answered with an error.
     Refused { name: String, message: String },
+    /// The session bus's `org.freedesktop.systemd1` is not the manager the route leads to
+    /// (another user's, the system manager, or a program that is not a systemd manager).
+    NotTheManager(String),
 }
 
 impl BusError {
@@ -79,6 +82,7 @@ impl fmt::Display for BusError {
             ),
             BusError::Broken(why) => write!(f, "the connection to the user manager broke: {why}"),
             BusError::Refused { name, message } => write!(f, "{message} ({name})"),
+            BusError::NotTheManager(why) => write!(f, "not this user's manager: {why}"),
         }
     }
 }
@@ -96,6 +100,9 @@ pub(crate) struct Route {
     session: Option<Vec<u8>>,
     fallback: bool,
     session_first: bool,
+    /// The route leads to the user manager of `runtime` (every route but the system manager's):
+    /// a session bus whose `org.freedesktop.systemd1` is another manager is not taken.
+    user_manager: bool,
 }
 
 /// Which way a route tries first, and whether it may try the other.
@@ -153,6 +160,30 @@ impl Route {
             session,
             fallback: fallback == Fallback::UpTo256,
             session_first: fallback == Fallback::SessionFirst,
+            user_manager: true,
+        }
+    }
+
+    /// The route to the system manager over the system bus at `address`.
+    pub(crate) fn to_system_manager(address: &OsStr) -> Self {
+        Route {
+            user_manager: false,
+            ..Route::to(
+                UserBus {
+                    runtime_dir: None,
+                    bus_address: Some(address),
+                },
+                Fallback::Since257,
+            )
+        }
+    }
+
+    /// Which manager a broker's `org.freedesktop.systemd1` must be for this route.
+    fn expected_manager(&self) -> Expected {
+        if self.user_manager {
+            Expected::UserManagerOf(self.runtime.clone())
+        } else {
+            Expected::Any
         }
     }
 
@@ -251,10 +282,44 @@ pub(crate) struct Connection {
     read_size: usize,
     /// The authentication went out and its answer is still to be read ([`Connection::open_pipelined`]).
     authenticating: bool,
-    /// Calls to the broker sent ahead (`Hello`, `AddMatch`…), whose answers come before any
-    /// other and must each be a return.
-    answers_ahead: Vec<u32>,
+    /// Calls sent ahead (`Hello`, `AddMatch`…, and the question that tells which manager owns
+    /// the name), whose answers come before any other and must each be a return.
+    answers_ahead: Vec<(u32, Ahead)>,
+    /// Answers that came before the one being read, to calls sent ahead: kept, not dropped.
+    early: Vec<Message>,
+    /// The unique name of the bus connection that owns `org.freedesktop.systemd1` (through a
+    /// broker, once greeted): only its replies and signals are taken as the manager's.
+    owner: Option<String>,
+    /// Why this connection is to the private socket although the route tries the session bus
+    /// first: the session bus was passed over, for this reason.
+    pub(crate) passed_over: Option<String>,
 }
+
+/// What a call sent ahead asks.
+enum Ahead {
+    /// Its answer need only be a return.
+    Return,
+    /// Who owns `org.freedesktop.systemd1` on the bus.
+    Owner,
+    /// The owner's unit path, which tells which manager it is (`Expected`).
+    WhichManager(Expected),
+}
+
+/// Which manager a connection through a broker must reach.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Expected {
+    /// The user manager whose runtime directory is this (`XDG_RUNTIME_DIR`), or, where none is
+    /// set, any user manager.
+    UserManagerOf(Option<OsString>),
+    /// Any manager (the system manager, on the system bus).
+    Any,
+}
+
+/// Why a route's session bus is passed over while its broker's silence is fresh.
+const SILENT_A_MOMENT_AGO: &str = "its broker did not answer a moment ago";
+
+/// The broker's own name, the sender of its answers.
+const BROKER: &str = "org.freedesktop.DBus";
 
 /// A connection that its process is done with is hung up, not only closed: a child forked since
 /// shares the socket, and the manager would go on writing to it for as long as the child lives. A
@@ -272,13 +337,15 @@ impl Connection {
     /// ([`Connection::greeted`]).
     pub(crate) fn open(route: &Route, deadline: Instant) -> Result<Self, BusError> {
         if let Some(private) = route.past_a_silent_broker() {
-            return Connection::open(&private, deadline);
+            let mut connection = Connection::open(&private, deadline)?;
+            connection.passed_over = Some(SILENT_A_MOMENT_AGO.to_owned());
+            return Ok(connection);
         }
         let (fd, via_broker, started) = Self::connect(route)?;
         if via_broker {
             return Connection::greeted(route, fd, started, deadline);
         }
-        Connection::over(fd, false, READ_SIZE, started, deadline)
+        Connection::over(fd, None, READ_SIZE, started, deadline)
     }
 
     /// [`Connection::open`], but on the manager's private socket the first call goes out with
@@ -289,7 +356,9 @@ impl Connection {
     /// socket to try with nothing sent on to the manager.
     pub(crate) fn open_pipelined(route: &Route, deadline: Instant) -> Result<Self, BusError> {
         if let Some(private) = route.past_a_silent_broker() {
-            return Connection::open_pipelined(&private, deadline);
+            let mut connection = Connection::open_pipelined(&private, deadline)?;
+            connection.passed_over = Some(SILENT_A_MOMENT_AGO.to_owned());
+            return Ok(connection);
         }
         let (fd, via_broker, started) = Self::connect(route)?;
         if via_broker {
@@ -310,14 +379,15 @@ impl Connection {
         started: Instant,
         deadline: Instant,
     ) -> Result<Self, BusError> {
+        let expected = route.expected_manager();
         let Some(private) = route.without_session_bus() else {
-            return Connection::over(fd, true, READ_SIZE, started, deadline);
+            return Connection::over(fd, Some(expected), READ_SIZE, started, deadline);
         };
         let now = Instant::now();
         let broker_deadline =
             now + (deadline.saturating_duration_since(now) / 2).min(BROKER_PATIENCE);
         let runtime = route.runtime_dir();
-        match Connection::over(fd, true, READ_SIZE, started, broker_deadline) {
+        match Connection::over(fd, Some(expected), READ_SIZE, started, broker_deadline) {
             Ok(mut connection) => {
                 if let Some(runtime) = runtime {
                     if !matches!(broker_silence::heard(runtime), Heard::Nothing) {
@@ -332,9 +402,12 @@ impl Connection {
                     broker_silence::note_silent(runtime);
                 }
                 tracing::debug!(target: crate::diag::TARGET, "session bus: {on_bus}; trying the private socket");
-                Connection::open(&private, deadline).map_err(|on_private| {
-                    BusError::Connect(format!("session bus: {on_bus}; then {on_private}"))
-                })
+                let mut connection =
+                    Connection::open(&private, deadline).map_err(|on_private| {
+                        BusError::Connect(format!("session bus: {on_bus}; then {on_private}"))
+                    })?;
+                connection.passed_over = Some(on_bus.to_string());
+                Ok(connection)
             }
         }
     }
@@ -398,24 +471,37 @@ impl Connection {
     }
 
     /// Starts a conversation over the connected socket `fd` (begun at `started`): authenticates
-    /// and, through a broker, says Hello, by `deadline`. Each read takes at most `read_size` bytes
-    /// (1 to 16 KiB; the fuzz target makes it small, so a peer's bytes arrive split anywhere).
-    pub(crate) fn over(
+    /// and, through a broker (`broker`: the manager its `org.freedesktop.systemd1` must be), says
+    /// Hello and checks who owns the name, by `deadline`. Each read takes at most `read_size`
+    /// bytes (1 to 16 KiB; the fuzz target makes it small, so a peer's bytes arrive split
+    /// anywhere).
+    fn over(
         fd: OwnedFd,
-        via_broker: bool,
+        broker: Option<Expected>,
         read_size: usize,
         started: Instant,
         deadline: Instant,
     ) -> Result<Self, BusError> {
         let mut connection =
-            Connection::unauthenticated(fd, via_broker, read_size, started, deadline);
+            Connection::unauthenticated(fd, broker.is_some(), read_size, started, deadline);
         connection.send_authentication()?;
         connection.finish_authentication()?;
-        if via_broker {
-            connection.greet_broker()?;
+        if let Some(expected) = broker {
+            connection.greet_broker(expected)?;
             connection.authenticated()?;
         }
         Ok(connection)
+    }
+
+    /// [`Connection::over`] a socket to a manager's private socket (no broker), for the fuzz
+    /// target's conversation.
+    pub(crate) fn over_private(
+        fd: OwnedFd,
+        read_size: usize,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Self, BusError> {
+        Connection::over(fd, None, read_size, started, deadline)
     }
 
     fn unauthenticated(
@@ -439,6 +525,9 @@ impl Connection {
             read_size: read_size.clamp(1, READ_SIZE),
             authenticating: false,
             answers_ahead: Vec::new(),
+            early: Vec::new(),
+            owner: None,
+            passed_over: None,
         }
     }
 
@@ -540,19 +629,42 @@ impl Connection {
         if self.authenticating {
             self.finish_authentication()?;
         }
-        for serial in std::mem::take(&mut self.answers_ahead) {
-            self.reply(serial)?;
+        let ahead = std::mem::take(&mut self.answers_ahead);
+        let mut left = ahead.len();
+        for (serial, asked) in ahead {
+            // Answers to the calls still ahead are kept if they come first.
+            left -= 1;
+            let reply = self.reply_keeping(serial, left);
+            match asked {
+                Ahead::Return => drop(reply?),
+                Ahead::Owner => self.owner = reply?.first_str().map(str::to_owned),
+                Ahead::WhichManager(expected) => {
+                    which_manager(reply, &expected, manager_listens_in)
+                        .map_err(BusError::NotTheManager)?;
+                }
+            }
         }
+        self.early.clear();
         Ok(())
     }
 
-    /// Sends the broker `Hello` (the first message a bus client must send) and asks it who owns
-    /// the manager's name, without waiting: a session bus the manager is not on answers
-    /// `NameHasNoOwner` ([`BusError::means_no_manager_on_bus`]) before any call is made.
-    fn greet_broker(&mut self) -> Result<(), BusError> {
+    /// Sends the broker `Hello` (the first message a bus client must send), asks it who owns the
+    /// manager's name, and asks the owner for its unit path, which says which manager it is
+    /// (`expected`), all without waiting: a session bus the manager is not on answers
+    /// `NameHasNoOwner` ([`BusError::means_no_manager_on_bus`]) before any call is made, and one
+    /// where another manager or another program owns the name answers
+    /// [`BusError::NotTheManager`] before any call that changes anything is made. A property's
+    /// `Get` changes nothing in whoever owns the name, and the answers all come in one round trip.
+    fn greet_broker(&mut self, expected: Expected) -> Result<(), BusError> {
         let hello = self.send_to_broker("Hello", Call::new())?;
         let owner = self.send_to_broker("GetNameOwner", Call::new().string(SYSTEMD))?;
-        self.answers_ahead.extend([hello, owner]);
+        self.answers_ahead
+            .extend([(hello, Ahead::Return), (owner, Ahead::Owner)]);
+        if expected != Expected::Any {
+            let unit_path = self.send_get(MANAGER_PATH, MANAGER, "UnitPath")?;
+            self.answers_ahead
+                .push((unit_path, Ahead::WhichManager(expected)));
+        }
         Ok(())
     }
 
@@ -652,18 +764,35 @@ impl Connection {
     /// The reply to the call with `serial`; signals that come first are kept for
     /// [`Connection::wait_for_job`].
     pub(crate) fn reply(&mut self, serial: u32) -> Result<Message, BusError> {
+        self.reply_keeping(serial, 0)
+    }
+
+    /// [`Connection::reply`], keeping the answers that come first to the `later` calls sent
+    /// ahead after this one (`answers_ahead`).
+    fn reply_keeping(&mut self, serial: u32, later: usize) -> Result<Message, BusError> {
+        if let Some(at) = self
+            .early
+            .iter()
+            .position(|m| m.reply_serial == Some(serial))
+        {
+            return answer(self.early.remove(at));
+        }
         loop {
             let message = self.read_message("waiting for a reply")?;
+            if !self.sent_by_a_peer_we_asked(&message) {
+                continue;
+            }
             match message.kind {
                 Kind::Return | Kind::Error if message.reply_serial == Some(serial) => {
-                    return if message.kind == Kind::Return {
-                        Ok(message)
-                    } else {
-                        Err(BusError::Refused {
-                            name: message.error_name.clone().unwrap_or_default(),
-                            message: message.first_str().unwrap_or_default().to_owned(),
-                        })
-                    };
+                    return answer(message);
+                }
+                Kind::Return | Kind::Error
+                    if self.early.len() < later
+                        && message
+                            .reply_serial
+                            .is_some_and(|s| s > serial && s <= self.serial) =>
+                {
+                    self.early.push(message);
                 }
                 Kind::Signal if self.signals.len() < MAX_KEPT_SIGNALS => {
                     // A job path the manager makes is short (`/org/freedesktop/systemd1/job/N`);
@@ -679,9 +808,22 @@ impl Connection {
         }
     }
 
+    /// Whether `message` comes from the broker or from the owner of the manager's name, the only
+    /// peers this client speaks to (anything on a private socket comes from the manager). Through
+    /// a broker, any other sender's reply or signal is not the manager's, and is not taken for it.
+    fn sent_by_a_peer_we_asked(&self, message: &Message) -> bool {
+        if !self.via_broker {
+            return true;
+        }
+        match (&message.sender, &self.owner) {
+            (Some(sender), _) if sender == BROKER => true,
+            (Some(sender), Some(owner)) => sender == owner,
+            _ => false,
+        }
+    }
+
     /// Sends a call to the bus broker itself; its answer comes with [`Connection::reply`].
     fn send_to_broker(&mut self, member: &str, call: Call) -> Result<u32, BusError> {
-        const BROKER: &str = "org.freedesktop.DBus";
         self.send(call, Some(BROKER), "/org/freedesktop/DBus", BROKER, member)
     }
 
@@ -740,7 +882,7 @@ impl Connection {
                 "type='signal',sender='{SYSTEMD}',path='{MANAGER_PATH}',interface='{MANAGER}',member='JobRemoved'"
             );
             let serial = self.send_to_broker("AddMatch", Call::new().string(&rule))?;
-            self.answers_ahead.push(serial);
+            self.answers_ahead.push((serial, Ahead::Return));
         }
         Ok(())
     }
@@ -752,6 +894,9 @@ impl Connection {
         }
         loop {
             let message = self.read_message("waiting for the scope's job")?;
+            if !self.sent_by_a_peer_we_asked(&message) {
+                continue;
+            }
             if let Some((removed, result)) = job_removed(&message) {
                 if removed == job {
                     return Ok(result);
@@ -776,6 +921,102 @@ fn job_removed(message: &Message) -> Option<(String, String)> {
     let job = message.body.get(1)?.as_str()?;
     let result = message.body.get(3).and_then(|v| v.as_str()).unwrap_or("");
     Some((job.to_owned(), result.to_owned()))
+}
+
+/// A reply as the caller takes it: a return, or the error it carries.
+fn answer(message: Message) -> Result<Message, BusError> {
+    if message.kind == Kind::Return {
+        Ok(message)
+    } else {
+        Err(BusError::Refused {
+            name: message.error_name.clone().unwrap_or_default(),
+            message: message.first_str().unwrap_or_default().to_owned(),
+        })
+    }
+}
+
+/// Whether the owner of `org.freedesktop.systemd1` on a bus is the manager `expected`, from its
+/// answer to `Get(Manager, UnitPath)`: a manager keeps its transient units in
+/// `$XDG_RUNTIME_DIR/systemd/transient` (a user manager) or `/run/systemd/transient` (the
+/// system manager), and lists that directory in its unit path. So a user manager of another
+/// runtime directory, of another user, the system manager, and a program that is no systemd
+/// manager (it cannot answer) are each told apart from ours. Another user manager is taken only
+/// where no manager listens in our runtime directory (`listens_in`: its private socket is
+/// there), as systemd-run up to 256 and `ScopeHandle::from_manager` then take it too: with a
+/// stale `XDG_RUNTIME_DIR`, the session bus's manager is the one manager there is. Err says
+/// which it was.
+fn which_manager(
+    answer: Result<Message, BusError>,
+    expected: &Expected,
+    listens_in: impl FnOnce(&OsStr) -> bool,
+) -> Result<(), String> {
+    const SYSTEM_TRANSIENT: &str = "/run/systemd/transient";
+    let reply = answer.map_err(|e| {
+        format!("the owner of {SYSTEMD} there does not answer as a systemd manager ({e})")
+    })?;
+    let paths: Vec<&str> = match reply.body.first() {
+        Some(wire::Value::Variant(inner)) => match inner.as_ref() {
+            wire::Value::List(items) => items.iter().filter_map(wire::Value::as_str).collect(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    let transient = paths
+        .iter()
+        .find(|path| path.ends_with("/systemd/transient"))
+        .copied();
+    let Expected::UserManagerOf(runtime) = expected else {
+        return Ok(());
+    };
+    let theirs = match transient {
+        None => {
+            return Err(format!(
+                "the owner of {SYSTEMD} there lists no transient units' directory in its unit                  path: not a systemd manager"
+            ))
+        }
+        Some(SYSTEM_TRANSIENT) => {
+            return Err(format!("{SYSTEMD} there is the system manager"))
+        }
+        Some(theirs) => theirs,
+    };
+    let Some(runtime) = runtime else {
+        return Ok(());
+    };
+    let ours = transient_dir_of(runtime.as_bytes());
+    let canonical = std::fs::canonicalize(runtime)
+        .ok()
+        .map(|dir| transient_dir_of(dir.as_os_str().as_bytes()));
+    if theirs.as_bytes() == ours.as_slice()
+        || canonical.is_some_and(|c| theirs.as_bytes() == c)
+        || !listens_in(runtime)
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "{SYSTEMD} there is another manager: its transient units are in {theirs}, not in {}",
+        String::from_utf8_lossy(&ours)
+    ))
+}
+
+/// Whether a manager's private socket is in the runtime directory `runtime` (a socket file at
+/// `systemd/private`; one a dead manager left is not told apart, and fails when connected).
+fn manager_listens_in(runtime: &OsStr) -> bool {
+    let mut private = runtime.to_owned();
+    private.push("/systemd/private");
+    rustix::fs::stat(private.as_os_str()).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Socket
+    })
+}
+
+/// `<runtime>/systemd/transient`, the transient units' directory of the user manager whose
+/// runtime directory is `runtime`.
+fn transient_dir_of(runtime: &[u8]) -> Vec<u8> {
+    let mut dir = runtime.to_vec();
+    while dir.len() > 1 && dir.ends_with(b"/") {
+        dir.pop();
+    }
+    dir.extend_from_slice(b"/systemd/transient");
+    dir
 }
 
 /// The manager's private socket at `path`; Err says which socket and why not.
@@ -924,6 +1165,262 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("; private socket "), "{why}");
+    }
+
+    /// A manager's answer to `Get(Manager, UnitPath)` listing `paths`.
+    fn unit_path_answer(paths: &[&str]) -> Result<Message, BusError> {
+        Ok(Message {
+            kind: Kind::Return,
+            serial: 9,
+            reply_serial: Some(3),
+            path: None,
+            interface: None,
+            member: None,
+            error_name: None,
+            sender: Some(":1.4".into()),
+            signature: "v".into(),
+            body: vec![wire::Value::Variant(Box::new(wire::Value::List(
+                paths
+                    .iter()
+                    .map(|p| wire::Value::Str((*p).to_owned()))
+                    .collect(),
+            )))],
+        })
+    }
+
+    #[test]
+    fn the_owner_of_the_managers_name_is_told_by_its_transient_units_directory() {
+        let ours = Expected::UserManagerOf(Some("/run/user/7/".into()));
+        let listens = |_: &OsStr| true;
+        let user = [
+            "/home/u/.config/systemd/user",
+            "/run/user/7/systemd/transient",
+        ];
+        assert_eq!(
+            which_manager(unit_path_answer(&user), &ours, listens),
+            Ok(())
+        );
+        let other = ["/run/user/8/systemd/transient", "/usr/lib/systemd/user"];
+        let why = which_manager(unit_path_answer(&other), &ours, listens).unwrap_err();
+        assert!(
+            why.contains("another manager") && why.contains("/run/user/8/systemd/transient"),
+            "{why}"
+        );
+        let system = ["/etc/systemd/system", "/run/systemd/transient"];
+        let why = which_manager(unit_path_answer(&system), &ours, listens).unwrap_err();
+        assert!(why.contains("the system manager"), "{why}");
+        let stranger = Err(BusError::Refused {
+            name: "org.freedesktop.DBus.Error.UnknownMethod".into(),
+            message: "no such method".into(),
+        });
+        let why = which_manager(stranger, &ours, listens).unwrap_err();
+        assert!(
+            why.contains("does not answer as a systemd manager"),
+            "{why}"
+        );
+        let why = which_manager(unit_path_answer(&[]), &ours, listens).unwrap_err();
+        assert!(why.contains("not a systemd manager"), "{why}");
+        // Where no manager listens in the runtime directory (a stale one), the session bus's
+        // manager is the one there is.
+        assert_eq!(
+            which_manager(unit_path_answer(&other), &ours, |_: &OsStr| false),
+            Ok(())
+        );
+        // Without a runtime directory any user manager is the user's; the system bus's route
+        // takes the system manager.
+        let any_user = Expected::UserManagerOf(None);
+        assert_eq!(
+            which_manager(unit_path_answer(&other), &any_user, listens),
+            Ok(())
+        );
+        assert!(which_manager(unit_path_answer(&system), &any_user, listens).is_err());
+        assert_eq!(
+            which_manager(unit_path_answer(&system), &Expected::Any, listens),
+            Ok(())
+        );
+    }
+
+    /// A message as a broker would pass it on: little-endian, from `sender`, with the
+    /// `fields` given as (code, signature, text), a reply serial, and a body already marshalled.
+    fn message(
+        kind: u8,
+        serial: u32,
+        sender: &str,
+        fields: &[(u8, &str, &str)],
+        reply_to: Option<u32>,
+        body_signature: &str,
+        body: &[u8],
+    ) -> Vec<u8> {
+        let mut out = Marshal(vec![b'l', kind, 0, 1]);
+        out.u32(u32::try_from(body.len()).unwrap());
+        out.u32(serial);
+        out.u32(0);
+        let start = out.0.len();
+        for &(code, signature, text) in fields.iter().chain([&(7, "s", sender)]) {
+            out.pad(8);
+            out.0.push(code);
+            out.signature(signature);
+            out.string(text);
+        }
+        if let Some(to) = reply_to {
+            out.pad(8);
+            out.0.push(5);
+            out.signature("u");
+            out.u32(to);
+        }
+        if !body_signature.is_empty() {
+            out.pad(8);
+            out.0.push(8);
+            out.signature("g");
+            out.signature(body_signature);
+        }
+        let fields_len = u32::try_from(out.0.len() - start).unwrap();
+        out.0[12..16].copy_from_slice(&fields_len.to_le_bytes());
+        out.pad(8);
+        out.0.extend_from_slice(body);
+        out.0
+    }
+
+    /// Little-endian D-Bus marshalling, as much as these tests send.
+    struct Marshal(Vec<u8>);
+
+    impl Marshal {
+        fn pad(&mut self, align: usize) {
+            while self.0.len() % align != 0 {
+                self.0.push(0);
+            }
+        }
+        fn u32(&mut self, value: u32) {
+            self.pad(4);
+            self.0.extend_from_slice(&value.to_le_bytes());
+        }
+        fn string(&mut self, text: &str) {
+            self.u32(u32::try_from(text.len()).unwrap());
+            self.0.extend_from_slice(text.as_bytes());
+            self.0.push(0);
+        }
+        fn signature(&mut self, text: &str) {
+            self.0.push(u8::try_from(text.len()).unwrap());
+            self.0.extend_from_slice(text.as_bytes());
+            self.0.push(0);
+        }
+    }
+
+    /// A body of one string (or object path).
+    fn one_string(text: &str) -> Vec<u8> {
+        let mut body = Marshal(Vec::new());
+        body.string(text);
+        body.0
+    }
+
+    /// A `Get(UnitPath)` answer's body: a variant holding `as`.
+    fn unit_path_body(paths: &[&str]) -> Vec<u8> {
+        let mut body = Marshal(Vec::new());
+        body.signature("as");
+        body.u32(0);
+        let start = body.0.len();
+        for path in paths {
+            body.string(path);
+        }
+        let len = u32::try_from(body.0.len() - start).unwrap();
+        body.0[start - 4..start].copy_from_slice(&len.to_le_bytes());
+        body.0
+    }
+
+    /// A `JobRemoved(id, job, unit, result)` signal's body.
+    fn job_removed_body(id: u32, job: &str, unit: &str, result: &str) -> Vec<u8> {
+        let mut body = Marshal(Vec::new());
+        body.u32(id);
+        body.string(job);
+        body.string(unit);
+        body.string(result);
+        body.0
+    }
+
+    /// Through a broker, the manager is the connection that owns its name: another connection's
+    /// answer to our question or `JobRemoved` (one a broker let through, or one of a manager that
+    /// has since left the name) is not taken for the manager's, and the owner's, after it, is.
+    #[test]
+    fn through_a_broker_only_the_name_owners_replies_and_signals_count() {
+        use std::os::unix::net::UnixStream;
+        const BROKER_NAME: &str = "org.freedesktop.DBus";
+        const OWNER: &str = ":1.4";
+        const OTHER: &str = ":1.9";
+        let job = "/org/freedesktop/systemd1/job/7";
+        let signal_fields = [
+            (1, "o", MANAGER_PATH),
+            (2, "s", MANAGER),
+            (3, "s", "JobRemoved"),
+        ];
+        let mut stream = b"OK 0123456789abcdef0123456789abcdef\r\n".to_vec();
+        for part in [
+            // Hello, GetNameOwner, then Get(UnitPath) from another connection and the owner.
+            message(2, 1, BROKER_NAME, &[], Some(1), "s", &one_string(":1.100")),
+            message(2, 2, BROKER_NAME, &[], Some(2), "s", &one_string(OWNER)),
+            message(
+                2,
+                5,
+                OTHER,
+                &[],
+                Some(3),
+                "v",
+                &unit_path_body(&["/run/user/8/systemd/transient"]),
+            ),
+            message(
+                2,
+                6,
+                OWNER,
+                &[],
+                Some(3),
+                "v",
+                &unit_path_body(&["/run/user/7/systemd/transient"]),
+            ),
+            // The call's reply, and its job's end: another's first, then the owner's.
+            message(2, 7, OTHER, &[], Some(4), "o", &one_string("/job/666")),
+            message(2, 8, OWNER, &[], Some(4), "o", &one_string(job)),
+            message(
+                4,
+                9,
+                OTHER,
+                &signal_fields,
+                None,
+                "uoss",
+                &job_removed_body(7, job, "x.scope", "failed"),
+            ),
+            message(
+                4,
+                10,
+                OWNER,
+                &signal_fields,
+                None,
+                "uoss",
+                &job_removed_body(7, job, "x.scope", "done"),
+            ),
+        ] {
+            stream.extend(part);
+        }
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let peer = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let mut theirs = theirs;
+            theirs.write_all(&stream).unwrap();
+            let mut sink = Vec::new();
+            let _ = theirs.read_to_end(&mut sink);
+        });
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(5);
+        let expected = Expected::UserManagerOf(Some("/run/user/7".into()));
+        let mut bus = Connection::over(ours.into(), Some(expected), READ_SIZE, started, deadline)
+            .expect("the owner's answer says it is our manager");
+        assert_eq!(bus.owner.as_deref(), Some(OWNER));
+        let reply = bus
+            .call_manager("StartTransientUnit", Call::new().string("x.scope"))
+            .unwrap();
+        assert_eq!(reply.first_str(), Some(job));
+        assert_eq!(bus.wait_for_job(job).unwrap(), "done");
+        drop(bus);
+        peer.join().unwrap();
     }
 
     /// Set in the copy of this test that runs inside a new pid namespace: the listener to reach.

@@ -62,7 +62,7 @@ pub(crate) fn converse_with_peer(
             let reply = bus.reply(serial)?;
             (bus, reply)
         } else {
-            let mut bus = Connection::over(ours.into(), false, read_size, started, deadline)?;
+            let mut bus = Connection::over_private(ours.into(), read_size, started, deadline)?;
             let reply = bus.call_manager("StartTransientUnit", call)?;
             (bus, reply)
         };

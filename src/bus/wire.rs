@@ -71,6 +71,9 @@ pub(crate) struct Message {
     pub interface: Option<String>,
     pub member: Option<String>,
     pub error_name: Option<String>,
+    /// Who sent it, as the broker names the sender (absent on a private socket, where only the
+    /// manager speaks).
+    pub sender: Option<String>,
     /// The body's signature.
     pub signature: String,
     /// Empty when only the header was parsed ([`parse_header`]).
@@ -369,6 +372,7 @@ fn header(buf: &[u8]) -> Result<(Message, Reader<'_>), WireError> {
         interface: None,
         member: None,
         error_name: None,
+        sender: None,
         signature: String::new(),
         body: Vec::new(),
     };
@@ -390,8 +394,9 @@ fn header(buf: &[u8]) -> Result<(Message, Reader<'_>), WireError> {
             (3, Value::Str(_)) => message.member = text,
             (4, Value::Str(_)) => message.error_name = text,
             (5, Value::Int(n)) => message.reply_serial = u32::try_from(*n).ok(),
+            (7, Value::Str(_)) => message.sender = text,
             (8, Value::Signature(_)) => message.signature = text.unwrap_or_default(),
-            (1..=5 | 8, _) => return Err(WireError("header field of the wrong type")),
+            (1..=5 | 7 | 8, _) => return Err(WireError("header field of the wrong type")),
             _ => {}
         }
     }

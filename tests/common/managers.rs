@@ -1,5 +1,7 @@
 //! Managers of a test's own (to stop or kill without disturbing other tests), a stand-in for a
-//! manager too busy to answer one kind of question, and what `systemctl --user` says of the rig's.
+//! manager too busy to answer one kind of question, session buses of a test's own (one where a
+//! program that is no manager owns the manager's name), and what `systemctl --user` says of the
+//! rig's.
 
 use std::ffi::OsString;
 use std::fs;
@@ -239,13 +241,8 @@ impl SlowManager {
     fn start(real_runtime: &Path, needle: &str, seconds: &str, first_only: bool) -> SlowManager {
         let runtime = TempDir::new("slow-manager");
         fs::create_dir(runtime.path().join("systemd")).unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .map(|d| d.join("tests/tools/slow_manager.py"))
-            .find(|p| p.exists())
-            .expect("tests/tools/slow_manager.py in the workspace");
         let mut cmd = Command::new("python3");
-        cmd.arg(script)
+        cmd.arg(test_tool("slow_manager.py"))
             .arg("--listen")
             .arg(runtime.path().join("systemd/private"))
             .arg("--to")
@@ -284,4 +281,77 @@ fn rig_runtime_dir() -> PathBuf {
     std::env::var_os("XDG_RUNTIME_DIR")
         .expect("the rig sets XDG_RUNTIME_DIR")
         .into()
+}
+
+/// A `dbus-daemon --session` of the test's own at `dir/bus`, which the manager never joins.
+pub struct BareBus {
+    child: Child,
+    pub address: OsString,
+}
+
+impl BareBus {
+    pub fn start(dir: &TempDir) -> BareBus {
+        let socket = dir.path().join("bus");
+        let address = format!("unix:path={}", socket.display());
+        let child = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--nopidfile"])
+            .arg(format!("--address={address}"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("dbus-daemon (Debian's dbus-daemon package) runs");
+        let end = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(Instant::now() < end, "dbus-daemon made no socket in 10 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        BareBus {
+            child,
+            address: address.into(),
+        }
+    }
+}
+
+impl Drop for BareBus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `tests/tools/name_squatter.py` on the bus at `address`: a program that owns
+/// `org.freedesktop.systemd1` there and answers every call with `UnknownMethod`.
+pub struct Squatter(Child);
+
+impl Squatter {
+    pub fn start(address: &OsString) -> Squatter {
+        use std::io::BufRead;
+        let mut child = Command::new("python3")
+            .arg(test_tool("name_squatter.py"))
+            .arg(address)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the name squatter");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "the squatter did not take the name");
+        Squatter(child)
+    }
+}
+
+impl Drop for Squatter {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The test tool `name` (`tests/tools/`), found from whichever crate of the workspace runs.
+fn test_tool(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|d| d.join("tests/tools").join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("tests/tools/{name} in the workspace"))
 }

@@ -9,7 +9,7 @@ const path = require('node:path');
 const { test } = require('node:test');
 
 const scope = require('..');
-const { CGROUP_OF_SELF, collect, noBusEnv, PRINT_ARGS, requireRig, scratchDir, withLines } = require('./helpers.js');
+const { CGROUP_OF_SELF, collect, handleOnceInScope, noBusEnv, PRINT_ARGS, requireRig, scratchDir, withLines } = require('./helpers.js');
 
 test('a spawned child runs in its own scope', async (t) => {
   if (!requireRig(t)) return;
@@ -196,4 +196,40 @@ test('from a pid namespace a launch is scoped, or direct with the reason under s
     assert.ok(cgroup.endsWith(`/${unit}`), cgroup);
     assert.equal(run.stderr, '');
   }
+});
+
+test('a session bus where a program that is no manager owns its name is passed over for the private socket', async (t) => {
+  if (!requireRig(t)) return;
+  // One manager for one environment: the launch, its probe and ScopeHandle.fromManager reach the
+  // manager of XDG_RUNTIME_DIR by its private socket, and doctor says why the bus was passed over;
+  // with the session bus alone there is no scope.
+  const dir = scratchDir(t, 'squatted-bus');
+  const address = `unix:path=${path.join(dir, 'bus')}`;
+  const daemon = spawn('dbus-daemon', ['--session', '--nofork', '--nopidfile', `--address=${address}`], { stdio: 'ignore' });
+  t.after(() => daemon.kill('SIGKILL'));
+  const deadline = Date.now() + 10_000;
+  while (!fs.existsSync(path.join(dir, 'bus'))) {
+    assert.ok(Date.now() < deadline, 'dbus-daemon made no socket in 10 s');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const squatterScript = path.join(__dirname, '..', '..', '..', 'tests', 'tools', 'name_squatter.py');
+  const squatter = spawn('python3', [squatterScript, address], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.after(() => squatter.kill('SIGKILL'));
+  const said = /** @type {import('node:stream').Readable} */ (squatter.stdout);
+  const ready = await new Promise((resolve) => said.once('data', (d) => resolve(String(d).trim())));
+  assert.equal(ready, 'ready');
+  const env = { ...process.env, DBUS_SESSION_BUS_ADDRESS: address };
+  if (process.env.SYNAPS_SCOPE_LAUNCHER !== 'systemd-run') {
+    const report = await scope.doctor({ env });
+    assert.match(report, /does not answer as a systemd manager/);
+  }
+  const child = await scope.spawn('sleep', ['30'], { env, stdio: 'ignore' });
+  const inScope = await handleOnceInScope(child);
+  const found = await scope.ScopeHandle.fromManager(String(child.scopeUnit), { env });
+  assert.equal(found.cgroup, inScope.cgroup);
+  assert.deepEqual(found.pids(), [Number(child.pid)]);
+  child.kill('SIGKILL');
+  const busOnly = { ...env };
+  delete busOnly.XDG_RUNTIME_DIR;
+  assert.equal(await scope.launcherForEnv({ env: busOnly }), null);
 });

@@ -8,13 +8,14 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
 
 import synaps_scope
-from helpers import CGROUP_OF_SELF, PRINT_ARGS, no_bus_env, scope_warnings
+from helpers import CGROUP_OF_SELF, PRINT_ARGS, handle_once_in_scope, no_bus_env, scope_warnings
 
 
 def test_a_popen_child_runs_in_its_own_scope(rig: Dict[str, str]) -> None:
@@ -261,3 +262,49 @@ def test_from_a_pid_namespace_a_launch_is_scoped_or_direct_with_the_reason(rig: 
     else:
         assert unit.startswith("synaps-tool-") and cgroup.endswith(f"/{unit}")
         assert proc.stderr == ""
+
+
+SQUATTER = Path(__file__).resolve().parents[3] / "tests" / "tools" / "name_squatter.py"
+
+
+def test_a_session_bus_where_a_program_that_is_no_manager_owns_its_name_is_passed_over(
+    rig: Dict[str, str], tmp_path: Path
+) -> None:
+    """One manager for one environment: where the session bus's org.freedesktop.systemd1 is a
+    program that is no systemd manager, the launch, its probe and ScopeHandle.from_manager reach
+    the manager of XDG_RUNTIME_DIR by its private socket, and doctor says why the bus was passed
+    over; with the session bus alone there is no scope, and no wait."""
+    socket = tmp_path / "bus"
+    address = f"unix:path={socket}"
+    daemon = subprocess.Popen(
+        ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address={address}"],
+        stdout=subprocess.DEVNULL,
+    )
+    squatter = None
+    try:
+        for _ in range(1000):
+            if socket.exists():
+                break
+            time.sleep(0.01)
+        squatter = subprocess.Popen([sys.executable, str(SQUATTER), address], stdout=subprocess.PIPE, text=True)
+        assert squatter.stdout is not None and squatter.stdout.readline().strip() == "ready"
+        env = {**os.environ, "DBUS_SESSION_BUS_ADDRESS": address}
+        if os.environ.get("SYNAPS_SCOPE_LAUNCHER") != "systemd-run":
+            report = synaps_scope.doctor(env)
+            assert "does not answer as a systemd manager" in report, report
+        with synaps_scope.Popen(["sleep", "30"], env=env) as proc:
+            unit = proc.scope_unit
+            assert unit is not None
+            in_scope = handle_once_in_scope(proc)
+            handle = synaps_scope.ScopeHandle.from_manager(unit, env, 3.0)
+            assert handle.cgroup == in_scope.cgroup and handle.pids() == [proc.pid]
+            proc.kill()
+        bus_only = {k: v for k, v in env.items() if k != "XDG_RUNTIME_DIR"}
+        started = time.monotonic()
+        assert synaps_scope.launcher_for_env(bus_only) is None
+        assert time.monotonic() - started < 1.0
+    finally:
+        for process in (squatter, daemon):
+            if process is not None:
+                process.kill()
+                process.wait()

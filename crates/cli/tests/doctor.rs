@@ -414,3 +414,57 @@ fn doctor_finds_the_launcher_program_beside_itself_or_in_its_libexec_with_no_con
         "{text}"
     );
 }
+
+/// Where the session bus's `org.freedesktop.systemd1` is a program that is no systemd manager,
+/// `doctor` (text and JSON) says the requests reach the manager by the private socket and why the
+/// session bus was passed over, and `run` lands in its scope under the manager of
+/// `XDG_RUNTIME_DIR`; with the session bus alone, `run` is direct and says why.
+#[test]
+fn a_session_bus_whose_manager_name_a_program_squats_is_passed_over_with_the_reason() {
+    let Some(_rig) = rig() else { return };
+    let dir = TempDir::new("squatted-bus");
+    let bus = common::BareBus::start(&dir);
+    let _squatter = common::Squatter::start(&bus.address);
+    let env = synaps_scope::with_overrides(
+        &common::with_wrapper(&inherited_env(), "synaps-scope-exec"),
+        &[("DBUS_SESSION_BUS_ADDRESS".into(), bus.address.clone())],
+    );
+    let out = doctor(&[], &env);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("reached by:    private socket ")
+            && text.contains("the session bus passed over: not this user's manager: ")
+            && text.contains("does not answer as a systemd manager"),
+        "{text}"
+    );
+    let out = doctor(&["--json"], &env);
+    let way = json_query(&out.stdout, "d['route']['way']");
+    assert!(
+        way.contains("does not answer as a systemd manager"),
+        "{way}"
+    );
+
+    let run = |env: &[(OsString, OsString)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_synaps-scope"));
+        cmd.args(["run", "--", "cat", "/proc/self/cgroup"]);
+        set_env(&mut cmd, env);
+        cmd.output().unwrap()
+    };
+    let out = run(&env);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("/synaps-tool-"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = run(&env_without(&env, &["XDG_RUNTIME_DIR"]));
+    assert!(out.status.success(), "{out:?}");
+    let warned = String::from_utf8_lossy(&out.stderr);
+    assert!(warned.contains("not this user's manager"), "{warned}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("/synaps-tool-"));
+}

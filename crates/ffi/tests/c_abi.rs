@@ -533,3 +533,26 @@ fn the_readme_shows_the_example_that_is_compiled() {
         "README.md's C example differs from examples/c/spawn.c"
     );
 }
+
+/// One manager for one environment, through the C ABI: where the session bus's
+/// `org.freedesktop.systemd1` is a program that is no systemd manager, `scope_doctor` says the bus
+/// was passed over and why, and a launch and `scope_handle_from_manager` reach the manager of
+/// `XDG_RUNTIME_DIR` by its private socket.
+#[test]
+fn a_session_bus_whose_manager_name_a_program_squats_is_passed_over() {
+    let Some(_rig) = rig() else { return };
+    let dir = common::TempDir::new("squatted-bus");
+    let bus = common::BareBus::start(&dir);
+    let _squatter = common::Squatter::start(&bus.address);
+    let env = synaps_scope::with_overrides(
+        &common::with_wrapper(&synaps_scope::inherited_env(), "synaps-scope-exec"),
+        &[("DBUS_SESSION_BUS_ADDRESS".into(), bus.address.clone())],
+    );
+    let report = scenario_with_env("doctor", &env);
+    assert!(
+        report.contains("reached by:    private socket ")
+            && report.contains("does not answer as a systemd manager"),
+        "{report}"
+    );
+    scenario_with_env("scope_kill", &env);
+}
