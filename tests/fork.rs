@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{rig, Manager};
+use common::{env_without, rig, Manager, SlowManager};
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
@@ -246,4 +246,59 @@ fn request_in_new_process(env: &[(OsString, OsString)]) -> Duration {
     let child = fork_running(|| first_request(env, Duration::from_secs(3)));
     assert_eq!(status_within(child, Duration::from_secs(5)), Some(FINE));
     started.elapsed()
+}
+
+/// A host whose request stopped waiting for a turn (one stuck ahead of it), which then forks a
+/// child that never calls the library and exits normally (a daemon's double fork), leaves no
+/// ticket behind: its ticket was the host's alone, and went with it. Once the stuck turn ends, the
+/// next request's turn comes at once, while the child lives on.
+#[test]
+fn a_child_of_a_host_that_stopped_waiting_for_a_turn_holds_no_ticket_once_the_host_has_exited() {
+    let Some(_rig) = rig() else { return };
+    let _alone = one_at_a_time();
+    // The first authentication through the stand-in is held 3 s: that request's turn is stuck.
+    let slow = SlowManager::holding_first_in_front_of_the_rig("AUTH", "3");
+    let env = synaps_scope::with_overrides(
+        &env_without(
+            &synaps_scope::inherited_env(),
+            &["DBUS_SESSION_BUS_ADDRESS"],
+        ),
+        &[("XDG_RUNTIME_DIR".into(), slow.runtime_dir())],
+    );
+    let env = Arc::new(env);
+    let stuck = {
+        let env = Arc::clone(&env);
+        std::thread::spawn(move || first_request(&env, Duration::from_secs(5)))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let grandchild_pid = common::TempDir::new("grandchild");
+    let pid_file = grandchild_pid.path().join("pid");
+    let host = {
+        let env = Arc::clone(&env);
+        let pid_file = pid_file.clone();
+        fork_running(move || {
+            // Its turn does not come within 300 ms: it talks to the manager without one, and its
+            // ticket waits on in a thread of its own.
+            let _ = first_request(&env, Duration::from_millis(300));
+            let child = fork_running(|| {
+                std::thread::sleep(Duration::from_secs(8));
+                FINE
+            });
+            std::fs::write(&pid_file, child.as_raw().to_string()).unwrap();
+            FINE
+        })
+    };
+    assert_eq!(status_within(host, Duration::from_secs(3)), Some(FINE));
+    let grandchild = Pid::from_raw(std::fs::read_to_string(&pid_file).unwrap().parse().unwrap());
+    assert_eq!(
+        stuck.join().unwrap(),
+        FINE,
+        "the stuck request still ends scoped"
+    );
+    let took = request_in_new_process(&env);
+    let _ = kill(grandchild, Signal::SIGKILL);
+    assert!(
+        took < Duration::from_millis(250),
+        "a request took {took:?} while the child of a host that had a ticket lived"
+    );
 }

@@ -1,17 +1,32 @@
 //! The turn file, `$XDG_RUNTIME_DIR/synaps-scope.turn`, which every process of the user shares: a
-//! queue of tickets. A ticket is one byte of the file, locked by its holder (an open file
-//! description lock) from its draw to the end of its turn, so that the kernel ends it however its
-//! holder ends; the header counts the tickets drawn and the turns taken, and names the last ticket
-//! whose turn came. A ticket's turn comes once every earlier one has ended.
+//! queue of tickets. Its header counts the tickets drawn and the turns taken, and names the last
+//! ticket whose turn came; it is locked with an open file description lock for the few system
+//! calls of a draw. A ticket is one byte of the tickets file beside it
+//! (`synaps-scope.turn.tickets`), locked by the process that drew it from its draw to the end of
+//! its turn. A ticket's turn comes once every earlier one has ended.
+//!
+//! A ticket's lock is a process-associated (POSIX) record lock, not an open file description
+//! lock: a forked child does not inherit it, and the kernel releases it when the process that drew
+//! it ends, however it ends, even while a child it forked lives on with a copy of the file (an open
+//! file description lock would be held for as long as any copy is open: a daemon's double fork that
+//! outlives its parent would keep the ticket, and every launch of the user would then wait out the
+//! no-turn rule). Such a lock is also released when its process closes any file descriptor of that
+//! file: so the tickets file is opened once per process and turn file ([`tickets_file`]) and
+//! closed only once no ticket of the process uses it, and nothing else opens it. Waits for the
+//! ticket ahead are open file description locks, which the kernel grants once the holder's record
+//! lock is gone, whichever process asks.
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::libc;
 use rustix::fs::{self, Mode, OFlags};
+
+use crate::per_process::{lock, PerProcess};
 
 /// The turn file's name in the runtime directory.
 pub(super) const LOCK_NAME: &str = "synaps-scope.turn";
@@ -41,19 +56,27 @@ pub(super) const PLACES: u64 = 4096;
 const HEADER_RETRY: Duration = Duration::from_micros(200);
 const HEADER_RETRY_MAX: Duration = Duration::from_millis(10);
 
-/// A place in the queue: its byte of the lock file, locked until the ticket is dropped.
+/// What the tickets file's name adds to the turn file's.
+const TICKETS_SUFFIX: &str = ".tickets";
+
+/// A place in the queue: its byte of the tickets file, locked by this process until the ticket is
+/// dropped.
 pub(super) struct Ticket {
     number: u64,
+    /// The turn file (its header and counters).
     pub(super) file: OwnedFd,
+    /// The tickets file, shared by every ticket of the process for this turn file.
+    tickets: Arc<OwnedFd>,
     /// The process that drew it.
     pid: u32,
 }
 
 impl Ticket {
-    fn new(number: u64, file: OwnedFd) -> Self {
+    fn new(number: u64, file: OwnedFd, tickets: Arc<OwnedFd>) -> Self {
         Ticket {
             number,
             file,
+            tickets,
             pid: std::process::id(),
         }
     }
@@ -61,13 +84,45 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        // Unlocked, not only closed: a child forked meanwhile shares the open file, and would
-        // otherwise hold the ticket for as long as it lives. A forked child's copy of a ticket is
-        // only closed: the ticket is its parent's.
+        // A forked child's copy of a ticket holds no lock (its parent's record lock is the
+        // parent's alone) and unlocks nothing.
         if self.pid == std::process::id() {
-            let _ = set_lock(&self.file, Lock::Unlock, Span::Place(self.number), false);
+            let _ = set_lock(
+                &self.tickets,
+                Lock::Unlock,
+                Span::Place(self.number),
+                Wait::No,
+                Owner::Process,
+            );
         }
     }
+}
+
+/// This process's tickets files, by the path of their turn file: each open once, and closed when
+/// no ticket of the process uses it any more (closing any descriptor of it would release every
+/// ticket the process holds in it). A forked child opens its own.
+static TICKETS: PerProcess<Mutex<Vec<TicketsFile>>> = PerProcess::new();
+
+/// A turn file's path, and its tickets file while the process has it open.
+type TicketsFile = (OsString, Weak<OwnedFd>);
+
+/// The tickets file of the turn file at `path`, opened if the process has it open for no ticket.
+fn tickets_file(path: &OsString) -> Result<Arc<OwnedFd>, Errno> {
+    let all = TICKETS.get();
+    let mut files = lock(&all);
+    files.retain(|(_, file)| file.strong_count() > 0);
+    if let Some(file) = files
+        .iter()
+        .find(|(turn, _)| turn == path)
+        .and_then(|(_, file)| file.upgrade())
+    {
+        return Ok(file);
+    }
+    let mut tickets = path.clone();
+    tickets.push(TICKETS_SUFFIX);
+    let file = Arc::new(open_lock(&tickets).map_err(|e| Errno::from_raw(e.raw_os_error()))?);
+    files.push((path.clone(), Arc::downgrade(&file)));
+    Ok(file)
 }
 
 /// Opens the turn file at `path`, made if missing.
@@ -93,20 +148,22 @@ pub(super) enum Drawn {
 /// `stop`.
 pub(super) fn draw(path: &OsString, stop: Instant) -> Result<Option<Drawn>, Errno> {
     let file = open_lock(path).map_err(|e| Errno::from_raw(e.raw_os_error()))?;
+    let tickets = tickets_file(path)?;
     let Some(header) = Header::lock_by(&file, stop)? else {
         return Ok(None);
     };
     let number = header.read(NEXT_AT);
-    if !set_lock(&file, Lock::Write, Span::Place(number), false)? {
+    let place = Span::Place(number);
+    if !set_lock(&tickets, Lock::Write, place, Wait::No, Owner::Process)? {
         return Ok(Some(Drawn::Crowded));
     }
     header.write(NEXT_AT, number.wrapping_add(1));
-    let ahead = header.held_ahead_of(number);
+    let ahead = header.held_ahead_of(&tickets, number);
     if let Ok(None) = ahead {
         header.write(SERVED_AT, number);
     }
     drop(header);
-    let ticket = Ticket::new(number, file);
+    let ticket = Ticket::new(number, file, tickets);
     Ok(Some(match ahead? {
         None => Drawn::Now(ticket),
         Some(ahead) => Drawn::Behind(ticket, ahead),
@@ -118,10 +175,11 @@ pub(super) fn draw(path: &OsString, stop: Instant) -> Result<Option<Drawn>, Errn
 pub(super) fn wait_for_turn(ticket: &Ticket, mut ahead: u64) -> Result<(), Errno> {
     loop {
         // A read lock is granted once the ticket ahead is unlocked: it ended, however.
-        set_lock(&ticket.file, Lock::Read, Span::Place(ahead), true)?;
-        set_lock(&ticket.file, Lock::Unlock, Span::Place(ahead), false)?;
+        let place = Span::Place(ahead);
+        set_lock(&ticket.tickets, Lock::Read, place, Wait::Yes, Owner::File)?;
+        set_lock(&ticket.tickets, Lock::Unlock, place, Wait::No, Owner::File)?;
         let header = Header::wait(&ticket.file)?;
-        match header.held_ahead_of(ticket.number)? {
+        match header.held_ahead_of(&ticket.tickets, ticket.number)? {
             Some(next) => ahead = next,
             None => {
                 header.write(SERVED_AT, ticket.number);
@@ -140,7 +198,7 @@ impl<'a> Header<'a> {
     /// Locks the header through `file`, waiting as long as it takes (for a thread that only
     /// waits).
     pub(super) fn wait(file: &'a OwnedFd) -> Result<Self, Errno> {
-        set_lock(file, Lock::Write, Span::Header, true)?;
+        set_lock(file, Lock::Write, Span::Header, Wait::Yes, Owner::File)?;
         Ok(Header { file })
     }
 
@@ -148,7 +206,7 @@ impl<'a> Header<'a> {
     fn lock_by(file: &'a OwnedFd, stop: Instant) -> Result<Option<Self>, Errno> {
         let mut pause = HEADER_RETRY;
         loop {
-            if set_lock(file, Lock::Write, Span::Header, false)? {
+            if set_lock(file, Lock::Write, Span::Header, Wait::No, Owner::File)? {
                 return Ok(Some(Header { file }));
             }
             let now = Instant::now();
@@ -170,13 +228,14 @@ impl<'a> Header<'a> {
         let _ = rustix::io::pwrite(self.file, &value.to_le_bytes(), at);
     }
 
-    /// The latest ticket before `number`, from the last served on, that its holder still holds.
-    fn held_ahead_of(&self, number: u64) -> Result<Option<u64>, Errno> {
+    /// The latest ticket before `number`, from the last served on, that its holder still holds
+    /// (in `tickets`).
+    fn held_ahead_of(&self, tickets: &OwnedFd, number: u64) -> Result<Option<u64>, Errno> {
         let served = self.read(SERVED_AT);
         // Tickets more than PLACES back share bytes with later ones; they ended long ago.
         let oldest = served.max(number.saturating_sub(PLACES - 1));
         for earlier in (oldest..number).rev() {
-            if is_locked(self.file, Span::Place(earlier))? {
+            if is_locked(tickets, Span::Place(earlier))? {
                 return Ok(Some(earlier));
             }
         }
@@ -186,7 +245,7 @@ impl<'a> Header<'a> {
 
 impl Drop for Header<'_> {
     fn drop(&mut self) {
-        let _ = set_lock(self.file, Lock::Unlock, Span::Header, false);
+        let _ = set_lock(self.file, Lock::Unlock, Span::Header, Wait::No, Owner::File);
     }
 }
 
@@ -203,6 +262,22 @@ enum Lock {
     Read,
     Write,
     Unlock,
+}
+
+/// Whether setting a lock waits for a conflicting one to go.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    Yes,
+    No,
+}
+
+/// Who holds a lock: the open file description it is set through (released when its last
+/// descriptor closes, in whichever process), or the process (released when the process ends or
+/// closes any descriptor of the file; never inherited by a forked child).
+#[derive(Clone, Copy)]
+enum Owner {
+    File,
+    Process,
 }
 
 /// An open file description lock request for `span`.
@@ -226,26 +301,34 @@ fn request(lock: Lock, span: Span) -> libc::flock {
     }
 }
 
-/// Sets `lock` on `span` of `file`, waiting for a conflicting lock to go if `wait`; whether it
-/// was set (false: another holds a conflicting one).
-fn set_lock(file: &OwnedFd, lock: Lock, span: Span, wait: bool) -> Result<bool, Errno> {
+/// Sets `lock` on `span` of `file` for `owner`, waiting for a conflicting lock to go if `wait`;
+/// whether it was set (false: another holds a conflicting one).
+fn set_lock(
+    file: &OwnedFd,
+    lock: Lock,
+    span: Span,
+    wait: Wait,
+    owner: Owner,
+) -> Result<bool, Errno> {
     let request = request(lock, span);
     loop {
-        let arg = if wait {
-            FcntlArg::F_OFD_SETLKW(&request)
-        } else {
-            FcntlArg::F_OFD_SETLK(&request)
+        let arg = match (owner, wait) {
+            (Owner::File, Wait::Yes) => FcntlArg::F_OFD_SETLKW(&request),
+            (Owner::File, Wait::No) => FcntlArg::F_OFD_SETLK(&request),
+            (Owner::Process, Wait::Yes) => FcntlArg::F_SETLKW(&request),
+            (Owner::Process, Wait::No) => FcntlArg::F_SETLK(&request),
         };
         match fcntl(file, arg) {
             Ok(_) => return Ok(true),
             Err(Errno::EINTR) => continue,
-            Err(Errno::EAGAIN | Errno::EACCES) if !wait => return Ok(false),
+            Err(Errno::EAGAIN | Errno::EACCES) if wait == Wait::No => return Ok(false),
             Err(e) => return Err(e),
         }
     }
 }
 
-/// Whether another open file holds a write lock on `span` of `file`.
+/// Whether a write lock on `span` of `file` is held by a process (this one included) or through
+/// another open file.
 fn is_locked(file: &OwnedFd, span: Span) -> Result<bool, Errno> {
     let mut probe = request(Lock::Read, span);
     fcntl(file, FcntlArg::F_OFD_GETLK(&mut probe))?;

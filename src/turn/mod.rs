@@ -14,9 +14,10 @@
 //!
 //! Turns come in the order they were asked for, across processes: a request draws a ticket, and
 //! its turn comes once every earlier ticket has ended. A ticket is one byte of
-//! `$XDG_RUNTIME_DIR/synaps-scope.turn`, locked by its holder (an open file description lock,
-//! `F_OFD_SETLK`) from the draw to the end of its turn. The kernel releases it however its holder
-//! ends, so a ticket whose holder died holds no one back. The file's header counts the tickets
+//! `$XDG_RUNTIME_DIR/synaps-scope.turn.tickets`, locked by the process that drew it (a POSIX
+//! record lock, `F_SETLK`) from the draw to the end of its turn. The kernel releases it however
+//! that process ends, so a ticket whose holder died holds no one back, and a child it forked does
+//! not inherit it (`file`). The turn file `$XDG_RUNTIME_DIR/synaps-scope.turn` counts the tickets
 //! drawn and names the last whose turn came; it is read and written under a lock of its own, held
 //! for the few system calls of a draw. Waiting costs no CPU: a ticket waits (in one thread per
 //! process) blocked on the lock of the live ticket just ahead of it, so the end of a turn wakes

@@ -238,6 +238,12 @@ impl SlowManager {
         Self::start(&rig_runtime_dir(), needle, seconds, false)
     }
 
+    /// Slow to answer the first call (or authentication) that mentions `needle`, in front of the
+    /// rig's own manager: one request holds its turn `seconds`, and those after it are answered.
+    pub fn holding_first_in_front_of_the_rig(needle: &str, seconds: &str) -> SlowManager {
+        Self::start(&rig_runtime_dir(), needle, seconds, true)
+    }
+
     fn start(real_runtime: &Path, needle: &str, seconds: &str, first_only: bool) -> SlowManager {
         let runtime = TempDir::new("slow-manager");
         fs::create_dir(runtime.path().join("systemd")).unwrap();

@@ -10,8 +10,11 @@ import multiprocessing
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Set
 
 import pytest
@@ -150,3 +153,59 @@ def test_a_child_that_never_calls_the_library_holds_no_connection_the_manager_wr
     for _ in range(20):
         assert synaps_scope.launcher_for_env(manager.env) is not None
     assert status_within(pid, 5) == FINE
+
+
+SLOW_MANAGER = Path(__file__).resolve().parents[3] / "tests" / "tools" / "slow_manager.py"
+
+
+def test_a_child_of_a_host_that_stopped_waiting_for_a_turn_holds_no_ticket_once_the_host_has_exited(
+    manager: Manager, tmp_path: Path
+) -> None:
+    """A host whose request stopped waiting for a turn (one stuck ahead of it) forks a child that
+    never calls the library and exits; once the stuck turn ends, another process's request takes
+    its turn at once while that child lives (the host's ticket went with the host)."""
+    runtime = tmp_path / "runtime"
+    (runtime / "systemd").mkdir(parents=True)
+    # The first authentication through the stand-in is held 3 s: that request's turn is stuck.
+    slow = subprocess.Popen(
+        [sys.executable, str(SLOW_MANAGER), "--listen", str(runtime / "systemd" / "private"),
+         "--to", str(manager.runtime_dir / "systemd" / "private"),
+         "--needle", "AUTH", "--delay", "3", "--first-only"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    grandchild = 0
+    try:
+        assert slow.stdout is not None and slow.stdout.readline().strip() == "ready"
+        env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
+        env["XDG_RUNTIME_DIR"] = str(runtime)
+        stuck: List[Optional[synaps_scope.ScopeLauncher]] = []
+        holder = threading.Thread(target=lambda: stuck.append(synaps_scope.launcher_for_env(env, probe_timeout=5.0)))
+        holder.start()
+        time.sleep(0.3)
+        pid_file = tmp_path / "grandchild"
+
+        def sleeper() -> int:
+            time.sleep(8)
+            return FINE
+
+        def host() -> int:
+            # Its turn does not come within 0.3 s: it talks to the manager without one, and its
+            # ticket waits on in a thread of its own.
+            synaps_scope.launcher_for_env(env, probe_timeout=0.3)
+            pid_file.write_text(str(forked(sleeper)))
+            return FINE
+
+        assert status_within(forked(host), 3.0) == FINE
+        grandchild = int(pid_file.read_text())
+        holder.join()
+        assert stuck[0] is not None, "the stuck request still ends scoped"
+        started = time.monotonic()
+        assert status_within(forked(lambda: first_request(env)), 5.0) == FINE
+        took = time.monotonic() - started
+        assert took < 0.25, f"a request took {took:.3f} s while the child of a host that had a ticket lived"
+    finally:
+        if grandchild:
+            os.kill(grandchild, signal.SIGKILL)
+        slow.kill()
+        slow.wait()

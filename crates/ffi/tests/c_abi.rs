@@ -65,7 +65,7 @@ fn compile(compiler: &str, args: &[&str]) {
 /// lock across `fork()`: a child forked while another thread of its parent is in `malloc` hangs
 /// in ASan's own allocator (`SizeClassAllocator64::GetFromAllocator`, seen here in 1 of 40 forks),
 /// before the library is reached at all.
-const FORKING_SCENARIOS: &[&str] = &["fork"];
+const FORKING_SCENARIOS: &[&str] = &["fork", "fork_host_ticket"];
 
 /// The scenarios' binary: under ASan and UBSan, or, for [`FORKING_SCENARIOS`], UBSan alone.
 fn test_binary(scenario: &str) -> &'static Path {
@@ -411,6 +411,23 @@ fn a_handles_kill_is_told_after_the_scope_is_collected() {
 fn children_forked_amid_requests_and_log_calls_answer_within_their_own_bound() {
     let Some(_rig) = rig() else { return };
     scenario("fork");
+}
+
+/// A host that stopped waiting for a turn stuck ahead of it, then forked a child that outlives it,
+/// leaves no ticket behind (C `fork_host_ticket`): the stuck turn is a request whose first
+/// authentication the stand-in holds 3 s.
+#[test]
+fn a_child_of_a_host_that_stopped_waiting_for_a_turn_holds_no_ticket_once_the_host_has_exited() {
+    let Some(_rig) = rig() else { return };
+    let slow = common::SlowManager::holding_first_in_front_of_the_rig("AUTH", "3");
+    let env = synaps_scope::with_overrides(
+        &common::env_without(
+            &synaps_scope::inherited_env(),
+            &["DBUS_SESSION_BUS_ADDRESS"],
+        ),
+        &[("XDG_RUNTIME_DIR".into(), slow.runtime_dir())],
+    );
+    scenario_with_env("fork_host_ticket", &env);
 }
 
 #[test]

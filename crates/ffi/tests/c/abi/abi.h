@@ -79,5 +79,6 @@ int scenario_doctor(void);
 int scenario_removed_while_read(void);
 int scenario_ending(void);
 int scenario_fork(void);
+int scenario_fork_host_ticket(void);
 
 #endif

@@ -137,3 +137,55 @@ int scenario_fork(void) {
           late, direct);
     return 0;
 }
+
+/* The request whose turn is stuck: the harness's stand-in holds its authentication 3 s. */
+static void *hold_a_stuck_turn(void *scoped) {
+    scope_launcher *launcher = NULL;
+    scope_result result = scope_launcher_for_env_timeout(NULL, SCOPE_KIND_TOOL, 5000, &launcher);
+    *(int *)scoped = result == SCOPE_RESULT_OK && launcher != NULL;
+    scope_launcher_free(launcher);
+    return NULL;
+}
+
+/* A host whose request stopped waiting for a turn (one stuck ahead of it) forks a child that
+ * never calls the library and exits; once the stuck turn ends, another process's request takes its
+ * turn at once while that child lives: the host's ticket went with the host. */
+int scenario_fork_host_ticket(void) {
+    int stuck_scoped = 0;
+    pthread_t holder;
+    CHECK(pthread_create(&holder, NULL, hold_a_stuck_turn, &stuck_scoped) == 0, "pthread_create");
+    sleep_ms(300);
+    int pipe_fds[2];
+    CHECK(pipe(pipe_fds) == 0, "pipe");
+    pid_t host = fork();
+    CHECK(host >= 0, "fork: %s", strerror(errno));
+    if (host == 0) {
+        /* Its turn does not come within 300 ms; its ticket waits on in a thread of its own. */
+        scope_launcher *launcher = NULL;
+        scope_launcher_for_env_timeout(NULL, SCOPE_KIND_TOOL, 300, &launcher);
+        scope_launcher_free(launcher);
+        pid_t grandchild = fork();
+        if (grandchild == 0) {
+            sleep_ms(8000);
+            _exit(0);
+        }
+        _exit(write(pipe_fds[1], &grandchild, sizeof grandchild) == sizeof grandchild ? 0 : 1);
+    }
+    close(pipe_fds[1]);
+    CHECK(status_within_5s(host) == 0, "the host exits");
+    pid_t grandchild = 0;
+    CHECK(read(pipe_fds[0], &grandchild, sizeof grandchild) == sizeof grandchild && grandchild > 0, "its child's pid");
+    close(pipe_fds[0]);
+    CHECK(pthread_join(holder, NULL) == 0, "pthread_join");
+    CHECK(stuck_scoped, "the stuck request still ends scoped");
+    double started = now_ms();
+    pid_t asker = fork();
+    CHECK(asker >= 0, "fork: %s", strerror(errno));
+    if (asker == 0) _exit(one_request());
+    int status = status_within_5s(asker);
+    double took = now_ms() - started;
+    kill(grandchild, SIGKILL);
+    CHECK(status == 0, "the request of another process: status %d", status);
+    CHECK(took < 250, "a request took %.0f ms while the child of a host that had a ticket lived", took);
+    return 0;
+}
