@@ -218,6 +218,7 @@ test('a session bus where a program that is no manager owns its name is passed o
   const said = /** @type {import('node:stream').Readable} */ (squatter.stdout);
   const ready = await new Promise((resolve) => said.once('data', (d) => resolve(String(d).trim())));
   assert.equal(ready, 'ready');
+  /** @type {Record<string, string | undefined>} */
   const env = { ...process.env, DBUS_SESSION_BUS_ADDRESS: address };
   if (process.env.SYNAPS_SCOPE_LAUNCHER !== 'systemd-run') {
     const report = await scope.doctor({ env });
