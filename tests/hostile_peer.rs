@@ -80,14 +80,30 @@ fn every_peer() -> impl Iterator<Item = (Flood, Way)> {
 }
 
 /// Reads the next whole message the client sends; None when it went away.
-fn read_call(stream: &mut UnixStream) -> Option<(u8, u32)> {
+fn read_call(stream: &mut UnixStream) -> Option<(u8, u32, bool)> {
     let mut fixed = [0u8; 16];
     stream.read_exact(&mut fixed).ok()?;
     let word = |at: usize| u32::from_le_bytes(fixed[at..at + 4].try_into().unwrap()) as usize;
     let rest = (word(12) + 7) / 8 * 8 + word(4);
     let mut skip = vec![0u8; rest];
     stream.read_exact(&mut skip).ok()?;
-    Some((fixed[1], word(8) as u32))
+    let asks_unit_path = skip.windows(8).any(|w| w == b"UnitPath");
+    Some((fixed[1], word(8) as u32, asks_unit_path))
+}
+
+/// A return for `reply_serial` carrying the unit path `[transient]` in a variant, as a manager
+/// answers `Get(Manager, UnitPath)`.
+fn unit_path_return(serial: u32, reply_serial: u32, transient: &str) -> Vec<u8> {
+    let mut fields = vec![5, 1, b'u', 0];
+    fields.extend_from_slice(&reply_serial.to_le_bytes());
+    pad(&mut fields, 8);
+    fields.extend_from_slice(&[8, 1, b'g', 0, 1, b'v', 0]);
+    let mut body = vec![2, b'a', b's', 0];
+    body.extend_from_slice(&((transient.len() + 5) as u32).to_le_bytes());
+    body.extend_from_slice(&(transient.len() as u32).to_le_bytes());
+    body.extend_from_slice(transient.as_bytes());
+    body.push(0);
+    message(2, serial, fields, &body)
 }
 
 /// A return for `reply_serial` carrying the object path `job`.
@@ -119,8 +135,10 @@ fn string_field(fields: &mut Vec<u8>, code: u8, signature: u8, value: &str) {
 }
 
 /// A little-endian D-Bus message of `kind` (2 return, 4 signal) with the given header fields
-/// and body (whose signature the fields name).
-fn message(kind: u8, serial: u32, fields: Vec<u8>, body: &[u8]) -> Vec<u8> {
+/// and body (whose signature the fields name), sent as the broker: through a session bus, the
+/// client takes replies and signals only from the broker and the manager's name owner.
+fn message(kind: u8, serial: u32, mut fields: Vec<u8>, body: &[u8]) -> Vec<u8> {
+    string_field(&mut fields, 7, b's', "org.freedesktop.DBus");
     let mut out = vec![b'l', kind, 1, 1];
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&serial.to_le_bytes());
@@ -210,7 +228,7 @@ fn huge_burst() -> Vec<u8> {
     burst
 }
 
-fn serve(mut stream: UnixStream, flood: Flood, burst: &[u8], stop: &AtomicBool) {
+fn serve(mut stream: UnixStream, flood: Flood, burst: &[u8], stop: &AtomicBool, transient: &str) {
     let mut auth = Vec::new();
     let mut byte = [0u8; 1];
     while !auth.ends_with(b"BEGIN\r\n") {
@@ -240,7 +258,7 @@ fn serve(mut stream: UnixStream, flood: Flood, burst: &[u8], stop: &AtomicBool) 
             while !stop.load(Ordering::Relaxed) && stream.read(&mut byte).is_ok_and(|n| n > 0) {}
         }
         Flood::Lie => {
-            while let Some((kind, call)) = read_call(&mut stream) {
+            while let Some((kind, call, asks_unit_path)) = read_call(&mut stream) {
                 if stop.load(Ordering::Relaxed) {
                     return;
                 }
@@ -248,6 +266,16 @@ fn serve(mut stream: UnixStream, flood: Flood, burst: &[u8], stop: &AtomicBool) 
                     continue;
                 }
                 serial += 2;
+                if asks_unit_path {
+                    // The greeting's question of which manager owns the name: this one, it says.
+                    if stream
+                        .write_all(&unit_path_return(serial, call, transient))
+                        .is_err()
+                    {
+                        return;
+                    }
+                    continue;
+                }
                 let job = format!("/org/freedesktop/systemd1/job/{call}");
                 let mut answer = job_return(serial, call, &job);
                 answer.extend(job_removed_with(
@@ -310,6 +338,7 @@ impl FakeManager {
             Flood::Huge => huge_burst(),
             _ => Vec::new(),
         });
+        let transient = format!("{}/systemd/transient", runtime.path().display());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { return };
@@ -318,7 +347,8 @@ impl FakeManager {
                 }
                 let stop = Arc::clone(&stopping);
                 let burst = Arc::clone(&burst);
-                std::thread::spawn(move || serve(stream, flood, &burst, &stop));
+                let transient = transient.clone();
+                std::thread::spawn(move || serve(stream, flood, &burst, &stop, &transient));
             }
         });
         FakeManager { stop, runtime, way }
