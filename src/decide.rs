@@ -310,7 +310,10 @@ fn decide_finding(
                     warn::warn_probe_failed_once(slice.as_deref(), detail);
                 }
                 DirectReason::SystemdRunInPidNamespace { slice } => {
-                    warn::warn_probe_failed_once(slice.as_deref(), &reason.to_string());
+                    warn::warn_systemd_run_in_pid_namespace_once(
+                        slice.as_deref(),
+                        &reason.to_string(),
+                    );
                 }
                 _ => {}
             }

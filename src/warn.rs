@@ -37,9 +37,23 @@ pub(crate) fn slice_label(slice: Option<&str>) -> String {
     }
 }
 
+/// Slices whose launches went direct because systemd-run cannot reach the manager from this
+/// process's pid namespace: a warning of its own, which a probe failure's does not stand for.
+static PID_NAMESPACE_WARNINGS: WarnedSet = WarnedSet::new();
+
 /// The R11 warning: once per slice name per process.
 pub(crate) fn warn_probe_failed_once(slice: Option<&str>, reason: &str) {
-    if PROBE_WARNINGS.first_time(slice.unwrap_or("")) {
+    warn_direct_once(&PROBE_WARNINGS, slice, reason);
+}
+
+/// The warning that systemd-run cannot reach the manager from this pid namespace: once per slice
+/// name per process, whatever probe failures were warned about.
+pub(crate) fn warn_systemd_run_in_pid_namespace_once(slice: Option<&str>, reason: &str) {
+    warn_direct_once(&PID_NAMESPACE_WARNINGS, slice, reason);
+}
+
+fn warn_direct_once(warned: &WarnedSet, slice: Option<&str>, reason: &str) {
+    if warned.first_time(slice.unwrap_or("")) {
         tracing::warn!(
             target: TARGET,
             "process scopes unavailable for {}: {reason}; launching directly (warned once per slice)",
@@ -51,6 +65,28 @@ pub(crate) fn warn_probe_failed_once(slice: Option<&str>, reason: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_failure_and_the_pid_namespace_are_each_warned_once_per_slice() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let warned = Arc::new(AtomicUsize::new(0));
+        let counting = Arc::clone(&warned);
+        let sink = crate::diag::CallbackSubscriber::new(
+            tracing::Level::WARN,
+            move |_: &tracing::Level, _: &str, _: &str| {
+                counting.fetch_add(1, Ordering::SeqCst);
+            },
+        );
+        tracing::subscriber::with_default(sink, || {
+            let slice = Some("synaps-warn-kinds.slice");
+            warn_probe_failed_once(slice, "the manager did not answer");
+            warn_systemd_run_in_pid_namespace_once(slice, "systemd-run cannot reach it");
+            warn_probe_failed_once(slice, "again");
+            warn_systemd_run_in_pid_namespace_once(slice, "again");
+        });
+        assert_eq!(warned.load(Ordering::SeqCst), 2);
+    }
 
     #[test]
     fn a_warned_set_says_yes_once_per_key() {
