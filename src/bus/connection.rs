@@ -227,12 +227,13 @@ impl Route {
         }
     }
 
-    /// This route without its session bus, when the broker was found silent a moment ago
-    /// (`broker_silence`) and the private socket is there to take instead.
-    fn past_a_silent_broker(&self) -> Option<Route> {
-        let private = self.without_session_bus()?;
-        let runtime = self.runtime_dir()?;
-        matches!(broker_silence::heard(runtime), Heard::Silent).then_some(private)
+    /// What the runtime directory says of the session bus's broker (`broker_silence`), where the
+    /// private socket is there to take instead; else nothing (nor is anything read).
+    fn broker_heard(&self) -> Heard {
+        match (self.without_session_bus(), self.runtime_dir()) {
+            (Some(_), Some(runtime)) => broker_silence::heard(runtime),
+            _ => Heard::Nothing,
+        }
     }
 
     /// The runtime directory (`XDG_RUNTIME_DIR`), if there is one.
@@ -259,9 +260,28 @@ fn escape_address_value(value: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A connected socket, and the pid of the process at its other end as `SO_PEERCRED` read it when
+/// it connected (0: outside this process's pid namespace).
+pub(crate) struct Socket {
+    pub(crate) fd: OwnedFd,
+    pub(crate) peer_pid: i32,
+}
+
+impl Socket {
+    /// One end of a socket pair this process made (the fuzz target's conversation, tests).
+    pub(crate) fn of_this_process(fd: OwnedFd) -> Self {
+        Socket {
+            fd,
+            peer_pid: rustix::process::getpid().as_raw_nonzero().get(),
+        }
+    }
+}
+
 /// An authenticated connection to the manager.
 pub(crate) struct Connection {
     fd: OwnedFd,
+    /// The pid of the process at the other end ([`Socket::peer_pid`]).
+    peer_pid: i32,
     /// The process that opened it.
     opened_by: u32,
     buf: Vec<u8>,
@@ -336,16 +356,7 @@ impl Connection {
     /// Connects along `route` and authenticates, by `deadline`; through a broker, greets it
     /// ([`Connection::greeted`]).
     pub(crate) fn open(route: &Route, deadline: Instant) -> Result<Self, BusError> {
-        if let Some(private) = route.past_a_silent_broker() {
-            let mut connection = Connection::open(&private, deadline)?;
-            connection.passed_over = Some(SILENT_A_MOMENT_AGO.to_owned());
-            return Ok(connection);
-        }
-        let (fd, via_broker, started) = Self::connect(route)?;
-        if via_broker {
-            return Connection::greeted(route, fd, started, deadline);
-        }
-        Connection::over(fd, None, READ_SIZE, started, deadline)
+        Connection::open_as(route, deadline, false)
     }
 
     /// [`Connection::open`], but on the manager's private socket the first call goes out with
@@ -355,16 +366,27 @@ impl Connection {
     /// broker the greeting is answered first, so that a broker that fails it leaves the private
     /// socket to try with nothing sent on to the manager.
     pub(crate) fn open_pipelined(route: &Route, deadline: Instant) -> Result<Self, BusError> {
-        if let Some(private) = route.past_a_silent_broker() {
-            let mut connection = Connection::open_pipelined(&private, deadline)?;
+        Connection::open_as(route, deadline, true)
+    }
+
+    /// [`Connection::open`], or [`Connection::open_pipelined`] when `pipelined`. What the runtime
+    /// directory says of the broker is read once: a broker found silent a moment ago is passed
+    /// over at once, and one that answers now clears what was said of it.
+    fn open_as(route: &Route, deadline: Instant, pipelined: bool) -> Result<Self, BusError> {
+        let heard = route.broker_heard();
+        if let (Heard::Silent, Some(private)) = (&heard, route.without_session_bus()) {
+            let mut connection = Connection::open_as(&private, deadline, pipelined)?;
             connection.passed_over = Some(SILENT_A_MOMENT_AGO.to_owned());
             return Ok(connection);
         }
-        let (fd, via_broker, started) = Self::connect(route)?;
+        let (socket, via_broker, started) = Self::connect(route)?;
         if via_broker {
-            return Connection::greeted(route, fd, started, deadline);
+            Connection::greeted(route, socket, started, deadline, &heard)
+        } else if pipelined {
+            Connection::pipelined_over(socket, READ_SIZE, started, deadline)
+        } else {
+            Connection::over(socket, None, READ_SIZE, started, deadline)
         }
-        Connection::pipelined_over(fd, READ_SIZE, started, deadline)
     }
 
     /// Authenticates over the broker's connected socket `fd` and greets it (`Hello`, and the check
@@ -375,24 +397,23 @@ impl Connection {
     /// manager. A broker that did not answer in time is remembered (`broker_silence`).
     fn greeted(
         route: &Route,
-        fd: OwnedFd,
+        socket: Socket,
         started: Instant,
         deadline: Instant,
+        heard: &Heard,
     ) -> Result<Self, BusError> {
         let expected = route.expected_manager();
         let Some(private) = route.without_session_bus() else {
-            return Connection::over(fd, Some(expected), READ_SIZE, started, deadline);
+            return Connection::over(socket, Some(expected), READ_SIZE, started, deadline);
         };
         let now = Instant::now();
         let broker_deadline =
             now + (deadline.saturating_duration_since(now) / 2).min(BROKER_PATIENCE);
         let runtime = route.runtime_dir();
-        match Connection::over(fd, Some(expected), READ_SIZE, started, broker_deadline) {
+        match Connection::over(socket, Some(expected), READ_SIZE, started, broker_deadline) {
             Ok(mut connection) => {
-                if let Some(runtime) = runtime {
-                    if !matches!(broker_silence::heard(runtime), Heard::Nothing) {
-                        broker_silence::note_answered(runtime);
-                    }
+                if let (Some(runtime), Heard::Silent | Heard::SilentLongAgo) = (runtime, heard) {
+                    broker_silence::note_answered(runtime);
                 }
                 connection.set_deadline(deadline);
                 Ok(connection)
@@ -415,12 +436,13 @@ impl Connection {
     /// Over the manager's connected private socket `fd`: sends the authentication and leaves its
     /// answer to [`Connection::authenticated`], so that the first call goes out with it.
     pub(crate) fn pipelined_over(
-        fd: OwnedFd,
+        socket: Socket,
         read_size: usize,
         started: Instant,
         deadline: Instant,
     ) -> Result<Self, BusError> {
-        let mut connection = Connection::unauthenticated(fd, false, read_size, started, deadline);
+        let mut connection =
+            Connection::unauthenticated(socket, false, read_size, started, deadline);
         connection.send_authentication()?;
         connection.authenticating = true;
         Ok(connection)
@@ -428,13 +450,13 @@ impl Connection {
 
     /// A connected socket along `route`, whether it is through a bus broker, and when connecting
     /// began.
-    fn connect(route: &Route) -> Result<(OwnedFd, bool, Instant), BusError> {
+    fn connect(route: &Route) -> Result<(Socket, bool, Instant), BusError> {
         let started = Instant::now();
         if route.session_first {
             let mut why_not = Vec::new();
             if let Some(list) = &route.session {
                 match connect_session(list) {
-                    Ok(fd) => return Ok((fd, true, started)),
+                    Ok(socket) => return Ok((socket, true, started)),
                     Err(why) => {
                         tracing::debug!(target: crate::diag::TARGET, "{why}; trying the private socket");
                         why_not.push(why);
@@ -443,7 +465,7 @@ impl Connection {
             }
             if let Some(path) = &route.private {
                 match connect_private(path) {
-                    Ok(fd) => return Ok((fd, false, started)),
+                    Ok(socket) => return Ok((socket, false, started)),
                     Err(why) => why_not.push(why),
                 }
             }
@@ -455,7 +477,7 @@ impl Connection {
         }
         if let Some(path) = &route.private {
             match connect_private(path) {
-                Ok(fd) => return Ok((fd, false, started)),
+                Ok(socket) => return Ok((socket, false, started)),
                 Err(why) if route.fallback && route.session.is_some() => {
                     tracing::debug!(target: crate::diag::TARGET, "{why}; trying the session bus");
                 }
@@ -466,8 +488,8 @@ impl Connection {
             .session
             .as_deref()
             .ok_or_else(|| BusError::Connect("no bus address".to_owned()))?;
-        let fd = connect_session(list).map_err(BusError::Connect)?;
-        Ok((fd, true, started))
+        let socket = connect_session(list).map_err(BusError::Connect)?;
+        Ok((socket, true, started))
     }
 
     /// Starts a conversation over the connected socket `fd` (begun at `started`): authenticates
@@ -476,14 +498,14 @@ impl Connection {
     /// bytes (1 to 16 KiB; the fuzz target makes it small, so a peer's bytes arrive split
     /// anywhere).
     fn over(
-        fd: OwnedFd,
+        socket: Socket,
         broker: Option<Expected>,
         read_size: usize,
         started: Instant,
         deadline: Instant,
     ) -> Result<Self, BusError> {
         let mut connection =
-            Connection::unauthenticated(fd, broker.is_some(), read_size, started, deadline);
+            Connection::unauthenticated(socket, broker.is_some(), read_size, started, deadline);
         connection.send_authentication()?;
         connection.finish_authentication()?;
         if let Some(expected) = broker {
@@ -496,23 +518,24 @@ impl Connection {
     /// [`Connection::over`] a socket to a manager's private socket (no broker), for the fuzz
     /// target's conversation.
     pub(crate) fn over_private(
-        fd: OwnedFd,
+        socket: Socket,
         read_size: usize,
         started: Instant,
         deadline: Instant,
     ) -> Result<Self, BusError> {
-        Connection::over(fd, None, read_size, started, deadline)
+        Connection::over(socket, None, read_size, started, deadline)
     }
 
     fn unauthenticated(
-        fd: OwnedFd,
+        socket: Socket,
         via_broker: bool,
         read_size: usize,
         started: Instant,
         deadline: Instant,
     ) -> Self {
         Connection {
-            fd,
+            fd: socket.fd,
+            peer_pid: socket.peer_pid,
             opened_by: std::process::id(),
             buf: Vec::with_capacity(4096),
             serial: 0,
@@ -845,7 +868,7 @@ impl Connection {
     /// namespace meets this; the manager then knows it only by its credentials as a sender, or
     /// by a pidfd.
     pub(crate) fn peer_outside_our_pid_namespace(&self) -> bool {
-        peer_credentials(&self.fd).is_ok_and(|peer| peer.pid() == 0)
+        self.peer_pid == 0
     }
 
     /// `org.freedesktop.DBus.Peer.Ping` to the manager: answered by its own event loop, so a reply
@@ -1020,7 +1043,7 @@ fn transient_dir_of(runtime: &[u8]) -> Vec<u8> {
 }
 
 /// The manager's private socket at `path`; Err says which socket and why not.
-fn connect_private(path: &OsStr) -> Result<OwnedFd, String> {
+fn connect_private(path: &OsStr) -> Result<Socket, String> {
     connect_one(&Address::Path(path.to_owned())).map_err(|why| {
         format!(
             "private socket {}: {why}",
@@ -1030,13 +1053,13 @@ fn connect_private(path: &OsStr) -> Result<OwnedFd, String> {
 }
 
 /// The first address of the session bus address list `list` that connects; Err says why none.
-fn connect_session(list: &[u8]) -> Result<OwnedFd, String> {
+fn connect_session(list: &[u8]) -> Result<Socket, String> {
     let shown = String::from_utf8_lossy(list);
     let addresses = address::parse(list).map_err(|why| format!("session bus {shown}: {why}"))?;
     let mut last = String::new();
     for address in &addresses {
         match connect_one(address) {
-            Ok(fd) => return Ok(fd),
+            Ok(socket) => return Ok(socket),
             Err(why) => last = why,
         }
     }
@@ -1044,8 +1067,8 @@ fn connect_session(list: &[u8]) -> Result<OwnedFd, String> {
 }
 
 /// A non-blocking, close-on-exec stream socket connected to `address`, checked to belong to us
-/// or root (as systemd-run checks).
-fn connect_one(address: &Address) -> Result<OwnedFd, String> {
+/// or root (as systemd-run checks), and its peer's pid.
+fn connect_one(address: &Address) -> Result<Socket, String> {
     let addr = match address {
         Address::Path(path) => SocketAddrUnix::new(path.as_os_str()),
         Address::Abstract(name) => SocketAddrUnix::new_abstract_name(name),
@@ -1059,19 +1082,18 @@ fn connect_one(address: &Address) -> Result<OwnedFd, String> {
     )
     .map_err(|e| e.to_string())?;
     net::connect(&fd, &addr).map_err(|e| std::io::Error::from(e).to_string())?;
-    let peer_uid = peer_uid(&fd)?;
+    let peer = peer_credentials(&fd).map_err(|e| format!("reading the peer's credentials: {e}"))?;
     let me = rustix::process::geteuid().as_raw();
-    if peer_uid != 0 && peer_uid != me {
-        return Err(format!("the socket belongs to uid {peer_uid}, not to us"));
+    if peer.uid() != 0 && peer.uid() != me {
+        return Err(format!(
+            "the socket belongs to uid {}, not to us",
+            peer.uid()
+        ));
     }
-    Ok(fd)
-}
-
-/// The uid of the process at the other end of `fd`.
-fn peer_uid(fd: &OwnedFd) -> Result<u32, String> {
-    peer_credentials(fd)
-        .map(|credentials| credentials.uid())
-        .map_err(|e| format!("reading the peer's credentials: {e}"))
+    Ok(Socket {
+        fd,
+        peer_pid: peer.pid(),
+    })
 }
 
 /// The credentials of the process at the other end of `fd` (`SO_PEERCRED`), read through nix,
@@ -1411,7 +1433,8 @@ mod tests {
         let started = Instant::now();
         let deadline = started + Duration::from_secs(5);
         let expected = Expected::UserManagerOf(Some("/run/user/7".into()));
-        let mut bus = Connection::over(ours.into(), Some(expected), READ_SIZE, started, deadline)
+        let socket = Socket::of_this_process(ours.into());
+        let mut bus = Connection::over(socket, Some(expected), READ_SIZE, started, deadline)
             .expect("the owner's answer says it is our manager");
         assert_eq!(bus.owner.as_deref(), Some(OWNER));
         let reply = bus
@@ -1434,9 +1457,10 @@ mod tests {
         use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
         let name = "bus::connection::tests::a_peer_outside_our_pid_namespace_reads_as_pid_0_and_is_judged_by_its_uid";
         if let Some(path) = std::env::var_os(PEER_SOCKET) {
-            let fd = connect_one(&Address::Path(path))
+            let socket = connect_one(&Address::Path(path))
                 .unwrap_or_else(|why| panic!("from a child pid namespace: {why}"));
-            let peer = getsockopt(&fd, PeerCredentials).unwrap();
+            assert_eq!(socket.peer_pid, 0, "as the connection read it");
+            let peer = getsockopt(&socket.fd, PeerCredentials).unwrap();
             assert_eq!(peer.pid(), 0, "the listener is outside this pid namespace");
             return;
         }

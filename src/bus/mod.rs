@@ -12,7 +12,7 @@ mod connection;
 pub(crate) mod pool;
 pub(crate) mod wire;
 
-pub(crate) use connection::{BusError, Connection, Fallback, Route, MANAGER, MANAGER_PATH};
+pub(crate) use connection::{BusError, Connection, Fallback, Route, Socket, MANAGER, MANAGER_PATH};
 
 /// The fuzz target's conversation (`crate::__fuzz::converse_with_peer`): a socket pair whose far
 /// end a thread fills with `stream` and then shuts for writing (reading on until the client is
@@ -55,14 +55,24 @@ pub(crate) fn converse_with_peer(
         let call = wire::Call::new().string("synaps-fuzz.scope").string("fail");
         let reply = if pipelined {
             // As the launcher program has it: the call goes out with the authentication.
-            let mut bus = Connection::pipelined_over(ours.into(), read_size, started, deadline)?;
+            let mut bus = Connection::pipelined_over(
+                Socket::of_this_process(ours.into()),
+                read_size,
+                started,
+                deadline,
+            )?;
             bus.listen_for_jobs();
             let serial = bus.send_manager("StartTransientUnit", call)?;
             bus.authenticated()?;
             let reply = bus.reply(serial)?;
             (bus, reply)
         } else {
-            let mut bus = Connection::over_private(ours.into(), read_size, started, deadline)?;
+            let mut bus = Connection::over_private(
+                Socket::of_this_process(ours.into()),
+                read_size,
+                started,
+                deadline,
+            )?;
             let reply = bus.call_manager("StartTransientUnit", call)?;
             (bus, reply)
         };
