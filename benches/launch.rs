@@ -206,9 +206,34 @@ fn cpu_of(pid: u32) -> Duration {
     Duration::from_nanos(text.split(' ').next().and_then(|n| n.parse().ok()).unwrap())
 }
 
-/// `systemctl --user show -p MainPID --value dbus.service`: the session bus's broker, started
-/// first where the manager has none running (the private rig), as a login session has it.
-fn session_bus_broker() -> u32 {
+/// The session bus's broker (the main process of `dbus.service`: dbus-daemon; or, where the
+/// user bus is dbus-broker, the `dbus-broker` that its main process `dbus-broker-launch` runs), its
+/// name, and the manager that runs the service. Started first where the manager has none running
+/// (the private rig), as a login session has it.
+fn session_bus_broker() -> (u32, String, u32) {
+    let service = session_bus_service();
+    let comm = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    };
+    let manager = parent_of(service);
+    if !comm(service).starts_with("dbus-broker-lau") {
+        return (service, comm(service), manager);
+    }
+    let children = std::fs::read_to_string(format!("/proc/{service}/task/{service}/children"))
+        .unwrap_or_default();
+    let broker = children
+        .split_whitespace()
+        .filter_map(|pid| pid.parse().ok())
+        .find(|&pid| comm(pid) == "dbus-broker")
+        .unwrap_or_else(|| panic!("dbus-broker-launch ({service}) runs no dbus-broker"));
+    (broker, comm(broker), manager)
+}
+
+/// `systemctl --user show -p MainPID --value dbus.service`, started first if it is not running.
+fn session_bus_service() -> u32 {
     let main_pid = || {
         let out = Command::new("systemctl")
             .args(["--user", "show", "-p", "MainPID", "--value", "dbus.service"])
@@ -255,8 +280,7 @@ type Side<'a> = Box<dyn FnMut() + 'a>;
 /// start, its new connection, the host's probe and wrap); with the manager's and the broker's CPU
 /// per launch.
 fn routes(env: &Env, systemd_run: &Path, exec: &Path, rounds: usize) {
-    let broker = session_bus_broker();
-    let manager = parent_of(broker);
+    let (broker, broker_name, manager) = session_bus_broker();
     let private = with_overrides(
         env,
         &[(
@@ -363,7 +387,7 @@ fn routes(env: &Env, systemd_run: &Path, exec: &Path, rounds: usize) {
     held.kill().expect("kill sleep");
     held.wait().expect("reap sleep");
     let bare = medians[0];
-    println!("ways to the manager, {rounds} rounds (manager pid {manager}, session bus broker pid {broker}):");
+    println!("ways to the manager, {rounds} rounds (manager pid {manager}, session bus broker {broker_name} pid {broker}):");
     for (side, (name, _)) in sides.iter().enumerate() {
         let median = medians[side];
         println!(

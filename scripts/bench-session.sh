@@ -6,12 +6,15 @@
 # bare systemd-run, a launch along each route, the floor, a plain spawn, and the manager's and the
 # broker's CPU per launch.
 #
-#   scripts/bench-session.sh [RELEASE...]     # default: 12 13
+# A release may name its user bus, RELEASE:dbus-broker (scripts/session-rig.sh --user-bus): the
+# broker's CPU is then dbus-broker's.
+#
+#   scripts/bench-session.sh [RELEASE[:BUS]...]     # default: 12 13 12:dbus-broker 13:dbus-broker
 #   SYNAPS_BENCH_QUICK=1 scripts/bench-session.sh 12
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 releases=("$@")
-[ ${#releases[@]} -gt 0 ] || releases=(12 13)
+[ ${#releases[@]} -gt 0 ] || releases=(12 13 12:dbus-broker 13:dbus-broker)
 
 exec_program=$(scripts/build-exec.sh)
 bench=$(cargo bench --locked --bench launch --no-run --message-format=json 2>/dev/null \
@@ -27,8 +30,10 @@ cp "$bench" "$stage/launch"
 cp "$exec_program" "$stage/synaps-scope-exec"
 chmod -R a+rX "$stage"
 
-for release in "${releases[@]}"; do
-  echo "== Debian $release, as alice in her login session"
-  scripts/session-rig.sh --release "$release" --bind-ro "$stage:/srv/bench" -- \
+for spec in "${releases[@]}"; do
+  release="${spec%%:*}" bus=dbus-daemon
+  [ "$spec" = "$release" ] || bus="${spec#*:}"
+  echo "== Debian $release, as alice in her login session, user bus $bus"
+  scripts/session-rig.sh --release "$release" --user-bus "$bus" --bind-ro "$stage:/srv/bench" -- \
     "SYNAPS_BENCH_ONLY=routes SYNAPS_BENCH_QUICK=${SYNAPS_BENCH_QUICK:-} SYNAPS_BENCH_EXEC=/srv/bench/synaps-scope-exec /srv/bench/launch --bench"
 done

@@ -3,7 +3,7 @@
 # PID 1 in a container, logind, user@UID.service started by a PAM login, /run/user/UID with the
 # session bus, the user's scopes in a delegated cgroup subtree (docs/testing.md).
 #
-#   scripts/session-rig.sh --release 11|12|13 [--bind-ro HOST-DIR:DIR]... -- COMMAND...
+#   scripts/session-rig.sh --release 11|12|13 [--user-bus dbus-daemon|dbus-broker] [--bind-ro HOST-DIR:DIR]... -- COMMAND...
 #   scripts/session-rig.sh --fetch 11 12 13        # only make those roots (once, into the cache)
 #
 # Debian 11 (bullseye: systemd 247, glibc 2.31, Python 3.9), 12 (bookworm: 252, 2.36, 3.11) and 13
@@ -17,18 +17,24 @@
 # COMMAND is one shell command line run by alice's login shell. Inside, /srv/synaps-host holds what
 # the host offers the session (its CA bundle and npm registry, in /etc/profile.d/synaps-rig.sh).
 # The session may run `sudo-bob CMD` to run CMD as bob in his own login session.
+# The user bus is Debian's default, dbus-daemon (dbus-user-session); with --user-bus dbus-broker
+# (Debian 12 and 13) it is dbus-broker, enabled for every user as a user would enable it
+# (`systemctl --global enable dbus-broker.service`, which Fedora and Arch ship as their default)
+# before alice logs in.
 set -euo pipefail
 
 here="$(dirname "$(readlink -f "$0")")"
 releases_known="11 12 13"
-usage="usage: $0 --release ${releases_known// /|} [--bind-ro HOST:DIR]... -- COMMAND | $0 --fetch RELEASE..."
+usage="usage: $0 --release ${releases_known// /|} [--user-bus dbus-daemon|dbus-broker] [--bind-ro HOST:DIR]... -- COMMAND | $0 --fetch RELEASE..."
 
 release=""
+user_bus=dbus-daemon
 fetch_only=()
 binds=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --release) release="${2:-}"; shift 2 ;;
+    --user-bus) user_bus="${2:-}"; shift 2 ;;
     --bind-ro) binds+=("--bind-ro=${2:?$usage}"); shift 2 ;;
     --fetch) shift; fetch_only=("$@"); set --; break ;;
     --) shift; break ;;
@@ -39,7 +45,7 @@ done
 
 cache="${SYNAPS_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/synaps-scope}/roots"
 # Bump when what a root holds changes, so an older cache is made again.
-layout="session-root 1"
+layout="session-root 2"
 
 suite_of() { case "$1" in 11) echo bullseye ;; 12) echo bookworm ;; 13) echo trixie ;; esac; }
 systemd_of() { case "$1" in 11) echo 247 ;; 12) echo 252 ;; 13) echo 257 ;; esac; }
@@ -69,9 +75,14 @@ prepare() {
   npm_dir="$(dirname "$(readlink -f "$node")")/../lib/node_modules/npm"
   [ -f "$npm_dir/bin/npm-cli.js" ] || { echo "session-rig: npm not found beside $node ($npm_dir)" >&2; return 1; }
   echo "session-rig: making a Debian $r ($suite) root with debootstrap (once, into $root)" >&2
+  # A debootstrap that was killed leaves its /proc and /sys mounted in the unfinished root.
+  awk -v under="$tmp/" 'index($2, under) == 1 {print $2}' /proc/mounts | sort -r | xargs -r -n 1 umount -l
   rm -rf "$tmp"; mkdir -p "$cache"
+  # dbus-broker is installed, not enabled: --user-bus chooses it per boot.
+  local broker=""
+  [ "$r" = 11 ] || broker=",dbus-broker"
   debootstrap --variant=minbase \
-    --include=systemd,systemd-sysv,dbus,dbus-user-session,libpam-systemd,procps,binutils,python3,python3-venv,gcc,g++,make,cmake,pkg-config,ca-certificates \
+    --include=systemd,systemd-sysv,dbus,dbus-user-session,libpam-systemd,procps,binutils,python3,python3-venv,gcc,g++,make,cmake,pkg-config,ca-certificates,bubblewrap$broker \
     "$suite" "$tmp" "$(debian_mirror)" >"$cache/$suite.debootstrap.log" 2>&1 \
     || { tail -n 20 "$cache/$suite.debootstrap.log" >&2; echo "session-rig: debootstrap $suite failed" >&2; return 1; }
   chroot "$tmp" useradd -m -u 1000 -s /bin/bash alice
@@ -108,6 +119,10 @@ if [ ${#fetch_only[@]} -gt 0 ]; then
   exit 0
 fi
 case " $releases_known " in *" $release "*) ;; *) echo "session-rig: --release ${releases_known// /|} is needed ($usage)" >&2; exit 2 ;; esac
+case "$release:$user_bus" in
+  *:dbus-daemon | 12:dbus-broker | 13:dbus-broker) ;;
+  *) echo "session-rig: --user-bus $user_bus is not offered on Debian $release ($usage)" >&2; exit 2 ;;
+esac
 [ $# -gt 0 ] || { echo "session-rig: no command given ($usage)" >&2; exit 2; }
 need_tools
 root=$(prepare "$release")
@@ -128,7 +143,7 @@ done
   fi
   registry=$(npm config get registry 2>/dev/null || true)
   [ -z "$registry" ] || printf 'export npm_config_registry=%q npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false\n' "$registry"
-  echo "export SYNAPS_SESSION_RELEASE=$release SYNAPS_SESSION_SYSTEMD=$(systemd_of "$release")"
+  echo "export SYNAPS_SESSION_RELEASE=$release SYNAPS_SESSION_SYSTEMD=$(systemd_of "$release") SYNAPS_SESSION_USER_BUS=$user_bus"
 } >"$host/profile.sh"
 printf '#!/bin/sh\n# Written by scripts/session-rig.sh: asks the host side to run "$*" as bob.\nprintf "%%s\\n" "$*" >/srv/synaps-host/bob.fifo && cat /srv/synaps-host/bob.out.fifo\n' >"$host/as-bob"
 chmod 0644 "$host"/*
@@ -179,6 +194,10 @@ esac
 got=$(nsenter -t "$leader" -a systemctl --version | awk 'NR == 1 {print $2}')
 [ "$got" = "$(systemd_of "$release")" ] || { echo "session-rig: Debian $release booted systemd $got, not $(systemd_of "$release")" >&2; exit 1; }
 
+if [ "$user_bus" = dbus-broker ]; then
+  nsenter -t "$leader" -a systemctl --global enable -q dbus-broker.service
+fi
+
 # Requests to run something as bob come through a FIFO, served here as root for the session.
 mkfifo -m 0666 "$host/bob.fifo" "$host/bob.out.fifo"
 (
@@ -188,7 +207,7 @@ mkfifo -m 0666 "$host/bob.fifo" "$host/bob.out.fifo"
 ) </dev/null >/dev/null 2>&1 &
 bob_server=$!
 
-echo "session-rig: Debian $release booted (systemd $got); running the command as alice in a login session" >&2
+echo "session-rig: Debian $release booted (systemd $got, user bus $user_bus); running the command as alice in a login session" >&2
 status=0
 nsenter -t "$leader" -a runuser -l alice -c "$*" </dev/null || status=$?
 exit "$status"

@@ -6,14 +6,18 @@
 #   - everything scripts/test-dist.sh checks (wheel in a venv, npm package, C tarball from C and
 #     C++ through pkg-config and CMake, shared and static), each child in a scope under
 #     user@1000.service;
-#   - the C tarball's command line: run, wrap, doctor (which names the release's systemd);
+#   - the C tarball's command line: run, wrap, doctor (which names the release's systemd); run
+#     from an unprivileged sandbox's pid namespace (bwrap --unshare-pid, a user namespace);
 #   - the wheel: run, Popen, asyncio, a login shell through a real PTY keeping its -bash argv[0],
 #     and scope handles: pids, stats, a kill of a tree with setsid escapees that leaves the caller
 #     untouched, the caller's own scope refused, and bob's (uid 1001) scope refused with a clear
 #     error (tests/dist/check_session.py); the same handles from C (tests/dist/handles.c, through
 #     pkg-config) and from Node (tests/dist/check_session.js).
 #
-#   scripts/test-session.sh DIST-DIRECTORY [RELEASE...]     # default: 11 12 13
+# A release may name its user bus, RELEASE:dbus-broker (12 and 13; scripts/session-rig.sh
+# --user-bus); the checks then also see that the session bus is dbus-broker.
+#
+#   scripts/test-session.sh DIST-DIRECTORY [RELEASE[:BUS]...]     # default: 11 12 13
 set -euo pipefail
 
 if [ "${1:-}" != --inside ]; then
@@ -33,14 +37,16 @@ if [ "${1:-}" != --inside ]; then
   cp "$here/test-dist.sh" "$here/test-session.sh" "$stage/"
   chmod -R a+rX "$stage"
   summary=()
-  for release in "${releases[@]}"; do
-    echo "== Debian $release: the artifacts as a normal user in a login session"
-    log="$stage/session-$release.log"
+  for spec in "${releases[@]}"; do
+    release="${spec%%:*}" bus=dbus-daemon
+    [ "$spec" = "$release" ] || bus="${spec#*:}"
+    echo "== Debian $release, user bus $bus: the artifacts as a normal user in a login session"
+    log="$stage/session-$release-$bus.log"
     started=$SECONDS
-    "$here/session-rig.sh" --release "$release" --bind-ro "$stage:/srv/synaps" -- \
+    "$here/session-rig.sh" --release "$release" --user-bus "$bus" --bind-ro "$stage:/srv/synaps" -- \
       "bash /srv/synaps/test-session.sh --inside $version" 2>&1 | tee "$log" \
-      || { echo "test-session: FAILED on Debian $release" >&2; exit 1; }
-    summary+=("Debian $release (systemd $(sed -n 's/.*booted (systemd \([0-9]*\)).*/\1/p' "$log" | head -n 1)): $(grep -c '^ok: ' "$log") checks passed as alice in $((SECONDS - started)) s")
+      || { echo "test-session: FAILED on Debian $release with $bus" >&2; exit 1; }
+    summary+=("Debian $release (systemd $(sed -n 's/.*booted (systemd \([0-9]*\),.*/\1/p' "$log" | head -n 1), $bus): $(grep -c '^ok: ' "$log") checks passed as alice in $((SECONDS - started)) s")
   done
   printf '%s\n' "${summary[@]}"
   exit 0
@@ -53,6 +59,13 @@ uid=$(id -u)
 [ -n "${XDG_RUNTIME_DIR:-}" ] && [ -S "$XDG_RUNTIME_DIR/bus" ] || fail "no session bus: XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-(unset)}"
 own=$(sed -n 's/^0:://p' /proc/self/cgroup)
 [[ "$own" == /user.slice/user-"$uid".slice/session-*.scope ]] || fail "not in a logind session scope: $own"
+bus_service=$(systemctl --user show -p Id --value dbus.service)
+case "$SYNAPS_SESSION_USER_BUS:$bus_service" in
+  dbus-daemon:dbus.service | dbus-broker:dbus-broker.service) ;;
+  *) fail "the user bus should be $SYNAPS_SESSION_USER_BUS, but dbus.service is $bus_service" ;;
+esac
+pgrep -u "$uid" -x "$SYNAPS_SESSION_USER_BUS" >/dev/null || fail "no $SYNAPS_SESSION_USER_BUS of uid $uid runs"
+echo "ok: the session bus is $SYNAPS_SESSION_USER_BUS ($bus_service)"
 echo "ok: a login session of $(id -un) (uid $uid) in $own, $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | awk 'NR == 1 {print $NF}'), $(python3 --version), node $(node --version)"
 
 work="$(mktemp -d)"
@@ -69,6 +82,11 @@ out=$("$prefix/bin/synaps-scope" run -- sh -c 'grep ^0:: /proc/$$/cgroup')
 [[ "$out" == "0::/user.slice/user-$uid.slice/user@$uid.service/app.slice/synaps-tool-"*.scope ]] \
   || fail "synaps-scope run did not land in a scope of user@$uid.service: $out"
 pass "synaps-scope run: ${out#0::}"
+out=$(bwrap --dev-bind / / --unshare-pid --proc /proc -- "$prefix/bin/synaps-scope" run -- sh -c 'echo "pid $$ $(grep ^0:: /proc/self/cgroup)"') \
+  || fail "synaps-scope run in an unprivileged sandbox's pid namespace (bwrap --unshare-pid) failed: $out"
+[[ "$out" == "pid "[0-9]*" 0::/user.slice/user-$uid.slice/user@$uid.service/app.slice/synaps-tool-"*.scope ]] \
+  || fail "synaps-scope run from bwrap --unshare-pid did not land in a scope of user@$uid.service: $out"
+pass "synaps-scope run in an unprivileged sandbox's pid namespace (bwrap --unshare-pid, $(bwrap --version)): ${out}"
 out=$("$prefix/bin/synaps-scope" wrap -- true)
 grep -q -- "--unit=synaps-tool-[0-9a-f]\{32\}\.scope" <<<"$out" || fail "synaps-scope wrap printed no scope unit: $out"
 pass "synaps-scope wrap"

@@ -6,7 +6,8 @@
 #     on user@.service, and on every slice of the user's manager), a daemon started from a login shell and one started in
 #     a terminal tab's scope: scoped, oomd's own journal line names the runaway's scope and the
 #     daemon and its other tool live on; on Debian 13 each with its control (scopes off), where
-#     oomd kills the daemon's own cgroup;
+#     oomd kills the daemon's own cgroup, and the swap rule once more with dbus-broker as alice's
+#     session bus;
 #   - the operator's cap (tool_scope_slice with MemoryMax=: the kernel's OOM killer inside the
 #     tool's scope) and R12 against real limits;
 #   - scope handles against real memory and pids controllers from Python (the wheel), C (a program
@@ -30,7 +31,9 @@ scoped_cases="swap:login:scoped swap:tab:scoped user:tab:scoped slices:tab:scope
 cases_of() { # cases_of RELEASE
   local case
   if [ -n "${SYNAPS_VM_CASES:-}" ]; then echo "$SYNAPS_VM_CASES"
-  elif [ "$1" = 13 ]; then for case in $scoped_cases; do printf '%s %s ' "$case" "${case%:scoped}:direct"; done
+  elif [ "$1" = 13 ]; then
+    for case in $scoped_cases; do printf '%s %s ' "$case" "${case%:scoped}:direct"; done
+    echo swap:login:scoped:dbus-broker
   else echo "$scoped_cases"; fi
 }
 

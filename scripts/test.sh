@@ -10,7 +10,7 @@
 # systemd version (among them 64 launches at once against 64 bare systemd-run), the long runs
 # (scripts/long-run.sh) on the newest, and every artifact of scripts/dist.sh (wheel, npm package,
 # C tarball, crates) installed and used from outside the repository (scripts/test-dist.sh) on the oldest and the newest, and again as a normal user in a
-# login session of booted Debian 11, 12 and 13 (scripts/test-session.sh: systemd 247, 252, 257;
+# login session of booted Debian 11, 12 and 13 (scripts/test-session.sh: systemd 247, 252, 257; 12 and 13 also with dbus-broker as the user bus;
 # in 12 and 13 also a short run of the launch benchmark's ways to the manager, scripts/bench-session.sh),
 # and against the real systemd-oomd with a real kernel's memory controller in a virtual machine
 # of Debian 12 and 13 (scripts/test-vm.sh).
@@ -384,12 +384,15 @@ booted_phase() {
 }
 if [ -n "$releases" ]; then
   # shellcheck disable=SC2086 # one release per word
+  # Debian 12 and 13 once more with dbus-broker as the user bus (Fedora's and Arch's default).
+  with_broker=$(for r in $releases; do case "$r" in 12|13) printf ' %s:dbus-broker' "$r" ;; esac; done)
+  # shellcheck disable=SC2086 # one release per word
   booted_phase "the booted roots of Debian $releases" "$roots_pid" "$roots_log" \
-    '^Debian [0-9]+ \(systemd [0-9]+\): [0-9]+ checks passed' "the artifacts in a booted login session" \
-    scripts/test-session.sh "$dist" $releases
+    '^Debian [0-9]+ \(systemd [0-9]+, [a-z-]+\): [0-9]+ checks passed' "the artifacts in a booted login session" \
+    scripts/test-session.sh "$dist" $releases $with_broker
   roots_pid=""
   # The benchmark is built here, against this machine's glibc (2.36): Debian 11's 2.31 cannot run it.
-  bench_releases=$(for r in $releases; do case "$r" in 12|13) printf '%s ' "$r" ;; esac; done)
+  bench_releases=$(for r in $releases; do case "$r" in 12|13) printf '%s ' "$r" ;; esac; done)$with_broker
   if want bench && [ -n "$bench_releases" ]; then
     echo "== the launch benchmark's ways to the manager as alice in a login session of Debian $bench_releases"
     # shellcheck disable=SC2086 # one release per word

@@ -47,7 +47,7 @@ case "$timeout" in '' | *[!0-9]*) echo "vm-rig: --timeout takes whole seconds, n
 
 cache="${SYNAPS_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/synaps-scope}/vm"
 # Bump when what an image holds changes, so an older cache is made again.
-layout="vm-image 4"
+layout="vm-image 5"
 
 suite_of() { case "$1" in 12) echo bookworm ;; 13) echo trixie ;; esac; }
 systemd_of() { case "$1" in 12) echo 252 ;; 13) echo 257 ;; esac; }
@@ -108,9 +108,11 @@ prepare() {
   local tmp="$dir.tmp" root started=$SECONDS
   root="$tmp/root"
   echo "vm-rig: making a Debian $r ($suite) disk image with debootstrap (once, into $dir)" >&2
+  # A debootstrap that was killed leaves its /proc and /sys mounted in the unfinished root.
+  awk -v under="$tmp/" 'index($2, under) == 1 {print $2}' /proc/mounts | sort -r | xargs -r -n 1 umount -l
   rm -rf "$tmp"; mkdir -p "$tmp"
   debootstrap --variant=minbase \
-    --include=systemd,systemd-sysv,systemd-oomd,udev,kmod,dbus,dbus-user-session,libpam-systemd,procps,python3,python3-venv,python3-pip,linux-image-cloud-amd64,initramfs-tools \
+    --include=systemd,systemd-sysv,systemd-oomd,udev,kmod,dbus,dbus-user-session,dbus-broker,libpam-systemd,procps,python3,python3-venv,python3-pip,linux-image-cloud-amd64,initramfs-tools \
     "$suite" "$root" "$(debian_mirror)" >"$cache/$suite.debootstrap.log" 2>&1 \
     || { tail -n 20 "$cache/$suite.debootstrap.log" >&2; echo "vm-rig: debootstrap $suite failed" >&2; return 1; }
   chroot "$root" useradd -m -u 1000 -s /bin/bash alice

@@ -5,7 +5,7 @@
 # in its own daemon scope (daemon_scope_slice) and launches an idle tool and a runaway (hog.py),
 # each through the installed `synaps-scope run`.
 #
-#   scenarios.sh oomd CASE...   CASE = RULE:PLACEMENT:MODE
+#   scenarios.sh oomd CASE...   CASE = RULE:PLACEMENT:MODE[:BUS]
 #       RULE       swap        ManagedOOMSwap=kill on -.slice (Fedora 34, Ubuntu 22.04)
 #                  user        ManagedOOMMemoryPressure=kill on user@.service (Ubuntu, Fedora today)
 #                  slices      ManagedOOMMemoryPressure=kill on every slice of the user's manager (user/slice.d/)
@@ -13,6 +13,8 @@
 #                  tab         ... from a terminal tab's own scope under app.slice
 #       MODE       scoped      every launch in its own scope (the default)
 #                  direct      the control: SYNAPS_PROCESS_SCOPES=off for the daemon and its tools
+#       BUS        dbus-daemon alice's session bus as Debian ships it (the default)
+#                  dbus-broker her session bus is dbus-broker (Fedora's and Arch's), for this case
 #   scenarios.sh cap            the operator's cap: tool_scope_slice with MemoryMax=, the kernel's
 #                               OOM killer inside the tool's scope; R12's warnings
 #   scenarios.sh handles        scope handles against real controllers: Python, C, Node
@@ -183,10 +185,31 @@ sweep() {
   wait_until 20 sh -c '! pgrep -u alice -f "/srv/synaps/(daemon|hog)\.py" >/dev/null' || true
 }
 
-# oomd_case RULE PLACEMENT MODE
+# user_bus BUS: alice's session bus becomes BUS (dbus-daemon or dbus-broker), as a user switches it
+# (`systemctl --global enable dbus-broker.service`, whose alias is dbus.service), and her manager,
+# started anew, is on it.
+user_bus() {
+  local bus="$1" service=dbus.service
+  case "$bus" in
+    dbus-broker) systemctl --global enable -q dbus-broker.service; service=dbus-broker.service ;;
+    dbus-daemon) systemctl --global disable -q dbus-broker.service ;;
+    *) fail "unknown user bus $bus" ;;
+  esac
+  # Her manager starts anew (she lingers), as at her next login after the switch.
+  timeout 120 systemctl restart user@1000.service || fail "alice's manager did not restart within 120 s"
+  alice 'systemctl --user start dbus.socket dbus.service' || fail "alice's session bus did not start as $bus"
+  [ "$(alice 'systemctl --user show -p Id --value dbus.service')" = "$service" ] || fail "alice's dbus.service is not $service"
+  wait_until 10 pgrep -u alice -x "$bus" >/dev/null || fail "no $bus of alice's runs"
+  # Her manager joins the new bus: a question over the bus alone is answered.
+  wait_until 10 runuser -l alice -c 'env -u XDG_RUNTIME_DIR DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus systemctl --user show -p Version >/dev/null 2>&1' \
+    || fail "alice's manager is not on her $bus"
+}
+
+# oomd_case RULE PLACEMENT MODE [BUS]
 oomd_case() {
-  local rule="$1" placement="$2" mode="$3" scopes=on state cursor line killed daemon_cg hog_cg idle_cg
+  local rule="$1" placement="$2" mode="$3" bus="${4:-dbus-daemon}" scopes=on state cursor line killed daemon_cg hog_cg idle_cg
   [ "$mode" = direct ] && scopes=off
+  [ "$bus" = dbus-daemon ] || user_bus "$bus"
   configure "$rule"
   state=$(mktemp -d /tmp/case.XXXXXX); chmod 0777 "$state"
   drain_swap
@@ -203,6 +226,13 @@ oomd_case() {
     tab) alice "exec systemd-run --user --scope --quiet --unit=vte-spawn-$(cat /proc/sys/kernel/random/uuid).scope -- sh -c 'exec $daemon'" >"$state/log" 2>&1 & ;;
   esac
   wait_until 30 test -s "$state/hog" || { cat "$state/log"; fail "$rule/$placement/$mode: the daemon did not launch its tools"; }
+  local by=""
+  if [ "$bus" != dbus-daemon ]; then
+    # The launches reach the manager through this bus, not past it.
+    by=$(alice 'synaps-scope doctor' | sed -n 's/^reached by: *//p')
+    [[ "$by" == "session bus "* ]] || fail "$rule/$placement/$mode: with $bus, doctor says the launches reach the manager by: $by"
+    by=" (session bus: $bus)"
+  fi
   daemon_cg=$(cgroup_in "$state/daemon"); hog_cg=$(cgroup_in "$state/hog"); idle_cg=$(cgroup_in "$state/idle")
   case "$mode" in
     scoped)
@@ -243,7 +273,7 @@ oomd_case() {
       alive "$(pid_of "$state/idle")" || fail "$rule/$placement/scoped: the daemon's other tool died with the runaway"
       wait_until 30 test -s "$state/after" || fail "$rule/$placement/scoped: the daemon launched nothing after the kill"
       [[ "$(cat "$state/after")" == */app.slice/synaps-tool-*.scope\ exit\ 0\ * ]] || fail "$rule/$placement/scoped: the next tool: $(cat "$state/after")"
-      ok "$rule rule, daemon $where, scoped: oomd killed the runaway's scope alone after $acted s, the daemon and its other tool live on and it launched the next tool (memory pressure then: $pressures): \"$line\""
+      ok "$rule rule, daemon $where$by, scoped: oomd killed the runaway's scope alone after $acted s, the daemon and its other tool live on and it launched the next tool (memory pressure then: $pressures): \"$line\""
       # Debian's systemd-oomd ships ManagedOOMMemoryPressure=kill on user@.service, as Fedora 34 and
       # Ubuntu 22.04 did beside the swap rule: with the swap rule, both kinds cover the scope, and
       # the handle must say it cannot tell which acted rather than guess.
@@ -268,6 +298,7 @@ oomd_case() {
   sweep "$daemon_cg" "$hog_cg" "$idle_cg"
   manager_running "after the $rule/$placement/$mode case"
   rm -rf "$state"
+  [ "$bus" = dbus-daemon ] || user_bus dbus-daemon
 }
 
 # The operator's cap: a slice with MemoryMax= in alice's unit files, named by tool_scope_slice.
@@ -312,7 +343,7 @@ check_machine
 install_artifacts
 what="${1:-}"; shift || true
 case "$what" in
-  oomd) for c in "$@"; do IFS=: read -r rule placement mode <<<"$c"; oomd_case "$rule" "$placement" "$mode"; done ;;
+  oomd) for c in "$@"; do IFS=: read -r rule placement mode bus <<<"$c"; oomd_case "$rule" "$placement" "$mode" "$bus"; done ;;
   cap) cap_case ;;
   handles)
     alice "~/venv/bin/python $here/handles.py" || fail "the Python wheel's handles"
