@@ -45,7 +45,7 @@ done
 
 cache="${SYNAPS_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/synaps-scope}/roots"
 # Bump when what a root holds changes, so an older cache is made again.
-layout="session-root 2"
+layout="session-root 3"
 
 suite_of() { case "$1" in 11) echo bullseye ;; 12) echo bookworm ;; 13) echo trixie ;; esac; }
 systemd_of() { case "$1" in 11) echo 247 ;; 12) echo 252 ;; 13) echo 257 ;; esac; }
@@ -87,6 +87,12 @@ prepare() {
     || { tail -n 20 "$cache/$suite.debootstrap.log" >&2; echo "session-rig: debootstrap $suite failed" >&2; return 1; }
   chroot "$tmp" useradd -m -u 1000 -s /bin/bash alice
   chroot "$tmp" useradd -m -u 1001 -s /bin/bash bob
+  # Debian's dbus-broker package makes itself the system and the user bus when installed; the
+  # release's default is dbus-daemon, and --user-bus chooses per boot.
+  if [ -n "$broker" ]; then
+    chroot "$tmp" systemctl disable -q dbus-broker.service
+    chroot "$tmp" systemctl --global disable -q dbus-broker.service
+  fi
   # bob lingers: his user manager runs from boot, so a scope of his outlives the login that made it.
   mkdir -p "$tmp/var/lib/systemd/linger"; touch "$tmp/var/lib/systemd/linger/bob"
   # The machine's Node 20 (an upstream build, glibc 2.28) and its npm, where users put such a build.

@@ -64,6 +64,9 @@ case "$SYNAPS_SESSION_USER_BUS:$bus_service" in
   dbus-daemon:dbus.service | dbus-broker:dbus-broker.service) ;;
   *) fail "the user bus should be $SYNAPS_SESSION_USER_BUS, but dbus.service is $bus_service" ;;
 esac
+# The bus starts when first spoken to (dbus.socket): speak to it, then see who answered.
+busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus GetId >/dev/null \
+  || fail "the session bus does not answer"
 pgrep -u "$uid" -x "$SYNAPS_SESSION_USER_BUS" >/dev/null || fail "no $SYNAPS_SESSION_USER_BUS of uid $uid runs"
 echo "ok: the session bus is $SYNAPS_SESSION_USER_BUS ($bus_service)"
 echo "ok: a login session of $(id -un) (uid $uid) in $own, $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | awk 'NR == 1 {print $NF}'), $(python3 --version), node $(node --version)"

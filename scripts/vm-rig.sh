@@ -47,7 +47,7 @@ case "$timeout" in '' | *[!0-9]*) echo "vm-rig: --timeout takes whole seconds, n
 
 cache="${SYNAPS_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/synaps-scope}/vm"
 # Bump when what an image holds changes, so an older cache is made again.
-layout="vm-image 5"
+layout="vm-image 6"
 
 suite_of() { case "$1" in 12) echo bookworm ;; 13) echo trixie ;; esac; }
 systemd_of() { case "$1" in 12) echo 252 ;; 13) echo 257 ;; esac; }
@@ -116,6 +116,10 @@ prepare() {
     "$suite" "$root" "$(debian_mirror)" >"$cache/$suite.debootstrap.log" 2>&1 \
     || { tail -n 20 "$cache/$suite.debootstrap.log" >&2; echo "vm-rig: debootstrap $suite failed" >&2; return 1; }
   chroot "$root" useradd -m -u 1000 -s /bin/bash alice
+  # Debian's dbus-broker package makes itself the system and the user bus when installed; the
+  # release's default is dbus-daemon, and a scenario that wants dbus-broker switches to it.
+  chroot "$root" systemctl disable -q dbus-broker.service
+  chroot "$root" systemctl --global disable -q dbus-broker.service
   # alice's user manager runs from boot and stays between her logins.
   mkdir -p "$root/var/lib/systemd/linger"; touch "$root/var/lib/systemd/linger/alice"
   echo synaps-vm >"$root/etc/hostname"

@@ -146,6 +146,31 @@ impl Manager {
         }
     }
 
+    /// The pid of this manager's session bus broker (`dbus.service`'s main process), started by
+    /// [`Manager::with_session_bus`].
+    pub fn session_bus_broker(&self) -> u32 {
+        let mut show = Command::new("systemctl");
+        show.args(["--user", "show", "-p", "MainPID", "--value", "dbus.service"]);
+        set_env(&mut show, &self.env());
+        let broker: u32 = String::from_utf8(show.output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .expect("dbus.service's MainPID");
+        assert_ne!(broker, 0, "the session bus's broker runs");
+        broker
+    }
+
+    /// This manager's environment with its session bus's address as well.
+    pub fn with_its_session_bus_address(&self) -> Vec<(OsString, OsString)> {
+        let mut env = self.env();
+        env.push((
+            "DBUS_SESSION_BUS_ADDRESS".into(),
+            format!("unix:path={}/bus", self.runtime_dir.display()).into(),
+        ));
+        env
+    }
+
     /// The environment of a client that knows only this manager's session bus address.
     pub fn session_bus_only(&self) -> Vec<(OsString, OsString)> {
         let mut env = env_without(&self.env(), &["XDG_RUNTIME_DIR"]);

@@ -56,20 +56,8 @@ fn all_scoped(label: &str, n: usize, env: &[(OsString, OsString)], extra: &[&str
 fn a_stopped_broker_costs_a_burst_one_wait_not_one_per_launch() {
     let Some(rig) = rig() else { return };
     let manager = Manager::with_session_bus(&rig);
-    let mut env = common::with_wrapper(&manager.env(), "synaps-scope-exec");
-    env.push((
-        "DBUS_SESSION_BUS_ADDRESS".into(),
-        format!("unix:path={}/bus", manager.runtime_dir.display()).into(),
-    ));
-    let mut show = Command::new("systemctl");
-    show.args(["--user", "show", "-p", "MainPID", "--value", "dbus.service"]);
-    set_env(&mut show, &manager.env());
-    let broker: u32 = String::from_utf8(show.output().unwrap().stdout)
-        .unwrap()
-        .trim()
-        .parse()
-        .expect("dbus.service's MainPID");
-    assert_ne!(broker, 0, "the session bus's broker runs");
+    let env = common::with_wrapper(&manager.with_its_session_bus_address(), "synaps-scope-exec");
+    let broker = manager.session_bus_broker();
     common::signal(broker, Signal::STOP);
     let outcome = std::panic::catch_unwind(|| {
         all_scoped("sixteen-at-1s", 16, &env, &["--probe-timeout-ms", "1000"]);

@@ -515,6 +515,22 @@ fn two_hundred_fifty_six_c_threads_launching_at_once_each_start_in_their_own_sco
     assert!(out.contains("all scoped, each once"), "{out}");
 }
 
+/// A stopped session bus broker costs a burst of library launches from C threads one wait, not
+/// one per launch: 256 at once, each through the launcher program, all in their scopes.
+#[test]
+fn a_stopped_broker_costs_a_burst_of_c_threads_one_wait() {
+    let Some(rig) = rig() else { return };
+    let manager = common::Manager::with_session_bus(&rig);
+    let env = common::with_wrapper(&manager.with_its_session_bus_address(), "synaps-scope-exec");
+    let broker = manager.session_bus_broker();
+    let _alone = MACHINE.write().unwrap_or_else(|p| p.into_inner());
+    common::signal(broker, common::Signal::STOP);
+    let out = std::panic::catch_unwind(|| run_scenario("burst", &env, None));
+    common::signal(broker, common::Signal::CONT);
+    let out = out.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    assert!(out.contains("all scoped, each once"), "{out}");
+}
+
 #[test]
 fn the_header_compiles_as_strict_c99_and_cxx() {
     let include = format!("-I{}", repository().join("include").display());
