@@ -5,6 +5,8 @@
 //! sockets and forks the whole process, whose other threads must be its own.
 
 mod common;
+#[path = "common/forks.rs"]
+mod forks;
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -15,9 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{env_without, rig, Manager, SlowManager};
+use forks::{fork_running, status_within};
 use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{fork, ForkResult, Pid};
+use nix::sys::wait::waitpid;
+use nix::unistd::Pid;
 use synaps_scope::{decide, launcher_for_env, Decision, LauncherOptions, ScopeKind};
 
 /// Held by each test for as long as it runs.
@@ -31,40 +34,6 @@ const FINE: i32 = 0;
 const TOO_LATE: i32 = 1;
 const DIRECT: i32 = 2;
 const KEPT_A_CONNECTION: i32 = 3;
-
-/// Forks a child that runs `child` and leaves with its status; its pid.
-fn fork_running(child: impl FnOnce() -> i32) -> Pid {
-    // SAFETY: the child runs only `child` and then _exit()s; what it uses of this process's state
-    // is what the test is about (the library's, built to be used after fork), and the allocator,
-    // which glibc keeps usable in a child forked from a threaded process.
-    match unsafe { fork() }.expect("fork") {
-        ForkResult::Child => {
-            let status =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(99);
-            // SAFETY: ends the child at once, without running the parent's exit handlers.
-            unsafe { nix::libc::_exit(status) }
-        }
-        ForkResult::Parent { child } => child,
-    }
-}
-
-/// Waits up to `limit` for `child`'s exit status; a child still running then is killed and
-/// reported as hung (None).
-fn status_within(child: Pid, limit: Duration) -> Option<i32> {
-    let end = Instant::now() + limit;
-    loop {
-        match waitpid(child, Some(WaitPidFlag::WNOHANG)).expect("waitpid") {
-            WaitStatus::Exited(_, code) => return Some(code),
-            WaitStatus::Signaled(_, signal, _) => return Some(128 + signal as i32),
-            _ if Instant::now() >= end => {
-                let _ = kill(child, Signal::SIGKILL);
-                let _ = waitpid(child, None);
-                return None;
-            }
-            _ => std::thread::sleep(Duration::from_millis(5)),
-        }
-    }
-}
 
 /// A child's first request: scoped, within `bound` (and the few milliseconds a request takes to
 /// start past its probe).

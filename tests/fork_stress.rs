@@ -8,13 +8,14 @@
 //! request (no bus named: direct, with the once-per-process warning), each within its bound. Its
 //! own test binary: the global subscriber it sets is the process's for good.
 
+#[path = "common/forks.rs"]
+mod forks;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{fork, ForkResult, Pid};
+use forks::{fork_running, status_within};
 use synaps_scope::diag::{install_global_once, CallbackSubscriber, TARGET};
 use synaps_scope::{decide, Decision, LauncherOptions, ScopeKind};
 use tracing::Level;
@@ -56,39 +57,6 @@ fn parents_event(n: u32) {
 /// it in the child.
 fn childs_event(n: u32) {
     callsites!(n; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
-}
-
-/// Forks a child that runs `child` and leaves with its status; its pid.
-fn fork_running(child: impl FnOnce() -> i32) -> Pid {
-    // SAFETY: the child runs only `child` and then _exit()s; what it uses of this process's state
-    // is what the test is about, and the allocator, which glibc keeps usable in a child forked
-    // from a threaded process.
-    match unsafe { fork() }.expect("fork") {
-        ForkResult::Child => {
-            let status =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(99);
-            // SAFETY: ends the child at once, without running the parent's exit handlers.
-            unsafe { nix::libc::_exit(status) }
-        }
-        ForkResult::Parent { child } => child,
-    }
-}
-
-/// `child`'s exit status within 5 s, or None (it hung, and was killed).
-fn status_within_5s(child: Pid) -> Option<i32> {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        match waitpid(child, Some(WaitPidFlag::WNOHANG)).expect("waitpid") {
-            WaitStatus::Exited(_, code) => return Some(code),
-            WaitStatus::Signaled(_, signal, _) => return Some(128 + signal as i32),
-            _ if Instant::now() >= end => {
-                let _ = kill(child, Signal::SIGKILL);
-                let _ = waitpid(child, None);
-                return None;
-            }
-            _ => std::thread::yield_now(),
-        }
-    }
 }
 
 /// What a child does: log, install, ask; 0 when all of it took under a second.
@@ -177,7 +145,7 @@ fn thousands_of_children_forked_amid_log_calls_and_first_uses_of_callsites_never
     let started = Instant::now();
     let (mut hung, mut late, mut not_direct) = (0, 0, 0);
     for n in 0..FORKS {
-        match status_within_5s(fork_running(|| child(n))) {
+        match status_within(fork_running(|| child(n)), Duration::from_secs(5)) {
             Some(0) => {}
             Some(1) => late += 1,
             Some(2) => not_direct += 1,

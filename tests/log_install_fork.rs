@@ -5,14 +5,15 @@
 //! the child would then wait on for ever); a child forked after it inherits the sink. Its own
 //! test binary: the global subscriber it sets is the process's for good.
 
+#[path = "common/forks.rs"]
+mod forks;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{fork, ForkResult, Pid};
+use forks::{fork_running, status_within};
 use synaps_scope::diag::{install_global_once, CallbackSubscriber};
 use tracing::Level;
 
@@ -21,38 +22,6 @@ const RETURNED_WITHOUT_A_DISPATCH: i32 = 0;
 const MADE_A_DISPATCH: i32 = 1;
 const HEARD_ITS_EVENT: i32 = 2;
 const LOST_ITS_EVENT: i32 = 3;
-
-/// Forks a child that runs `child` and leaves with its status; its pid.
-fn fork_running(child: impl FnOnce() -> i32) -> Pid {
-    // SAFETY: the child runs only `child` and then _exit()s; it allocates, which glibc keeps
-    // usable in a child forked from a threaded process.
-    match unsafe { fork() }.expect("fork") {
-        ForkResult::Child => {
-            let status =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(99);
-            // SAFETY: ends the child at once, without running the parent's exit handlers.
-            unsafe { nix::libc::_exit(status) }
-        }
-        ForkResult::Parent { child } => child,
-    }
-}
-
-/// `child`'s exit status within 5 s, or None (it hung, and was killed).
-fn status_within_5s(child: Pid) -> Option<i32> {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        match waitpid(child, Some(WaitPidFlag::WNOHANG)).expect("waitpid") {
-            WaitStatus::Exited(_, code) => return Some(code),
-            WaitStatus::Signaled(_, signal, _) => return Some(128 + signal as i32),
-            _ if Instant::now() >= end => {
-                let _ = kill(child, Signal::SIGKILL);
-                let _ = waitpid(child, None);
-                return None;
-            }
-            _ => std::thread::sleep(Duration::from_millis(2)),
-        }
-    }
-}
 
 /// Events that reached the installed sink, in whichever process.
 static HEARD: AtomicBool = AtomicBool::new(false);
@@ -107,7 +76,7 @@ fn a_child_forked_amid_the_install_neither_waits_nor_makes_a_dispatch_and_one_fo
         }
     });
     assert_eq!(
-        status_within_5s(amid),
+        status_within(amid, Duration::from_secs(5)),
         Some(RETURNED_WITHOUT_A_DISPATCH),
         "a child forked amid its parent's install returns at once without a Dispatch of its own"
     );
@@ -151,7 +120,7 @@ fn a_child_forked_amid_the_install_neither_waits_nor_makes_a_dispatch_and_one_fo
         }
     });
     assert_eq!(
-        status_within_5s(after),
+        status_within(after, Duration::from_secs(5)),
         Some(HEARD_ITS_EVENT),
         "a child forked after the install logs to the inherited sink without installing anew"
     );
