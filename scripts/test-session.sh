@@ -7,7 +7,8 @@
 #     C++ through pkg-config and CMake, shared and static), each child in a scope under
 #     user@1000.service;
 #   - the C tarball's command line: run, wrap, doctor (which names the release's systemd); run
-#     from an unprivileged sandbox's pid namespace (bwrap --unshare-pid, a user namespace);
+#     and doctor with the system bus named as the session bus (the system manager passed over);
+#     run from an unprivileged sandbox's pid namespace (bwrap --unshare-pid, a user namespace);
 #   - the wheel: run, Popen, asyncio, a login shell through a real PTY keeping its -bash argv[0],
 #     and scope handles: pids, stats, a kill of a tree with setsid escapees that leaves the caller
 #     untouched, the caller's own scope refused, and bob's (uid 1001) scope refused with a clear
@@ -85,6 +86,17 @@ out=$("$prefix/bin/synaps-scope" run -- sh -c 'grep ^0:: /proc/$$/cgroup')
 [[ "$out" == "0::/user.slice/user-$uid.slice/user@$uid.service/app.slice/synaps-tool-"*.scope ]] \
   || fail "synaps-scope run did not land in a scope of user@$uid.service: $out"
 pass "synaps-scope run: ${out#0::}"
+# One manager: the system bus named as the session bus (as root's is, where its session bus
+# address is the system bus's). Its org.freedesktop.systemd1 is the system manager: passed over
+# for the user's private socket, and doctor says why.
+report=$(DBUS_SESSION_BUS_ADDRESS=unix:path=/run/dbus/system_bus_socket "$prefix/bin/synaps-scope" doctor) \
+  || fail "synaps-scope doctor with the system bus as the session bus exited $?: $report"
+grep -q "^reached by: *private socket $XDG_RUNTIME_DIR/systemd/private (the session bus passed over: .*is the system manager)" <<<"$report" \
+  || fail "with the system bus as the session bus, doctor does not say it was passed over for the system manager: $report"
+out=$(DBUS_SESSION_BUS_ADDRESS=unix:path=/run/dbus/system_bus_socket "$prefix/bin/synaps-scope" run -- sh -c 'grep ^0:: /proc/$$/cgroup')
+[[ "$out" == "0::/user.slice/user-$uid.slice/user@$uid.service/app.slice/synaps-tool-"*.scope ]] \
+  || fail "with the system bus as the session bus, synaps-scope run did not land in a scope of user@$uid.service: $out"
+pass "the system bus named as the session bus: its manager passed over for the private socket, the launch in ${out#0::}"
 out=$(bwrap --dev-bind / / --unshare-pid --proc /proc -- "$prefix/bin/synaps-scope" run -- sh -c 'echo "pid $$ $(grep ^0:: /proc/self/cgroup)"') \
   || fail "synaps-scope run in an unprivileged sandbox's pid namespace (bwrap --unshare-pid) failed: $out"
 [[ "$out" == "pid "[0-9]*" 0::/user.slice/user-$uid.slice/user@$uid.service/app.slice/synaps-tool-"*.scope ]] \
