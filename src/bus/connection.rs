@@ -977,42 +977,41 @@ fn which_manager(
     let reply = answer.map_err(|e| {
         format!("the owner of {SYSTEMD} there does not answer as a systemd manager ({e})")
     })?;
-    let paths: Vec<&str> = match reply.body.first() {
+    let paths: &[wire::Value] = match reply.body.first() {
         Some(wire::Value::Variant(inner)) => match inner.as_ref() {
-            wire::Value::List(items) => items.iter().filter_map(wire::Value::as_str).collect(),
-            _ => Vec::new(),
+            wire::Value::List(items) => items,
+            _ => &[],
         },
-        _ => Vec::new(),
+        _ => &[],
     };
     let transient = paths
         .iter()
-        .find(|path| path.ends_with("/systemd/transient"))
-        .copied();
+        .filter_map(wire::Value::as_str)
+        .find(|path| path.ends_with("/systemd/transient"));
     let Expected::UserManagerOf(runtime) = expected else {
         return Ok(());
     };
     let theirs = match transient {
         None => {
             return Err(format!(
-                "the owner of {SYSTEMD} there lists no transient units' directory in its unit                  path: not a systemd manager"
+                "the owner of {SYSTEMD} there lists no transient units' directory in its unit \
+                 path: not a systemd manager"
             ))
         }
-        Some(SYSTEM_TRANSIENT) => {
-            return Err(format!("{SYSTEMD} there is the system manager"))
-        }
+        Some(SYSTEM_TRANSIENT) => return Err(format!("{SYSTEMD} there is the system manager")),
         Some(theirs) => theirs,
     };
     let Some(runtime) = runtime else {
         return Ok(());
     };
     let ours = transient_dir_of(runtime.as_bytes());
-    let canonical = std::fs::canonicalize(runtime)
-        .ok()
-        .map(|dir| transient_dir_of(dir.as_os_str().as_bytes()));
-    if theirs.as_bytes() == ours.as_slice()
-        || canonical.is_some_and(|c| theirs.as_bytes() == c)
-        || !listens_in(runtime)
-    {
+    // The runtime directory as the manager may have resolved it, looked up only where the plain
+    // name differs (a greeting is on every launch's path).
+    let canonical_matches = || {
+        std::fs::canonicalize(runtime)
+            .is_ok_and(|dir| theirs.as_bytes() == transient_dir_of(dir.as_os_str().as_bytes()))
+    };
+    if theirs.as_bytes() == ours.as_slice() || canonical_matches() || !listens_in(runtime) {
         return Ok(());
     }
     Err(format!(
