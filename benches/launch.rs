@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use synaps_scope::__bench::{KeptConnection, ScopeRequest};
 use synaps_scope::{
     inherited_env, launcher_for_env, launcher_with_options, set_env, with_overrides,
-    LauncherOptions, ScopeKind,
+    LauncherOptions, ScopeEnding, ScopeHandle, ScopeKind,
 };
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -125,6 +125,49 @@ fn scoped_true(env: &[(OsString, OsString)]) {
     cmd.args(&wrapped.argv[1..]);
     set_env(&mut cmd, env);
     run(&mut cmd);
+}
+
+/// A scoped `sh -c 'read _'` run to its end (stdin closed once it is in its scope); with a
+/// handle, made once it is there and asked how the scope ended after the exit, the time of each
+/// of those two pushed to `timings`.
+fn tool_to_its_end(
+    env: &[(OsString, OsString)],
+    timings: Option<&mut (Vec<Duration>, Vec<Duration>)>,
+) {
+    let launcher = launcher_for_env(env).unwrap().expect("scoped");
+    let argv: Vec<OsString> = vec!["sh".into(), "-c".into(), "read _".into()];
+    let wrapped = launcher.wrap(&argv, env, None);
+    let unit = wrapped.unit.expect("a scope");
+    let mut cmd = Command::new(&wrapped.argv[0]);
+    cmd.args(&wrapped.argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null());
+    set_env(&mut cmd, env);
+    let mut child = cmd.spawn().expect("spawn");
+    let cgroup = format!("/proc/{}/cgroup", child.id());
+    while !std::fs::read_to_string(&cgroup).is_ok_and(|c| c.trim_end().ends_with(&unit)) {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let handle = timings.is_some().then(|| {
+        let started = Instant::now();
+        let handle = ScopeHandle::from_pid(&unit, child.id()).expect("a handle");
+        (handle, started.elapsed())
+    });
+    drop(child.stdin.take());
+    assert!(child.wait().expect("wait").success());
+    if let (Some((handle, made)), Some((making, asking))) = (handle, timings) {
+        let started = Instant::now();
+        let ending = handle.ending(env, Duration::from_secs(1));
+        asking.push(started.elapsed());
+        making.push(made);
+        assert!(
+            matches!(
+                ending.how,
+                ScopeEnding::EndedOnItsOwn | ScopeEnding::Unknown
+            ),
+            "{ending}"
+        );
+    }
 }
 
 /// An environment, as the library takes it.
@@ -537,6 +580,33 @@ fn main() {
         bare_name,
         floor,
         0.7,
+    );
+
+    // 2b. What a scope handle adds to a tool's life: made once the tool is in its scope, asked
+    // how the scope ended after its exit (the rig has no system bus: no subscription to oomd's
+    // signal; tests/oomd_signal.rs counts what that adds).
+    let mut timings = (Vec::new(), Vec::new());
+    let (with_handle, without) = side_by_side(
+        rounds,
+        || tool_to_its_end(&env, Some(&mut timings)),
+        || tool_to_its_end(&env, None),
+    );
+    report(
+        "a tool's life with a handle and its ending",
+        with_handle,
+        "the same without",
+        without,
+        1.1,
+    );
+    println!(
+        "{:<44} {:>10.1} µs  (ScopeHandle::from_pid, the watch set up)",
+        "  making the handle",
+        median(timings.0).as_secs_f64() * 1e6
+    );
+    println!(
+        "{:<44} {:>10.1} µs  (ending() of the ended scope)",
+        "  asking how it ended",
+        median(timings.1).as_secs_f64() * 1e6
     );
 
     // 3. The probe alone: on a kept connection (a request that follows another within half a

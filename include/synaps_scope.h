@@ -85,11 +85,12 @@ typedef enum scope_ending_kind {
   SCOPE_ENDING_KIND_OOMD = 1,
   // The kernel's OOM killer killed `kernel_oom_kills` process(es) in it.
   SCOPE_ENDING_KIND_KERNEL_OOM = 2,
-  // A scope handle's kill emptied it.
+  // A scope handle's kill found processes in it and killed them (a kill that found it empty
+  // is not this).
   SCOPE_ENDING_KIND_HANDLE_KILL = 3,
   // Its processes ended without any of the above.
   SCOPE_ENDING_KIND_ON_ITS_OWN = 4,
-  // It ended, but how cannot be told (no memory controller, and no mark on the cgroup).
+  // It ended, but how cannot be told (no evidence of a kill, and no count of the kernel's).
   SCOPE_ENDING_KIND_UNKNOWN = 5,
 } scope_ending_kind;
 
@@ -102,6 +103,27 @@ typedef enum scope_oomd_rule {
   // `ManagedOOMMemoryPressure=kill`: memory pressure over its limit.
   SCOPE_OOMD_RULE_MEMORY_PRESSURE = 2,
 } scope_oomd_rule;
+
+// What an answer of [`scope_handle_ending`] rests on. The numbers never change meaning.
+typedef enum scope_evidence {
+  // Nothing: no mark, no signal, no count (with [`scope_ending_kind::Unknown`]).
+  SCOPE_EVIDENCE_NONE = 0,
+  // The kernel says processes are in the scope (`cgroup.events`).
+  SCOPE_EVIDENCE_CGROUP_EVENTS = 1,
+  // systemd-oomd's `Killed` signal, sent by the owner of `org.freedesktop.oom1` on the system
+  // bus: no process of the user can send it.
+  SCOPE_EVIDENCE_OOMD_SIGNAL = 2,
+  // oomd's mark on the cgroup, where its signal could not be heard: forgeable.
+  SCOPE_EVIDENCE_OOMD_MARK = 3,
+  // A kill through this handle or a copy of it, in this process.
+  SCOPE_EVIDENCE_OWN_KILL = 4,
+  // The kill mark of a handle in another process: forgeable.
+  SCOPE_EVIDENCE_KILL_MARK = 5,
+  // The kernel's count of OOM kills (`memory.events`), read once the scope was empty.
+  SCOPE_EVIDENCE_MEMORY_EVENTS = 6,
+  // The kernel's count of OOM kills, whose last reading was lost with the cgroup.
+  SCOPE_EVIDENCE_MEMORY_EVENTS_LOST = 7,
+} scope_evidence;
 
 // Severity of a log line; lower is more severe.
 enum scope_log_level
@@ -163,6 +185,10 @@ typedef struct scope_ending {
   enum scope_oomd_rule rule;
   // With [`scope_ending_kind::KernelOom`], how many processes the kernel killed.
   uint64_t kernel_oom_kills;
+  // What the answer rests on.
+  enum scope_evidence evidence;
+  // Whether any process of the user could have made that evidence (a mark on the cgroup).
+  bool forgeable;
 } scope_ending;
 
 // Which kind of scope: [`SCOPE_KIND_TOOL`] or [`SCOPE_KIND_DAEMON`]. A plain integer, so that

@@ -3,7 +3,8 @@
 # and 13 under qemu (scripts/vm-rig.sh) and runs tests/vm/scenarios.sh there as root, with the
 # release artifacts of DIST-DIRECTORY, which alice installs as their READMEs say:
 #   - oomd, both rules distributions ship (ManagedOOMSwap=kill on -.slice; ManagedOOMMemoryPressure=kill
-#     on user@.service, and on every slice of the user's manager), a daemon started from a login shell and one started in
+#     on user@.service, and on every slice of the user's manager; both at once as shipped, each
+#     acting), a daemon started from a login shell and one started in
 #     a terminal tab's scope: scoped, oomd's own journal line names the runaway's scope and the
 #     daemon and its other tool live on; on Debian 13 each with its control (scopes off), where
 #     oomd kills the daemon's own cgroup, and the swap rule once more with dbus-broker as alice's
@@ -24,16 +25,16 @@ dist="$(readlink -f "${1:?usage: $0 DIST-DIRECTORY [RELEASE...]}")"
 shift
 releases=("$@")
 [ ${#releases[@]} -gt 0 ] || releases=(12 13)
-# Every scoped case runs on every release: which cgroup each release's oomd picks is the subject.
-# The controls (scopes off: oomd takes the daemon with the runaway, which share a cgroup when the
-# library launches directly, whatever the release) show what the scopes are for, on the newest.
-scoped_cases="swap:login:scoped swap:tab:scoped user:tab:scoped slices:tab:scoped"
+# Every scoped case runs on every release: which cgroup each release's oomd picks, and which rule
+# its Killed signal names, is the subject. The controls (scopes off: oomd takes the daemon with the
+# runaway, which share a cgroup when the library launches directly, whatever the release) show what
+# the scopes are for, on the newest, for each place a rule is set; there too a runaway in a cgroup
+# below its scope.
+scoped_cases="swap:login:scoped swap:tab:scoped user:tab:scoped slices:tab:scoped both:tab:scoped"
+controls="swap:login:direct swap:tab:direct user:tab:direct slices:tab:direct"
 cases_of() { # cases_of RELEASE
-  local case
   if [ -n "${SYNAPS_VM_CASES:-}" ]; then echo "$SYNAPS_VM_CASES"
-  elif [ "$1" = 13 ]; then
-    for case in $scoped_cases; do printf '%s %s ' "$case" "${case%:scoped}:direct"; done
-    echo swap:login:scoped:dbus-broker
+  elif [ "$1" = 13 ]; then echo "$scoped_cases $controls swap:login:scoped:dbus-broker user:tab:leaf"
   else echo "$scoped_cases"; fi
 }
 

@@ -1,34 +1,42 @@
 //! How a scope ended: killed by systemd-oomd (and under which rule), by the kernel's OOM killer, by
-//! a scope handle's kill, or on its own. The manager collects a scope the moment it ends, its
-//! cgroup with it, so a handle keeps what it needs to answer afterwards:
-//! - the scope's cgroup directory, open: its extended attributes stay readable through that
-//!   descriptor after the cgroup is removed. systemd-oomd writes `user.oomd_ooms` on a cgroup
-//!   before it kills it; a handle's kill writes `user.synaps_kill` the same way.
-//! - the kernel's OOM kills (`memory.events`: `oom_kill`), counted as they happen (`oom_watch`),
-//!   since that file goes with the cgroup.
+//! a scope handle's kill, or on its own; and what that answer rests on ([`Evidence`]). The manager
+//! collects a scope the moment it ends, its cgroup with it, so a handle keeps what it needs to
+//! answer afterwards:
+//! - the scope's cgroup directory, open, and those of the cgroups a tool made below it
+//!   (`oom_watch`): their extended attributes stay readable through those descriptors after the
+//!   cgroups are removed. systemd-oomd writes `user.oomd_ooms` on the cgroup it kills before the
+//!   kill (251 and later) and `user.oomd_kill` after it (every version); a handle's kill that
+//!   found processes writes `user.synaps_kill` before it kills. The user owns these cgroups, so
+//!   any process of the user could have written any of them: a mark is evidence a tool can forge.
+//! - systemd-oomd's `Killed` signal (252 and later), heard on the system bus from the owner of
+//!   `org.freedesktop.oom1` (`oomd_signal`): evidence no process of the user can make, which also
+//!   names the rule. Where it is heard, an oomd mark without the signal is not taken for oomd's.
+//! - the kernel's OOM kills (`memory.events`: `oom_kill`, counting the cgroups below too), counted
+//!   while the scope runs and read a last time once it is empty (`oom_watch`).
 //!
-//! Which oomd rule acted is not written anywhere a user can read; it is told from the rules that
-//! cover the scope (`ManagedOOMSwap=kill` or `ManagedOOMMemoryPressure=kill` on its slices, on
-//! `user@UID.service` or on `-.slice`), asked of the user manager and the system manager, when
-//! only one kind covers it.
+//! Without the signal, which oomd rule acted is told from the rules that cover the scope
+//! (`ManagedOOMSwap=kill` or `ManagedOOMMemoryPressure=kill` on its slices, on `user@UID.service`
+//! or on `-.slice`), asked of the user manager and the system manager, when only one kind covers it
+//! and both managers answered.
 
 use std::ffi::OsString;
 use std::fmt;
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
 use crate::manager;
-use crate::oom_watch::{self, OomKills};
+use crate::oom_watch::{self, OomKills, ScopeWatch};
+use crate::oomd_signal::{self, Said, Subscription};
 
-/// The extended attribute systemd-oomd increments on a cgroup before it kills it.
-const OOMD_KILL_MARK: &str = "user.oomd_ooms";
+/// The extended attributes systemd-oomd writes on a cgroup it kills: before the kill (251 and
+/// later) and after it (every version since 247).
+const OOMD_MARKS: [&str; 2] = ["user.oomd_ooms", "user.oomd_kill"];
 /// The extended attribute a scope handle's kill writes before it kills.
 pub(crate) const HANDLE_KILL_MARK: &str = "user.synaps_kill";
-/// The system bus, where `DBUS_SYSTEM_BUS_ADDRESS` names none (the D-Bus specification's default).
-const SYSTEM_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
 
 /// A rule of systemd-oomd's (`systemd.resource-control(5)`, `ManagedOOMSwap=` and
 /// `ManagedOOMMemoryPressure=`).
@@ -59,23 +67,27 @@ impl OomdRule {
 pub enum ScopeEnding {
     /// Processes are still in the scope.
     Running,
-    /// systemd-oomd killed it. `rule` is None where both rules cover the scope, or the managers
-    /// could not say which do.
+    /// systemd-oomd killed it (the scope's cgroup or one below it). `rule` is the one oomd's
+    /// signal names; without the signal, the one rule that covers the scope, None where both do or
+    /// a manager could not say.
     KilledByOomd {
         /// The rule that acted, where only one could have.
         rule: Option<OomdRule>,
     },
-    /// The kernel's OOM killer killed a process in it (a memory limit of its slice, say).
+    /// The kernel's OOM killer killed a process in it (a memory limit of its slice, say), whatever
+    /// ended the rest.
     KilledByKernelOom {
-        /// How many processes it killed.
+        /// How many processes it killed (at least: see [`Evidence::MemoryEventsLost`]).
         kills: u64,
     },
-    /// A scope handle's kill emptied it (this handle or another, in any process).
+    /// A scope handle's kill (this handle or another, in any process) found processes in it and
+    /// killed them. A kill that found the scope empty (a clean-up after the tool's exit) is not
+    /// this.
     KilledByHandle,
     /// Its processes ended without any of the above.
     EndedOnItsOwn,
-    /// It ended, but how cannot be told: the cgroup has no memory controller to count OOM kills
-    /// by, and no mark of oomd or of a handle's kill is on it.
+    /// It ended, but how cannot be told: no evidence of a kill, and no memory controller to count
+    /// the kernel's OOM kills by (or the count was lost: the cgroup went before its last read).
     Unknown,
 }
 
@@ -112,20 +124,113 @@ impl fmt::Display for ScopeEnding {
     }
 }
 
+/// What an answer of [`ScopeHandle::ending`](crate::ScopeHandle::ending) rests on.
+///
+/// Exhaustive on purpose: every surface maps each one, and a new one must not compile unmapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Evidence {
+    /// The kernel says processes are in the scope (`cgroup.events`).
+    CgroupEvents,
+    /// systemd-oomd's `Killed` signal on the system bus, sent by the owner of
+    /// `org.freedesktop.oom1`: no process of the user can send it.
+    OomdSignal,
+    /// oomd's mark on the cgroup (`user.oomd_ooms`, `user.oomd_kill`), where its signal could not
+    /// be heard: any process of the user could have written it.
+    OomdMark,
+    /// A kill through this handle or a clone of it, in this process.
+    OwnKill,
+    /// The mark of a handle's kill in another process (`user.synaps_kill`): any process of the
+    /// user could have written it.
+    KillMark,
+    /// The kernel's count of OOM kills (`memory.events`), read once the scope was empty.
+    MemoryEvents,
+    /// The kernel's count of OOM kills, but the cgroup went before its last read: kills after the
+    /// last read made are not known.
+    MemoryEventsLost,
+    /// Nothing: no mark, no signal, no count.
+    Nothing,
+}
+
+impl Evidence {
+    /// The evidence's word on every surface: `cgroup-events`, `oomd-signal`, `oomd-mark`,
+    /// `own-kill`, `kill-mark`, `memory-events`, `memory-events-lost` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Evidence::CgroupEvents => "cgroup-events",
+            Evidence::OomdSignal => "oomd-signal",
+            Evidence::OomdMark => "oomd-mark",
+            Evidence::OwnKill => "own-kill",
+            Evidence::KillMark => "kill-mark",
+            Evidence::MemoryEvents => "memory-events",
+            Evidence::MemoryEventsLost => "memory-events-lost",
+            Evidence::Nothing => "none",
+        }
+    }
+
+    /// Whether any process of the user could have made this evidence (a mark on a cgroup the user
+    /// owns): a tool can forge it.
+    pub fn forgeable(self) -> bool {
+        matches!(self, Evidence::OomdMark | Evidence::KillMark)
+    }
+}
+
+impl fmt::Display for Evidence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Evidence::CgroupEvents => "the kernel's cgroup.events",
+            Evidence::OomdSignal => "systemd-oomd's Killed signal",
+            Evidence::OomdMark => "systemd-oomd's mark on the cgroup, which any process of the user could have written",
+            Evidence::OwnKill => "this handle's own kill",
+            Evidence::KillMark => "a handle's kill mark on the cgroup, which any process of the user could have written",
+            Evidence::MemoryEvents => "the kernel's memory.events",
+            Evidence::MemoryEventsLost => "the kernel's memory.events, whose last count was lost with the cgroup",
+            Evidence::Nothing => "nothing",
+        })
+    }
+}
+
+/// How a scope ended, and what that rests on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ending {
+    /// How it ended.
+    pub how: ScopeEnding,
+    /// What that answer rests on.
+    pub evidence: Evidence,
+}
+
+impl fmt::Display for Ending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (told by {})", self.how, self.evidence)
+    }
+}
+
 /// What a handle keeps from the moment it is made, to tell how its scope ended.
 #[derive(Debug)]
 pub(crate) struct Witness {
+    /// The scope's unit name, as oomd's signal names it in the cgroup's path.
+    unit: String,
     /// The scope's cgroup directory, open for its extended attributes.
     dir: OwnedFd,
-    /// The kernel's OOM kills in it, counted as they happen; None without a memory controller.
-    oom_kills: Option<Arc<OomKills>>,
+    /// What is watched while the scope runs: the kernel's OOM kills (with a memory controller)
+    /// and the cgroups made below it; None where the watch could not be set up.
+    watch: Option<Arc<ScopeWatch>>,
+    /// oomd's `Killed` signal, heard since before the handle was made; None where it cannot be.
+    oomd: Option<Arc<Subscription>>,
 }
 
 impl Witness {
-    /// Keeps `dir`, the scope's open cgroup directory, and starts counting its OOM kills.
-    pub(crate) fn keep(dir: OwnedFd) -> Witness {
-        let oom_kills = oom_watch::watch(&dir);
-        Witness { dir, oom_kills }
+    /// Keeps `dir`, the open cgroup directory of the scope `unit`, starts watching it, and
+    /// subscribes to oomd's signal on the system bus that `env` names (first, so that no kill
+    /// after the handle is made goes unheard).
+    pub(crate) fn keep(unit: &str, dir: OwnedFd, env: &[(OsString, OsString)]) -> Witness {
+        let oomd = oomd_signal::subscription(env);
+        let watch = oom_watch::watch(&dir);
+        Witness {
+            unit: unit.to_owned(),
+            dir,
+            watch,
+            oomd,
+        }
     }
 
     /// The open cgroup directory.
@@ -133,8 +238,8 @@ impl Witness {
         &self.dir
     }
 
-    /// Marks the scope as killed through a handle, before the kill; false where the cgroup takes
-    /// no extended attributes (Linux before 5.7).
+    /// Marks the scope as killed through a handle, before a kill that found processes; false
+    /// where the cgroup takes no extended attributes (Linux before 5.7).
     pub(crate) fn mark_handle_kill(&self) -> bool {
         rustix::fs::fsetxattr(
             &self.dir,
@@ -145,8 +250,10 @@ impl Witness {
         .is_ok()
     }
 
-    /// How the scope ended, once it is empty (`running` says whether it still holds processes).
-    /// `killed_here` says whether this handle killed it (where no mark could be written).
+    /// How the scope ended (`running` says whether it still holds processes) and on what that
+    /// rests. `killed_here` says whether this handle or a clone of it killed processes in it.
+    /// An OOM kill, oomd's or the kernel's, comes first: it is what ended the tool, whatever
+    /// swept up after it.
     pub(crate) fn ending(
         &self,
         running: bool,
@@ -154,40 +261,94 @@ impl Witness {
         cgroup: &str,
         env: &[(OsString, OsString)],
         deadline: Instant,
-    ) -> ScopeEnding {
+    ) -> Ending {
+        let told = |how, evidence| Ending { how, evidence };
         if running {
-            return ScopeEnding::Running;
+            return told(ScopeEnding::Running, Evidence::CgroupEvents);
         }
-        if self.marked(OOMD_KILL_MARK) {
-            return ScopeEnding::KilledByOomd {
-                rule: oomd_rule(cgroup, env, deadline),
-            };
+        let oomd_marked = self.marked_anywhere(&OOMD_MARKS);
+        match self.oomd.as_ref().map(|oomd| {
+            // oomd marks before it kills and signals after: with a mark, the signal may still be
+            // on its way.
+            oomd.said_of(&self.unit, oomd_marked.then_some(deadline))
+        }) {
+            Some(Said::Killed(rule)) => {
+                return told(ScopeEnding::KilledByOomd { rule }, Evidence::OomdSignal)
+            }
+            Some(Said::Nothing) => {}
+            Some(Said::CannotTell) | None if oomd_marked => {
+                return told(
+                    ScopeEnding::KilledByOomd {
+                        rule: oomd_rule(cgroup, env, deadline),
+                    },
+                    Evidence::OomdMark,
+                );
+            }
+            Some(Said::CannotTell) | None => {}
         }
-        if killed_here || self.marked(HANDLE_KILL_MARK) {
-            return ScopeEnding::KilledByHandle;
+        let counted = self
+            .watch
+            .as_ref()
+            .and_then(|w| w.kills_once_empty(deadline));
+        let (kills, exact) = match counted {
+            Some(OomKills::Exactly(kills)) => (Some(kills), true),
+            Some(OomKills::AtLeast(kills)) => (Some(kills), false),
+            None => (None, false),
+        };
+        let count = if exact {
+            Evidence::MemoryEvents
+        } else {
+            Evidence::MemoryEventsLost
+        };
+        if let Some(kills @ 1..) = kills {
+            return told(ScopeEnding::KilledByKernelOom { kills }, count);
         }
-        match self.oom_kills.as_ref().map(|k| k.seen()) {
-            Some(0) => ScopeEnding::EndedOnItsOwn,
-            Some(kills) => ScopeEnding::KilledByKernelOom { kills },
-            None => ScopeEnding::Unknown,
+        if killed_here {
+            return told(ScopeEnding::KilledByHandle, Evidence::OwnKill);
+        }
+        if self.marked_anywhere(&[HANDLE_KILL_MARK]) {
+            return told(ScopeEnding::KilledByHandle, Evidence::KillMark);
+        }
+        // No kill of any kind is known. A cgroup below that went unwatched could still hold
+        // oomd's mark, unless oomd's signal would have told.
+        let all_seen =
+            !self.watch.as_ref().is_some_and(|w| w.leaves_missed()) || self.oomd.is_some();
+        match kills {
+            Some(0) if exact && all_seen => told(ScopeEnding::EndedOnItsOwn, count),
+            Some(_) => told(ScopeEnding::Unknown, count),
+            None => told(ScopeEnding::Unknown, Evidence::Nothing),
         }
     }
 
-    fn marked(&self, name: &str) -> bool {
-        let mut value = [0u8; 32];
-        rustix::fs::fgetxattr(&self.dir, name, &mut value).is_ok_and(|n| n > 0)
+    /// Whether any of `names` is on the scope's cgroup or on a cgroup made below it.
+    fn marked_anywhere(&self, names: &[&str]) -> bool {
+        let marked = |dir: &OwnedFd| names.iter().any(|name| has_mark(dir, name));
+        marked(&self.dir)
+            || self
+                .watch
+                .as_ref()
+                .is_some_and(|watch| watch.any_leaf(marked))
+    }
+}
+
+/// Whether the extended attribute `name` is on the cgroup open as `dir`, whatever its value: a
+/// value too long for the buffer (ERANGE) is there all the same.
+fn has_mark(dir: &OwnedFd, name: &str) -> bool {
+    let mut value = [0u8; 32];
+    match rustix::fs::fgetxattr(dir, name, &mut value) {
+        Ok(n) => n > 0,
+        Err(e) => e == rustix::io::Errno::RANGE,
     }
 }
 
 /// Which rule could have made oomd kill the scope at `cgroup`: the one kind that its ancestors
-/// are set to kill by, asked of the manager that owns each.
+/// are set to kill by, asked of the manager that owns each. None where both kinds do, or where any
+/// manager could not say (half the answers could name a rule the other half contradicts).
 fn oomd_rule(cgroup: &str, env: &[(OsString, OsString)], deadline: Instant) -> Option<OomdRule> {
     let user = Route::from_env(env, Fallback::UpTo256);
-    let system_address = env
-        .iter()
-        .find(|(k, v)| k == "DBUS_SYSTEM_BUS_ADDRESS" && !v.is_empty())
-        .map_or_else(|| OsString::from(SYSTEM_BUS), |(_, v)| v.clone());
-    let system = Route::to_system_manager(&system_address);
+    let system = Route::to_system_manager(std::ffi::OsStr::from_bytes(
+        &oomd_signal::system_bus_address(env),
+    ));
     let mut rules = Vec::new();
     for (unit, in_user_manager) in ancestors(cgroup) {
         let route = if in_user_manager { &user } else { &system };
@@ -206,9 +367,7 @@ fn oomd_rule(cgroup: &str, env: &[(OsString, OsString)], deadline: Instant) -> O
             deadline,
         );
         tracing::debug!(target: crate::diag::TARGET, "oomd's rules on {unit}: {asked:?}");
-        let Ok(values) = asked else {
-            continue;
-        };
+        let values = asked.ok()?;
         let kills = |at: usize| values.get(at).and_then(Value::as_str) == Some("kill");
         if kills(0) {
             rules.push(OomdRule::Swap);
@@ -217,6 +376,7 @@ fn oomd_rule(cgroup: &str, env: &[(OsString, OsString)], deadline: Instant) -> O
             rules.push(OomdRule::MemoryPressure);
         }
     }
+    rules.sort_by_key(|rule| rule.as_str());
     rules.dedup();
     match rules.as_slice() {
         [rule] => Some(*rule),

@@ -23,7 +23,7 @@ use rustix::process::{kill_process, Pid, Signal};
 use crate::bounds::deadline_after;
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
-use crate::ending::{ScopeEnding, Witness};
+use crate::ending::{Ending, Witness};
 use crate::manager;
 use crate::unit_name::parse_unit_name;
 
@@ -213,7 +213,7 @@ impl ScopeHandle {
                 cgroup: relative,
             });
         }
-        Self::at(unit, &relative)
+        Self::at(unit, &relative, &own_system_bus())
     }
 
     /// The scope that process `pid` runs in, refused unless it is one of this library's.
@@ -228,7 +228,7 @@ impl ScopeHandle {
                 what: format!("the cgroup {relative} of process {pid}"),
             })?
             .to_owned();
-        Self::at(&unit, &relative)
+        Self::at(&unit, &relative, &own_system_bus())
     }
 
     /// The scope `unit`, found by asking the user manager reachable with `env` for its
@@ -259,10 +259,14 @@ impl ScopeHandle {
                 unit: unit.to_owned(),
             });
         }
-        Self::at(unit, &relative)
+        Self::at(unit, &relative, env)
     }
 
-    fn at(unit: &str, relative: &str) -> Result<ScopeHandle, HandleError> {
+    fn at(
+        unit: &str,
+        relative: &str,
+        env: &[(OsString, OsString)],
+    ) -> Result<ScopeHandle, HandleError> {
         if Path::new(relative).file_name().and_then(|n| n.to_str()) != Some(unit) {
             return Err(HandleError::NotOurs {
                 what: format!("the cgroup {relative}"),
@@ -294,7 +298,7 @@ impl ScopeHandle {
             unit: unit.to_owned(),
             cgroup,
             cgroup_id: meta.st_ino,
-            witness: Arc::new(Witness::keep(dir)),
+            witness: Arc::new(Witness::keep(unit, dir, env)),
             killed_here: Arc::new(AtomicBool::new(false)),
         })
     }
@@ -378,10 +382,14 @@ impl ScopeHandle {
                 own: process_cgroup(std::process::id())?,
             });
         }
-        // Marked first, so that however the scope is collected, every handle can tell it was this.
-        if !self.witness.mark_handle_kill() {
-            self.killed_here.store(true, Ordering::Release);
+        // A kill that finds the scope empty (a clean-up after the tool's exit) killed nothing and
+        // leaves no mark: the scope ended however it ended.
+        if before.is_empty() {
+            return Ok(before);
         }
+        // Marked first, so that however the scope is collected, every handle can tell it was this.
+        self.witness.mark_handle_kill();
+        self.killed_here.store(true, Ordering::Release);
         match method {
             KillMethod::CgroupKill => match self.write_cgroup_kill() {
                 Ok(()) => {}
@@ -433,7 +441,7 @@ impl ScopeHandle {
     /// collected the scope too, from what the handle kept since it was made. Where systemd-oomd
     /// killed it, which rule acted is asked of the user manager (reached with `env`) and the
     /// system manager, within `timeout`; the rule is None where they cannot say.
-    pub fn ending(&self, env: &[(OsString, OsString)], timeout: Duration) -> ScopeEnding {
+    pub fn ending(&self, env: &[(OsString, OsString)], timeout: Duration) -> Ending {
         let running = self.is_still_the_same_scope()
             && fs::read_to_string(self.cgroup.join("cgroup.events"))
                 .is_ok_and(|text| crate::oom_watch::field(&text, "populated") == Some(1));
@@ -471,6 +479,16 @@ impl ScopeHandle {
             pause = (pause * 2).min(Duration::from_millis(20));
         }
     }
+}
+
+/// The system bus of this process's own environment, for a handle made without one: the bus
+/// that oomd's signal is heard on.
+fn own_system_bus() -> Vec<(OsString, OsString)> {
+    let name = OsString::from("DBUS_SYSTEM_BUS_ADDRESS");
+    std::env::var_os(&name)
+        .map(|address| (name, address))
+        .into_iter()
+        .collect()
 }
 
 /// Refuses the cgroup `relative` when the calling process runs in it or below it.

@@ -37,6 +37,7 @@ mod launcher;
 mod manager;
 mod memo;
 mod oom_watch;
+mod oomd_signal;
 mod own_scope;
 mod per_process;
 mod probe;
@@ -56,7 +57,7 @@ pub use decide::{
     decide, decide_in_place, launcher_for_effective_env, launcher_for_env, launcher_with_options,
     Decision, DirectReason, InPlaceDecision, LauncherOptions, ScopeError,
 };
-pub use ending::{OomdRule, ScopeEnding};
+pub use ending::{Ending, Evidence, OomdRule, ScopeEnding};
 pub use env::{
     check_env, inherited_env, parse_env_entry, set_env, with_overrides, EnvEntryError, RefusedEnv,
 };

@@ -1,51 +1,180 @@
-//! Counts the kernel's OOM kills in watched scopes as they happen. A scope made like
-//! `systemd-run --collect` is removed the moment its last process has died, and with it its
-//! `memory.events`; a caller that asks how its tool ended only after the tool's exit status is in
-//! would find nothing to read. So one thread per process waits (`epoll`, no polling) on the
-//! `memory.events` and `cgroup.events` of every scope a handle was made for, and copies the
-//! `oom_kill` count out each time the kernel says it changed, until the scope is empty.
+//! Watches the scopes that handles were made for, while they run, for what goes with their cgroups
+//! when the manager collects them: the kernel's OOM kills (`memory.events`) and the cgroups a tool
+//! made below its scope (where systemd-oomd, which kills leaf cgroups, leaves its mark).
 //!
-//! What a watch holds is bounded by the scopes still running that have a handle: a scope's files are
-//! closed once it is empty (or removed). A forked child starts a watcher of its own on first use and
-//! never reads the parent's (`crate::per_process`).
+//! A scope made like `systemd-run --collect` is removed the moment its last process has died, and
+//! with it its files and every cgroup below it; a caller that asks how its tool ended only after
+//! the tool's exit status is in would find nothing to read. So one thread per process waits
+//! (`epoll`, no polling) on the `memory.events` and `cgroup.events` of every scope with a handle,
+//! and on its directories (`inotify`):
+//! - each time the kernel says `memory.events` changed, the `oom_kill` count is copied out;
+//! - once the scope is empty, the count is read a last time: the kernel counts a kill before the
+//!   victim dies, so a read made after `populated` turned 0 holds every kill. Should the manager
+//!   remove the cgroup before that read, the count is marked lost, and the answer is "at least
+//!   the kills seen", never "none";
+//! - each cgroup made below the scope is opened as it appears (its extended attributes stay
+//!   readable through that descriptor after it is removed).
+//!
+//! What a watch holds is bounded by the scopes still running that have a handle: a scope's files
+//! are closed once it is empty or removed. A forked child starts a watcher of its own on first use
+//! and never reads the parent's (`crate::per_process`).
 
 use std::collections::HashMap;
-use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
+use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
 use rustix::fs::{openat, Mode, OFlags};
+use rustix::io::Errno;
 
 use crate::per_process::{lock, PerProcess};
 
-/// The `oom_kill` count of one scope's `memory.events` as last seen; shared with its handles.
-#[derive(Debug, Default)]
-pub(crate) struct OomKills(AtomicU64);
+/// The most cgroups below one scope that are kept open for their marks; a tool that makes more
+/// leaves the rest unread, and its watch says so ([`ScopeWatch::leaves_missed`]).
+const MAX_LEAVES: usize = 64;
 
-impl OomKills {
-    /// The most OOM kills seen in the scope so far.
-    pub(crate) fn seen(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
+/// The epoll token of the inotify instance; scopes' tokens are even (`memory.events`) and odd
+/// (`cgroup.events`) numbers below it.
+const INOTIFY_TOKEN: u64 = u64::MAX;
+
+/// Where a scope's count stands.
+const WATCHING: u8 = 0;
+/// Read a last time once the scope was empty: the count is final.
+const FINAL: u8 = 1;
+/// The cgroup was removed before the last read: kills after the last read made are not known.
+const LOST: u8 = 2;
+
+/// What the watcher learns of one scope while it runs; shared with its handles.
+#[derive(Debug)]
+pub(crate) struct ScopeWatch {
+    /// The most `oom_kill` seen in `memory.events`.
+    kills: AtomicU64,
+    /// `WATCHING`, `FINAL` or `LOST`.
+    settled: AtomicU8,
+    /// Whether the scope has a memory controller: without one there is no count.
+    counted: bool,
+    /// The scope's `memory.events`, for the last read ([`ScopeWatch::settle`]); taken then.
+    memory_events: Mutex<Option<OwnedFd>>,
+    /// The directories of the cgroups made below the scope, opened as they appeared.
+    leaves: Mutex<Vec<Arc<OwnedFd>>>,
+    /// More cgroups appeared below the scope than are kept, or inotify dropped events.
+    leaves_missed: AtomicBool,
+}
+
+/// The kernel's OOM kills in a scope, as far as they are known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OomKills {
+    /// Read once the scope was empty: every kill.
+    Exactly(u64),
+    /// The cgroup was removed before its count could be read a last time: these many, perhaps
+    /// more.
+    AtLeast(u64),
+}
+
+impl ScopeWatch {
+    fn new(memory_events: Option<OwnedFd>, kills: u64) -> Self {
+        ScopeWatch {
+            kills: AtomicU64::new(kills),
+            settled: AtomicU8::new(WATCHING),
+            counted: memory_events.is_some(),
+            memory_events: Mutex::new(memory_events),
+            leaves: Mutex::new(Vec::new()),
+            leaves_missed: AtomicBool::new(false),
+        }
     }
 
     fn record(&self, kills: u64) {
-        self.0.fetch_max(kills, Ordering::AcqRel);
+        self.kills.fetch_max(kills, Ordering::AcqRel);
+    }
+
+    /// Reads the count a last time, the scope being empty; once only. A cgroup already removed
+    /// leaves the count lost.
+    fn settle(&self) {
+        let Some(memory_events) = lock(&self.memory_events).take() else {
+            return;
+        };
+        match oom_kills(&memory_events) {
+            Some(kills) => {
+                self.record(kills);
+                self.settled.store(FINAL, Ordering::Release);
+            }
+            None => self.settled.store(LOST, Ordering::Release),
+        }
+    }
+
+    /// The OOM kills of a scope that is empty: waits for the watcher's last read, up to
+    /// `deadline`, and makes it here if the watcher has not come to it by then (the kernel may
+    /// hold back a change notice of a file for up to 20 ms, and drops it when the cgroup goes).
+    /// None without a memory controller.
+    pub(crate) fn kills_once_empty(&self, deadline: Instant) -> Option<OomKills> {
+        if !self.counted {
+            return None;
+        }
+        let patience = deadline.min(Instant::now() + Duration::from_millis(100));
+        while self.settled.load(Ordering::Acquire) == WATCHING && Instant::now() < patience {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.settle();
+        let kills = self.kills.load(Ordering::Acquire);
+        Some(if self.settled.load(Ordering::Acquire) == FINAL {
+            OomKills::Exactly(kills)
+        } else {
+            OomKills::AtLeast(kills)
+        })
+    }
+
+    /// Whether any cgroup made below the scope answers `marked`.
+    pub(crate) fn any_leaf(&self, marked: impl Fn(&OwnedFd) -> bool) -> bool {
+        lock(&self.leaves).iter().any(|leaf| marked(leaf))
+    }
+
+    /// Whether cgroups below the scope went unwatched (more than are kept, or events dropped).
+    pub(crate) fn leaves_missed(&self) -> bool {
+        self.leaves_missed.load(Ordering::Acquire)
+    }
+
+    fn keep_leaf(&self, leaf: &Arc<OwnedFd>) -> bool {
+        let mut leaves = lock(&self.leaves);
+        if leaves.len() >= MAX_LEAVES {
+            self.leaves_missed.store(true, Ordering::Release);
+            return false;
+        }
+        leaves.push(Arc::clone(leaf));
+        true
     }
 }
 
-/// One watched scope: its open `memory.events` and `cgroup.events`, and where the count goes.
+/// One watched scope: its open `cgroup.events`, its inotify watches, and what is learnt.
 struct Watched {
-    memory_events: OwnedFd,
     cgroup_events: OwnedFd,
-    kills: Arc<OomKills>,
+    /// The watches on the scope's directory and on each kept cgroup below it.
+    watches: Vec<i32>,
+    shared: Arc<ScopeWatch>,
 }
 
-/// The watcher of this process: its epoll instance and what each token watches.
+/// What the watcher's thread and the handles share.
+#[derive(Default)]
+struct Table {
+    /// By token.
+    scopes: HashMap<u64, Watched>,
+    /// The token of each scope watched, by its cgroup's inode number: handles on one scope share
+    /// one watch.
+    by_inode: HashMap<u64, u64>,
+    /// Each directory watched for new cgroups (inotify's watch descriptor): its scope's token and
+    /// the directory, to open what appears in it.
+    directories: HashMap<i32, (u64, Arc<OwnedFd>)>,
+}
+
+/// The watcher of this process: its epoll and inotify instances and what each token watches.
 struct Watcher {
     epoll: Arc<OwnedFd>,
-    watched: Arc<Mutex<HashMap<u64, Watched>>>,
+    inotify: Arc<OwnedFd>,
+    table: Arc<Mutex<Table>>,
     next_token: u64,
 }
 
@@ -53,10 +182,11 @@ struct Watcher {
 /// copied).
 static WATCHER: PerProcess<Mutex<Option<Watcher>>> = PerProcess::new();
 
-/// Starts counting the kernel's OOM kills in the cgroup open as `dir`. Returns the shared count
-/// (already read once), or None where the cgroup has no memory controller (nothing to count) or the
-/// watch could not be set up (a count of zero would then be a guess, not a reading).
-pub(crate) fn watch(dir: &OwnedFd) -> Option<Arc<OomKills>> {
+/// Starts watching the scope whose cgroup is open as `dir`. Returns what is learnt of it (the
+/// count already read once, where the cgroup has a memory controller), or None where the watch
+/// could not be set up (a count of zero would then be a guess, not a reading).
+pub(crate) fn watch(dir: &OwnedFd) -> Option<Arc<ScopeWatch>> {
+    let inode = rustix::fs::fstat(dir).ok()?.st_ino;
     let open = |name: &str| {
         openat(
             dir,
@@ -66,92 +196,257 @@ pub(crate) fn watch(dir: &OwnedFd) -> Option<Arc<OomKills>> {
         )
         .ok()
     };
-    let memory_events = open("memory.events")?;
+    let memory_events = open("memory.events");
     let cgroup_events = open("cgroup.events")?;
-    let kills = Arc::new(OomKills::default());
-    kills.record(oom_kills(&memory_events)?);
     let this_process = WATCHER.get();
     let mut guard = lock(&this_process);
     if guard.is_none() {
         *guard = Some(start()?);
     }
     let watcher = guard.as_mut()?;
+    let mut table = lock(&watcher.table);
+    if let Some(shared) = table
+        .by_inode
+        .get(&inode)
+        .and_then(|token| table.scopes.get(token))
+        .map(|scope| Arc::clone(&scope.shared))
+    {
+        return Some(shared);
+    }
     let token = watcher.next_token;
     watcher.next_token += 2;
-    let mut watched = lock(&watcher.watched);
-    // Edge-triggered: the kernel signals each change of the file once (EPOLLPRI).
+    // Edge-triggered: the kernel signals each change of the file once (EPOLLPRI). The
+    // registration goes with the descriptor, closed at the last read.
     let flags = EventFlags::PRI | EventFlags::ERR | EventFlags::ET;
+    let mut kills = 0;
+    if let Some(memory_events) = &memory_events {
+        kills = oom_kills(memory_events)?;
+        epoll::add(
+            &*watcher.epoll,
+            memory_events,
+            EventData::new_u64(token),
+            flags,
+        )
+        .ok()?;
+    }
+    let shared = Arc::new(ScopeWatch::new(memory_events, kills));
+    if !populated(&cgroup_events) {
+        // Already empty: nothing will change, and the last read is this one.
+        shared.settle();
+        return Some(shared);
+    }
     epoll::add(
-        &*watcher.epoll,
-        &memory_events,
-        EventData::new_u64(token),
-        flags,
-    )
-    .ok()?;
-    if epoll::add(
         &*watcher.epoll,
         &cgroup_events,
         EventData::new_u64(token + 1),
         flags,
     )
-    .is_err()
-    {
-        let _ = epoll::delete(&*watcher.epoll, &memory_events);
-        return None;
+    .ok()?;
+    let mut scope = Watched {
+        cgroup_events,
+        watches: Vec::new(),
+        shared: Arc::clone(&shared),
+    };
+    match dir.try_clone() {
+        Ok(own) => watch_directory(
+            &watcher.inotify,
+            &mut table,
+            token,
+            &mut scope,
+            Arc::new(own),
+        ),
+        Err(_) => shared.leaves_missed.store(true, Ordering::Release),
     }
-    watched.insert(
-        token,
-        Watched {
-            memory_events,
-            cgroup_events,
-            kills: Arc::clone(&kills),
-        },
+    table.scopes.insert(token, scope);
+    table.by_inode.insert(inode, token);
+    Some(shared)
+}
+
+/// Watches `directory` (the scope's, or a cgroup below it) for cgroups made in it, and keeps the
+/// ones already there (made before the watch), each watched in turn.
+fn watch_directory(
+    inotify_fd: &OwnedFd,
+    table: &mut Table,
+    token: u64,
+    scope: &mut Watched,
+    directory: Arc<OwnedFd>,
+) {
+    let path = format!("/proc/self/fd/{}", directory.as_raw_fd());
+    let added = inotify::add_watch(
+        inotify_fd,
+        path.as_str(),
+        WatchFlags::CREATE | WatchFlags::ONLYDIR,
     );
-    Some(kills)
+    let Ok(wd) = added else {
+        scope.shared.leaves_missed.store(true, Ordering::Release);
+        return;
+    };
+    scope.watches.push(wd);
+    table
+        .directories
+        .insert(wd, (token, Arc::clone(&directory)));
+    let Ok(mut entries) = rustix::fs::Dir::read_from(&*directory) else {
+        return;
+    };
+    while let Some(Ok(entry)) = entries.next() {
+        if entry.file_type() != rustix::fs::FileType::Directory {
+            continue;
+        }
+        let name = entry.file_name();
+        if name.to_bytes() == b"." || name.to_bytes() == b".." {
+            continue;
+        }
+        keep_below(inotify_fd, table, token, scope, &directory, name);
+    }
+}
+
+/// Opens the cgroup `name` made in `parent`, keeps it for its marks, and watches it in turn.
+fn keep_below(
+    inotify_fd: &OwnedFd,
+    table: &mut Table,
+    token: u64,
+    scope: &mut Watched,
+    parent: &OwnedFd,
+    name: &std::ffi::CStr,
+) {
+    let opened = openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    );
+    let Ok(leaf) = opened else {
+        return; // Removed already: it held no process worth a mark any more.
+    };
+    let leaf = Arc::new(leaf);
+    if scope.shared.keep_leaf(&leaf) {
+        watch_directory(inotify_fd, table, token, scope, leaf);
+    }
 }
 
 fn start() -> Option<Watcher> {
     let epoll = Arc::new(epoll::create(CreateFlags::CLOEXEC).ok()?);
-    let watched = Arc::new(Mutex::new(HashMap::new()));
-    let (thread_epoll, thread_watched) = (Arc::clone(&epoll), Arc::clone(&watched));
+    let inotify_fd = Arc::new(
+        inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).ok()?,
+    );
+    epoll::add(
+        &*epoll,
+        &*inotify_fd,
+        EventData::new_u64(INOTIFY_TOKEN),
+        EventFlags::IN,
+    )
+    .ok()?;
+    let table = Arc::new(Mutex::new(Table::default()));
+    let (thread_epoll, thread_inotify, thread_table) = (
+        Arc::clone(&epoll),
+        Arc::clone(&inotify_fd),
+        Arc::clone(&table),
+    );
     std::thread::Builder::new()
         .name("synaps-scope-oom-watch".into())
-        .spawn(move || run(&thread_epoll, &thread_watched))
+        .spawn(move || run(&thread_epoll, &thread_inotify, &thread_table))
         .ok()?;
     Some(Watcher {
         epoll,
-        watched,
+        inotify: inotify_fd,
+        table,
         next_token: 0,
     })
 }
 
 /// The watcher's loop: on each change, copies the count out; once a scope is empty or removed,
-/// reads it a last time and closes its files.
-fn run(epoll: &OwnedFd, watched: &Mutex<HashMap<u64, Watched>>) {
+/// reads it a last time and lets go of it; opens each cgroup made below a scope.
+fn run(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &Mutex<Table>) {
     let mut events = Vec::with_capacity(64);
     loop {
         events.clear();
-        if epoll::wait(epoll, spare_capacity(&mut events), None).is_err() {
+        if epoll::wait(epoll_fd, spare_capacity(&mut events), None).is_err() {
             continue; // EINTR
         }
-        let mut table = lock(watched);
+        let mut table = lock(table);
         for event in &events {
-            let token = event.data.u64() & !1;
-            let Some(scope) = table.get(&token) else {
+            let token = event.data.u64();
+            if token == INOTIFY_TOKEN {
+                read_inotify(epoll_fd, inotify_fd, &mut table);
+                continue;
+            }
+            let token = token & !1;
+            let Some(scope) = table.scopes.get(&token) else {
                 continue;
             };
-            let count = oom_kills(&scope.memory_events);
-            if let Some(kills) = count {
-                scope.kills.record(kills);
+            if let Some(kills) = lock(&scope.shared.memory_events)
+                .as_ref()
+                .and_then(oom_kills)
+            {
+                scope.shared.record(kills);
             }
-            if count.is_none() || !populated(&scope.cgroup_events) {
-                if let Some(done) = table.remove(&token) {
-                    let _ = epoll::delete(epoll, &done.memory_events);
-                    let _ = epoll::delete(epoll, &done.cgroup_events);
-                }
+            if !populated(&scope.cgroup_events) {
+                let_go(epoll_fd, inotify_fd, &mut table, token);
             }
         }
     }
+}
+
+/// Takes in what inotify says: a cgroup made below a watched one is kept; a removed scope
+/// directory lets its scope go.
+fn read_inotify(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) {
+    let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+    let mut reader = inotify::Reader::new(inotify_fd, &mut buf);
+    loop {
+        let event = match reader.next() {
+            Ok(event) => event,
+            Err(Errno::INTR) => continue,
+            Err(_) => return, // EAGAIN: all read.
+        };
+        let wd = event.wd();
+        let flags = event.events();
+        if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+            for scope in table.scopes.values() {
+                scope.shared.leaves_missed.store(true, Ordering::Release);
+            }
+            continue;
+        }
+        let Some((token, directory)) = table.directories.get(&wd).cloned() else {
+            continue;
+        };
+        if flags.contains(ReadFlags::IGNORED) {
+            table.directories.remove(&wd);
+            let is_scope_itself = table
+                .scopes
+                .get(&token)
+                .is_some_and(|scope| scope.watches.first() == Some(&wd));
+            if is_scope_itself {
+                let_go(epoll_fd, inotify_fd, table, token);
+            }
+            continue;
+        }
+        if !flags.contains(ReadFlags::CREATE | ReadFlags::ISDIR) {
+            continue;
+        }
+        let Some(name) = event.file_name().map(std::ffi::CStr::to_owned) else {
+            continue;
+        };
+        let table = &mut **table;
+        let Some(mut scope) = table.scopes.remove(&token) else {
+            continue;
+        };
+        keep_below(inotify_fd, table, token, &mut scope, &directory, &name);
+        table.scopes.insert(token, scope);
+    }
+}
+
+/// Reads a scope's count a last time and closes what watched it.
+fn let_go(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &mut Table, token: u64) {
+    let Some(scope) = table.scopes.remove(&token) else {
+        return;
+    };
+    scope.shared.settle();
+    let _ = epoll::delete(epoll_fd, &scope.cgroup_events);
+    for wd in &scope.watches {
+        table.directories.remove(wd);
+        let _ = inotify::remove_watch(inotify_fd, *wd);
+    }
+    table.by_inode.retain(|_, watched| *watched != token);
 }
 
 /// `oom_kill` of an open `memory.events`; None once the cgroup is gone (ENODEV).
@@ -165,7 +460,7 @@ fn populated(cgroup_events: &OwnedFd) -> bool {
     read_at_start(cgroup_events).and_then(|text| field(&text, "populated")) == Some(1)
 }
 
-fn read_at_start(fd: &OwnedFd) -> Option<String> {
+fn read_at_start(fd: impl AsFd) -> Option<String> {
     let mut buf = [0u8; 512];
     let n = rustix::io::pread(fd, &mut buf, 0).ok()?;
     Some(String::from_utf8_lossy(&buf[..n]).into_owned())

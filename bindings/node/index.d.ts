@@ -16,8 +16,9 @@ export declare const WRAPPERS: Readonly<Record<WrapperName, number>>;
 export declare const EXEC_FAILED_STATUS: 125;
 /** The names of the C ABI's result codes (`SCOPE_RESULT_*`), indexed by number. */
 export declare const RESULT_NAMES: readonly string[];
-/** SCOPE_ENDING_KIND_* and SCOPE_OOMD_RULE_* of the header, by number. */
+/** SCOPE_ENDING_KIND_*, SCOPE_OOMD_RULE_* and SCOPE_EVIDENCE_* of the header, by number. */
 export declare const ENDING_NAMES: readonly string[];
+export declare const EVIDENCE_NAMES: readonly string[];
 export declare const OOMD_RULE_NAMES: readonly string[];
 /** Each result's number by its name, as the header's `SCOPE_RESULT_*`. */
 export declare const RESULT: Readonly<Record<string, number>>;
@@ -110,12 +111,18 @@ export interface ScopeStats {
 /** How a scope ended (`ScopeHandle.ending`). */
 export interface ScopeEnding {
   /** 'oomd': systemd-oomd killed it; 'kernel-oom': the kernel's OOM killer killed `kernelOomKills`
-   * processes in it; 'handle-kill': a scope handle's kill; 'unknown': no memory controller to count
-   * OOM kills by and no mark on the cgroup. */
+   * processes in it; 'handle-kill': a scope handle's kill that found processes in it; 'unknown':
+   * no evidence of a kill and no count of the kernel's. */
   kind: 'running' | 'oomd' | 'kernel-oom' | 'handle-kill' | 'on-its-own' | 'unknown';
-  /** With 'oomd', the rule that acted, where only one covers the scope. */
+  /** With 'oomd', the rule that acted, where oomd's signal names it or only one covers the scope. */
   oomdRule: 'swap' | 'memory-pressure' | null;
   kernelOomKills: number;
+  /** What the answer rests on: 'oomd-signal' (systemd-oomd's Killed signal, which no process of the
+   * user can send), 'oomd-mark', 'own-kill' (a kill through this handle), 'kill-mark',
+   * 'memory-events', 'memory-events-lost', 'cgroup-events' (running) or 'none'. */
+  evidence: 'cgroup-events' | 'oomd-signal' | 'oomd-mark' | 'own-kill' | 'kill-mark' | 'memory-events' | 'memory-events-lost' | 'none';
+  /** Whether any process of the user could have made that evidence (a mark on the cgroup). */
+  forgeable: boolean;
 }
 
 /** A running scope of this library, found by the unit name that `wrap` returned. */

@@ -298,6 +298,9 @@ pub(crate) struct Connection {
     /// Whether `JobRemoved` signals are kept; when not, every signal is skipped unparsed (the
     /// private socket carries every unit change of the session to every connection).
     keeps_signals: bool,
+    /// Whether every signal's body is parsed (a listener's connection, [`Connection::next_signal`]),
+    /// not only `JobRemoved`'s.
+    parses_every_signal: bool,
     /// The most one read takes (the fuzz target makes it small, to split a peer's bytes anywhere).
     read_size: usize,
     /// The authentication went out and its answer is still to be read ([`Connection::open_pipelined`]).
@@ -545,6 +548,7 @@ impl Connection {
             signals: VecDeque::new(),
             skipping: 0,
             keeps_signals: true,
+            parses_every_signal: false,
             read_size: read_size.clamp(1, READ_SIZE),
             authenticating: false,
             answers_ahead: Vec::new(),
@@ -747,7 +751,7 @@ impl Connection {
                     // dropped from its header alone.
                     let message = if wire::is_signal(bytes) {
                         wire::parse_header(bytes).and_then(|header| {
-                            if may_be_job_removed(&header) {
+                            if self.parses_every_signal || may_be_job_removed(&header) {
                                 wire::parse(bytes)
                             } else {
                                 Ok(header)
@@ -774,7 +778,8 @@ impl Connection {
         member: &str,
     ) -> Result<u32, BusError> {
         self.serial += 1;
-        let flags = if destination == Some(SYSTEMD) {
+        // Nobody is started for our sake: a name without an owner is not activated.
+        let flags = if destination.is_some_and(|d| d != BROKER) {
             NO_AUTO_START
         } else {
             0
@@ -829,6 +834,51 @@ impl Connection {
                 _ => {}
             }
         }
+    }
+
+    /// A connection to the bus at `address` (a D-Bus address list) as a listener: authenticated
+    /// and greeted (`Hello`) by `deadline`, with no manager asked for. Only the broker's messages
+    /// count until [`Connection::hear_from`] names the one peer whose count too.
+    pub(crate) fn listener(address: &[u8], deadline: Instant) -> Result<Self, BusError> {
+        let started = Instant::now();
+        let socket = connect_session(address).map_err(BusError::Connect)?;
+        let mut connection =
+            Connection::unauthenticated(socket, true, READ_SIZE, started, deadline);
+        connection.parses_every_signal = true;
+        connection.send_authentication()?;
+        connection.finish_authentication()?;
+        let hello = connection.send_to_broker("Hello", Call::new())?;
+        connection.reply(hello)?;
+        Ok(connection)
+    }
+
+    /// Takes replies and signals from the bus connection `unique_name` (besides the broker's)
+    /// from now on, and from no other peer.
+    pub(crate) fn hear_from(&mut self, unique_name: Option<String>) {
+        self.owner = unique_name;
+    }
+
+    /// A call to the bus broker itself, and its answer.
+    pub(crate) fn call_broker(&mut self, member: &str, call: Call) -> Result<Message, BusError> {
+        let serial = self.send_to_broker(member, call)?;
+        self.reply(serial)
+    }
+
+    /// The next signal from the broker or the peer named by [`Connection::hear_from`]; a signal
+    /// any other connection sent (to us alone, or broadcast) is never returned.
+    pub(crate) fn next_signal(&mut self) -> Result<Message, BusError> {
+        loop {
+            let message = self.read_message("waiting for a signal")?;
+            if message.kind == Kind::Signal && self.sent_by_a_peer_we_asked(&message) {
+                return Ok(message);
+            }
+        }
+    }
+
+    /// A second descriptor of this connection's socket, to hang it up from another thread
+    /// (`shutdown`), which ends a wait in [`Connection::next_signal`] there.
+    pub(crate) fn hang_up_handle(&self) -> std::io::Result<OwnedFd> {
+        self.fd.try_clone()
     }
 
     /// Whether `message` comes from the broker or from the owner of the manager's name, the only

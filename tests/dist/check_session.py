@@ -149,6 +149,43 @@ tree.wait(timeout=10)
 assert open("/proc/self/cgroup").read() == own_before, "the caller's cgroup changed"
 ok(f"ScopeHandle: {len(pids)} processes in {len(sessions)} sessions listed and killed, the caller untouched")
 
+
+def scoped_handle(popen: "synaps_scope.Popen") -> ScopeHandle:
+    """A handle on the scope of `popen`, once the launcher program has made it."""
+    assert popen.scope_unit is not None
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return ScopeHandle.from_pid(popen.scope_unit, popen.pid)
+        except synaps_scope.NotInScopeError:
+            assert time.monotonic() < deadline, "the command never reached its scope"
+            time.sleep(0.01)
+
+
+# How a scope ended, and which oomd rule, asked of both managers: alice's app.slice is set to the
+# swap rule, and no system unit has a rule (no systemd-oomd in this root). This script plays oomd
+# (a stand-in: its mark, then a kill). With the system manager answering over the real system bus
+# the rule is swap; with the system bus unreachable, the user manager's half names none.
+subprocess.run(["systemctl", "--user", "set-property", "--runtime", "app.slice", "ManagedOOMSwap=kill"], check=True)
+try:
+    victim = synaps_scope.Popen(["sleep", "300"], stdin=subprocess.DEVNULL)
+    handle = scoped_handle(victim)
+    os.setxattr(handle.cgroup, "user.oomd_ooms", b"1")
+    with open(os.path.join(handle.cgroup, "cgroup.kill"), "w") as kill:
+        kill.write("1")
+    victim.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while os.path.exists(handle.cgroup):
+        assert time.monotonic() < deadline, "the manager did not collect the scope"
+        time.sleep(0.01)
+    both = handle.ending()
+    half = handle.ending(env={**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/system_bus_socket"})
+finally:
+    subprocess.run(["systemctl", "--user", "set-property", "--runtime", "app.slice", "ManagedOOMSwap=auto"], check=True)
+assert (both.kind, both.oomd_rule, both.evidence, both.forgeable) == ("oomd", "swap", "oomd-mark", True), both
+assert (half.kind, half.oomd_rule, half.evidence) == ("oomd", None, "oomd-mark"), half
+ok(f"an oomd mark (a stand-in's) after collection: {both}; with the system manager unreachable, no rule: {half}")
+
 # The caller's own scope: this script run again inside a daemon scope asks for its own.
 probe = (
     "import os, synaps_scope\n"

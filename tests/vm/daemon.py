@@ -3,13 +3,17 @@ does, each through the installed command line's `synaps-scope run --kind tool`: 
 the runaway (hog.py). Then it beats a heartbeat into STATE/heartbeat until it is killed, and once
 the runaway has ended it launches one more tool, to show that it still works.
 
-    python3 daemon.py STATE HOG scoped|direct      (HOG: what hog.py takes, MB or swap:PCT)
+    python3 daemon.py STATE HOG scoped|direct|leaf (HOG: what hog.py takes, MB or swap:PCT)
+
+leaf: scoped, but the runaway makes a cgroup below its scope (leaf.sh), moves there and gives it
+the memory controller, as a tool that runs its own sandbox does.
 
 STATE/daemon, STATE/idle, STATE/hog: "PID CGROUP" of the daemon and of each tool, once the tool's
 cgroup has settled (the launcher program moves itself into its scope before it execs the tool).
 STATE/after: the cgroup of the tool launched after the runaway ended, and its exit status.
 STATE/ending: scoped, how the runaway's scope ended, as a handle made while it ran tells it once
-its exit status is in (the installed wheel's ScopeHandle.ending): "KIND RULE KILLS MESSAGE".
+its exit status is in (the installed wheel's ScopeHandle.ending): "KIND RULE KILLS EVIDENCE
+MESSAGE".
 """
 
 import os
@@ -43,17 +47,24 @@ def launch(name, argv):
     # is the daemon's from the start.
     deadline = time.monotonic() + 10
     where = cgroup(tool.pid)
-    while mode == "scoped" and "/synaps-tool-" not in where and time.monotonic() < deadline:
+    while mode != "direct" and "/synaps-tool-" not in where and time.monotonic() < deadline:
         time.sleep(0.05)
         where = cgroup(tool.pid)
+    # The scope's own cgroup, whether or not the tool has moved below it yet.
+    where = where[: where.index(".scope") + len(".scope")] if "/synaps-tool-" in where else where
     record(name, f"{tool.pid} {where}")
     return tool
 
 
 record("daemon", f"{os.getpid()} {cgroup(os.getpid())}")
 idle = launch("idle", ["sleep", "100000"])
-hog = launch("hog", ["python3", os.path.join(here, "hog.py"), hog_limit])
-handle = synaps_scope.ScopeHandle.of_process(hog.pid) if synaps_scope and mode == "scoped" else None
+hog_argv = ["python3", os.path.join(here, "hog.py"), hog_limit]
+if mode == "leaf":
+    hog_argv = ["sh", os.path.join(here, "leaf.sh"), *hog_argv]
+hog = launch("hog", hog_argv)
+# Made from the unit's name (the tool may already be in its cgroup below the scope).
+unit = open(os.path.join(state, "hog")).read().split()[1].rsplit("/", 1)[1]
+handle = synaps_scope.ScopeHandle.from_manager(unit) if synaps_scope and mode != "direct" else None
 after_done = False
 while True:
     record("heartbeat", str(time.time()))
@@ -67,6 +78,6 @@ while True:
         record("after", f"{out.strip()[3:]} exit {after.returncode} hog {hog.returncode}")
         if handle is not None:
             ending = handle.ending()
-            record("ending", f"{ending.kind} {ending.oomd_rule} {ending.kernel_oom_kills} {ending}")
+            record("ending", f"{ending.kind} {ending.oomd_rule} {ending.kernel_oom_kills} {ending.evidence} {ending}")
         after_done = True
     time.sleep(0.25)

@@ -78,8 +78,9 @@ int main(void) {
     wait_collected(handle);
     scope_ending ending;
     CHECK(scope_handle_ending(handle, NULL, 3000, &ending) == SCOPE_RESULT_OK, "ending: %s", scope_last_error());
-    CHECK(ending.kind == SCOPE_ENDING_KIND_HANDLE_KILL, "kind %d", (int)ending.kind);
-    printf("ok: C: after the kill, the exit status and the collection, ending() says a handle's kill\n");
+    CHECK(ending.kind == SCOPE_ENDING_KIND_HANDLE_KILL && ending.evidence == SCOPE_EVIDENCE_OWN_KILL && !ending.forgeable,
+          "kind %d, evidence %d", (int)ending.kind, (int)ending.evidence);
+    printf("ok: C: after the kill, the exit status and the collection, ending() says a handle's kill, on its own kill\n");
     scope_handle_free(handle);
 
     const char *quiet[] = {"sh", "-c", "sleep 1; exit 7", NULL};
@@ -87,8 +88,10 @@ int main(void) {
     CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 7, "exit 7");
     wait_collected(handle);
     CHECK(scope_handle_ending(handle, NULL, 3000, &ending) == SCOPE_RESULT_OK, "ending: %s", scope_last_error());
-    CHECK(ending.kind == SCOPE_ENDING_KIND_ON_ITS_OWN && ending.kernel_oom_kills == 0, "kind %d", (int)ending.kind);
-    printf("ok: C: a tool that exited 7: ending() says it ended on its own\n");
+    CHECK(ending.kind == SCOPE_ENDING_KIND_ON_ITS_OWN && ending.kernel_oom_kills == 0 &&
+              ending.evidence == SCOPE_EVIDENCE_MEMORY_EVENTS && !ending.forgeable,
+          "kind %d, evidence %d", (int)ending.kind, (int)ending.evidence);
+    printf("ok: C: a tool that exited 7: ending() says it ended on its own, on the kernel's memory.events\n");
     scope_handle_free(handle);
     scope_launcher_free(launcher);
     return 0;

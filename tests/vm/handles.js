@@ -48,14 +48,14 @@ async function main() {
   await handle.kill({ timeoutMs: 10_000 });
   assert.deepEqual(await exited, [null, 'SIGKILL']);
   await collected(handle);
-  assert.deepEqual(await handle.ending(), { kind: 'handle-kill', oomdRule: null, kernelOomKills: 0 });
+  assert.deepEqual(await handle.ending(), { kind: 'handle-kill', oomdRule: null, kernelOomKills: 0, evidence: 'own-kill', forgeable: false });
   console.log("ok: Node: after the kill, the exit status and the collection, ending() says 'handle-kill'");
   handle.close();
 
   const quiet = await launch('sh', ['-c', 'sleep 1; exit 7']);
   assert.deepEqual(await quiet.exited, [7, null]);
   await collected(quiet.handle);
-  assert.deepEqual(await quiet.handle.ending(), { kind: 'on-its-own', oomdRule: null, kernelOomKills: 0 });
+  assert.deepEqual(await quiet.handle.ending(), { kind: 'on-its-own', oomdRule: null, kernelOomKills: 0, evidence: 'memory-events', forgeable: false });
   console.log("ok: Node: a tool that exited 7: ending() says 'on-its-own'");
   quiet.handle.close();
 }

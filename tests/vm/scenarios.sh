@@ -9,10 +9,14 @@
 #       RULE       swap        ManagedOOMSwap=kill on -.slice (Fedora 34, Ubuntu 22.04)
 #                  user        ManagedOOMMemoryPressure=kill on user@.service (Ubuntu, Fedora today)
 #                  slices      ManagedOOMMemoryPressure=kill on every slice of the user's manager (user/slice.d/)
+#                  both        both rules on, as Debian, Fedora and Ubuntu ship them, the pressure
+#                              rule the one that acts
 #       PLACEMENT  login       the daemon is started from alice's login shell (session-cN.scope)
 #                  tab         ... from a terminal tab's own scope under app.slice
 #       MODE       scoped      every launch in its own scope (the default)
 #                  direct      the control: SYNAPS_PROCESS_SCOPES=off for the daemon and its tools
+#                  leaf        scoped, the runaway in a cgroup it made below its scope (leaf.sh),
+#                              where oomd, which kills leaf cgroups, kills it
 #       BUS        dbus-daemon alice's session bus as Debian ships it (the default)
 #                  dbus-broker her session bus is dbus-broker (Fedora's and Arch's), for this case
 #   scenarios.sh cap            the operator's cap: tool_scope_slice with MemoryMax=, the kernel's
@@ -113,6 +117,10 @@ configure() {
       mkdir -p /etc/systemd/user/slice.d
       printf "[Slice]\n$pressure" >/etc/systemd/user/slice.d/10-oomd-per-slice-defaults.conf
       monitored='Path: /user.slice/user-1000.slice/user@1000.service/app.slice$' ;;
+    both) # both rules on, as shipped, with the pressure rule's limit lowered so that it acts
+      printf '[Slice]\nManagedOOMSwap=kill\n' >"$swap_rule"
+      printf "[Service]\n$pressure" >"$user_rule"
+      monitored='Path: /user.slice/user-1000.slice/user@1000.service$' ;;
     none) : >"$swap_rule"; : >"$user_rule"; monitored="" ;;
     *) fail "unknown rule $1" ;;
   esac
@@ -125,7 +133,7 @@ configure() {
   # what app.slice's memory.high then reads, for oomd_case to check.
   local high_setting=infinity
   app_high=max
-  [ "$1" != user ] && [ "$1" != slices ] || { high_setting=512M; app_high=$((512 << 20)); }
+  [ "$1" != user ] && [ "$1" != slices ] && [ "$1" != both ] || { high_setting=512M; app_high=$((512 << 20)); }
   alice "timeout 120 systemctl --user set-property --runtime app.slice MemoryHigh=$high_setting" || fail "alice could not set app.slice's MemoryHigh=$high_setting"
   local try
   for try in 1 2 3; do
@@ -219,7 +227,7 @@ oomd_case() {
   # kernel's OOM killer never acts before oomd.
   local hog_mb=1400
   [ "$rule" = swap ] || hog_mb=swap:40
-  local daemon="env SYNAPS_PROCESS_SCOPES=$scopes synaps-scope run --kind daemon -- ~/venv/bin/python $here/daemon.py $state $hog_mb $([ "$mode" = scoped ] && echo scoped || echo direct)"
+  local daemon="env SYNAPS_PROCESS_SCOPES=$scopes synaps-scope run --kind daemon -- ~/venv/bin/python $here/daemon.py $state $hog_mb $mode"
   cursor=$(journalctl -u systemd-oomd --show-cursor -n 0 -q | sed -n 's/^-- cursor: //p')
   case "$placement" in
     login) alice "exec $daemon" >"$state/log" 2>&1 & ;;
@@ -235,7 +243,7 @@ oomd_case() {
   fi
   daemon_cg=$(cgroup_in "$state/daemon"); hog_cg=$(cgroup_in "$state/hog"); idle_cg=$(cgroup_in "$state/idle")
   case "$mode" in
-    scoped)
+    scoped | leaf)
       [[ "$daemon_cg" == */agent-daemon.slice/synaps-daemon-*.scope ]] || fail "$rule/$placement: the daemon is not in its daemon scope: $daemon_cg"
       [[ "$hog_cg" == */app.slice/synaps-tool-*.scope ]] || fail "$rule/$placement: the runaway is not in its own scope: $hog_cg" ;;
     direct)
@@ -267,22 +275,24 @@ oomd_case() {
   pressures="machine $(some_avg10 /proc/pressure/memory) %, ${slice##*/} $(some_avg10 "/sys/fs/cgroup$slice/memory.pressure") %"
   sleep 1
   case "$mode" in
-    scoped)
-      [ "$killed" = "$hog_cg" ] || fail "$rule/$placement/scoped: oomd killed $killed, not the runaway's scope $hog_cg ($line)"
-      alive "$(pid_of "$state/daemon")" || fail "$rule/$placement/scoped: the daemon died with the runaway"
-      alive "$(pid_of "$state/idle")" || fail "$rule/$placement/scoped: the daemon's other tool died with the runaway"
-      wait_until 30 test -s "$state/after" || fail "$rule/$placement/scoped: the daemon launched nothing after the kill"
-      [[ "$(cat "$state/after")" == */app.slice/synaps-tool-*.scope\ exit\ 0\ * ]] || fail "$rule/$placement/scoped: the next tool: $(cat "$state/after")"
-      ok "$rule rule, daemon $where$by, scoped: oomd killed the runaway's scope alone after $acted s, the daemon and its other tool live on and it launched the next tool (memory pressure then: $pressures): \"$line\""
-      # Debian's systemd-oomd ships ManagedOOMMemoryPressure=kill on user@.service, as Fedora 34 and
-      # Ubuntu 22.04 did beside the swap rule: with the swap rule, both kinds cover the scope, and
-      # the handle must say it cannot tell which acted rather than guess.
-      local expected_rule=memory-pressure; [ "$rule" = swap ] && expected_rule=None
+    scoped | leaf)
+      local target="$hog_cg" what="the runaway's scope"
+      [ "$mode" = scoped ] || { target="$hog_cg/leaf"; what="the cgroup the runaway made below its scope"; }
+      [ "$killed" = "$target" ] || fail "$rule/$placement/$mode: oomd killed $killed, not $what $target ($line)"
+      alive "$(pid_of "$state/daemon")" || fail "$rule/$placement/$mode: the daemon died with the runaway"
+      alive "$(pid_of "$state/idle")" || fail "$rule/$placement/$mode: the daemon's other tool died with the runaway"
+      wait_until 30 test -s "$state/after" || fail "$rule/$placement/$mode: the daemon launched nothing after the kill"
+      [[ "$(cat "$state/after")" == */app.slice/synaps-tool-*.scope\ exit\ 0\ * ]] || fail "$rule/$placement/$mode: the next tool: $(cat "$state/after")"
+      ok "$rule rule, daemon $where$by, $mode: oomd killed $what alone after $acted s, the daemon and its other tool live on and it launched the next tool (memory pressure then: $pressures): \"$line\""
+      # systemd-oomd 252 and later names the rule in its Killed signal (memory-used: the swap
+      # rule), heard from the owner of org.freedesktop.oom1: the rule is told even where both
+      # kinds cover the scope, as Debian, Fedora and Ubuntu ship them.
+      local expected_rule=memory-pressure; [ "$rule" = swap ] && expected_rule=swap
       if [ -n "$wheel" ]; then
-        wait_until 30 test -s "$state/ending" || fail "$rule/$placement/scoped: the daemon's handle told nothing"
-        [[ "$(cat "$state/ending")" == "oomd $expected_rule 0 "* ]] \
-          || fail "$rule/$placement/scoped: the handle told \"$(cat "$state/ending")\", not an oomd kill under the $expected_rule rule"
-        ok "$rule rule, the daemon's handle on the runaway's scope, asked after its exit status was in: $(cut -d' ' -f4- "$state/ending")"
+        wait_until 30 test -s "$state/ending" || fail "$rule/$placement/$mode: the daemon's handle told nothing"
+        [[ "$(cat "$state/ending")" == "oomd $expected_rule 0 oomd-signal "* ]] \
+          || fail "$rule/$placement/$mode: the handle told \"$(cat "$state/ending")\", not an oomd kill under the $expected_rule rule on oomd's signal"
+        ok "$rule rule, $mode: the daemon's handle on the runaway's scope, asked after its exit status was in: $(cut -d' ' -f5- "$state/ending")"
       fi
       ;;
     direct)
@@ -321,8 +331,8 @@ cap_case() {
   alive "$(pid_of "$state/daemon")" || fail "cap: the daemon died"
   alive "$(pid_of "$state/idle")" || fail "cap: the other tool in the same slice died"
   wait_until 30 test -s "$state/ending" || fail "cap: the daemon's handle told nothing"
-  [[ "$(cat "$state/ending")" == "kernel-oom None "* ]] || fail "cap: the handle told \"$(cat "$state/ending")\", not the kernel's OOM kill"
-  ok "operator's cap: the daemon's handle tells: $(cut -d' ' -f4- "$state/ending")"
+  [[ "$(cat "$state/ending")" == "kernel-oom None "[1-9]*" memory-events "* ]] || fail "cap: the handle told \"$(cat "$state/ending")\", not the kernel's OOM kill on memory.events"
+  ok "operator's cap: the daemon's handle tells: $(cut -d' ' -f5- "$state/ending")"
   ok "operator's cap: agent-tools.slice MemoryMax=160M; the kernel's OOM killer killed the runaway in $(basename "$hog_cg") (slice memory.events: oom_kill $(awk '$1 == "oom_kill" {print $2}' "$slice_events")); the daemon and the other tool in the slice live on"
   # R12: nothing said of a slice with limits; one warning for a misspelled one.
   grep -q 'agent-tools.slice' "$state/log" && fail "cap: a warning about agent-tools.slice, which has limits: $(cat "$state/log")"

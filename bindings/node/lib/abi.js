@@ -18,9 +18,13 @@ const RESULT_NAMES = Object.freeze([
 /** Each result's number by its name: results are compared by name, never by a bare number. */
 const RESULT = Object.freeze(Object.fromEntries(RESULT_NAMES.map((name, number) => [name, number])));
 const LEVELS = Object.freeze(['', 'error', 'warn', 'info', 'debug', 'trace']);
-// SCOPE_ENDING_KIND_* and SCOPE_OOMD_RULE_*; each name, lowercased with dashes, is the core's word.
+// SCOPE_ENDING_KIND_*, SCOPE_OOMD_RULE_* and SCOPE_EVIDENCE_*; each name, lowercased with dashes, is
+// the core's word.
 const ENDING_NAMES = Object.freeze(['RUNNING', 'OOMD', 'KERNEL_OOM', 'HANDLE_KILL', 'ON_ITS_OWN', 'UNKNOWN']);
 const OOMD_RULE_NAMES = Object.freeze(['UNKNOWN', 'SWAP', 'MEMORY_PRESSURE']);
+const EVIDENCE_NAMES = Object.freeze([
+  'NONE', 'CGROUP_EVENTS', 'OOMD_SIGNAL', 'OOMD_MARK', 'OWN_KILL', 'KILL_MARK', 'MEMORY_EVENTS', 'MEMORY_EVENTS_LOST',
+]);
 const word = (name) => name.toLowerCase().replace(/_/g, '-');
 const STAT_UNKNOWN = 0xffffffffffffffffn;
 const DEFAULT_PROBE_TIMEOUT_MS = 3000;
@@ -38,6 +42,7 @@ module.exports = {
   DEFAULT_KILL_TIMEOUT_MS,
   DEFAULT_PROBE_TIMEOUT_MS,
   ENDING_NAMES,
+  EVIDENCE_NAMES,
   EXEC_FAILED_STATUS,
   KINDS,
   LEVELS,

@@ -3,7 +3,7 @@
 const koffi = require('koffi');
 const { promisify } = require('node:util');
 
-const { DEFAULT_KILL_TIMEOUT_MS, DEFAULT_PROBE_TIMEOUT_MS, ENDING_NAMES, OOMD_RULE_NAMES, STAT_UNKNOWN, word } = require('./abi.js');
+const { DEFAULT_KILL_TIMEOUT_MS, DEFAULT_PROBE_TIMEOUT_MS, ENDING_NAMES, EVIDENCE_NAMES, OOMD_RULE_NAMES, STAT_UNKNOWN, word } = require('./abi.js');
 const { cString, envArray, pidArg, timeoutMs } = require('./args.js');
 const { callBlocking, check } = require('./error.js');
 const { c } = require('./library.js');
@@ -110,8 +110,10 @@ class ScopeHandle {
    * How the scope ended, answered after the manager has collected it too, from what this handle
    * kept since it was made (so make the handle while the tool runs): `kind` is 'running', 'oomd',
    * 'kernel-oom', 'handle-kill', 'on-its-own' or 'unknown'; `oomdRule` 'swap' or
-   * 'memory-pressure' where only one rule covers the scope. On a worker thread: an oomd kill's rule
-   * is asked of the user and system managers within `timeoutMs`.
+   * 'memory-pressure' where oomd's signal names it or only one rule covers the scope; `evidence`
+   * what the answer rests on, `forgeable` whether any process of the user could have made it. On
+   * a worker thread: the wait for oomd's signal, and an oomd kill's rule asked of the user and
+   * system managers, within `timeoutMs`.
    */
   async ending({ env, timeoutMs: ms } = {}) {
     const envp = envArray(env);
@@ -123,6 +125,8 @@ class ScopeHandle {
       kind: word(ENDING_NAMES[out.kind] ?? 'UNKNOWN'),
       oomdRule: rule && rule !== 'UNKNOWN' ? word(rule) : null,
       kernelOomKills: Number(out.kernel_oom_kills),
+      evidence: word(EVIDENCE_NAMES[out.evidence] ?? 'NONE'),
+      forgeable: Boolean(out.forgeable),
     };
   }
 

@@ -95,7 +95,7 @@ koffi.opaque('scope_launcher');
 koffi.opaque('scope_argv');
 koffi.opaque('scope_handle');
 koffi.struct('scope_stats', { memory_current: 'uint64_t', memory_peak: 'uint64_t', pids_current: 'uint64_t' });
-koffi.struct('scope_ending', { kind: 'int', rule: 'int', kernel_oom_kills: 'uint64_t' });
+koffi.struct('scope_ending', { kind: 'int', rule: 'int', kernel_oom_kills: 'uint64_t', evidence: 'int', forgeable: 'bool' });
 const LogCallback = koffi.proto('void scope_log_callback(void *userdata, uint32_t level, const char *message, size_t len)');
 const LauncherReady = koffi.proto(
   'void scope_launcher_ready(void *userdata, uint32_t result, scope_launcher *launcher, const char *error)',

@@ -22,6 +22,8 @@ test('the result codes, log levels and kinds are the header\'s', () => {
   assert.deepEqual(endings, scope.ENDING_NAMES.map((name, number) => [name, number]));
   const rules = table(/^\s*SCOPE_OOMD_RULE_(\w+) = (\d+),$/gm);
   assert.deepEqual(rules, scope.OOMD_RULE_NAMES.map((name, number) => [name, number]));
+  const evidence = table(/^\s*SCOPE_EVIDENCE_(\w+) = (\d+),$/gm);
+  assert.deepEqual(evidence, scope.EVIDENCE_NAMES.map((name, number) => [name, number]));
   const levels = table(/^\s*SCOPE_LOG_LEVEL_(\w+) = (\d+),$/gm);
   assert.deepEqual(levels, scope.LOG_LEVELS.slice(1).map((name, i) => [name.toUpperCase(), i + 1]));
   const shellWords = table(/^#define SCOPE_SHELL_WORDS_(\w+) (\d+)$/gm);

@@ -6,6 +6,17 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use synaps_scope::{checked_pid, OomdRule, ScopeEnding, ScopeHandle};
 
+/// What `ScopeHandle.ending` hands to Python: kind, oomd rule, kernel OOM kills, evidence,
+/// whether the evidence is forgeable, and the sentence.
+type EndingTuple = (
+    &'static str,
+    Option<&'static str>,
+    u64,
+    &'static str,
+    bool,
+    String,
+);
+
 use crate::args::{env_from, timeout_from};
 use crate::error::py_error;
 
@@ -74,18 +85,19 @@ impl PyScopeHandle {
             .map_err(|e| py_error(&e))
     }
 
-    /// (kind, oomd rule or None, kernel OOM kills, the core's sentence): how the scope ended (GIL
-    /// released: an oomd kill's rule is asked of the managers).
+    /// (kind, oomd rule or None, kernel OOM kills, evidence, whether it is forgeable, the core's
+    /// sentence): how the scope ended and on what that rests (GIL released: the wait for oomd's
+    /// signal, and an oomd kill's rule asked of the managers).
     fn ending(
         &self,
         py: Python<'_>,
         env: Vec<(Vec<u8>, Vec<u8>)>,
         timeout: f64,
-    ) -> PyResult<(&'static str, Option<&'static str>, u64, String)> {
+    ) -> PyResult<EndingTuple> {
         let env = env_from(env)?;
         let timeout = timeout_from(timeout, "timeout")?;
         let ending = py.detach(|| self.inner.ending(&env, timeout));
-        let (rule, kills) = match ending {
+        let (rule, kills) = match ending.how {
             ScopeEnding::KilledByOomd { rule } => (rule.map(OomdRule::as_str), 0),
             ScopeEnding::KilledByKernelOom { kills } => (None, kills),
             ScopeEnding::Running
@@ -93,7 +105,14 @@ impl PyScopeHandle {
             | ScopeEnding::EndedOnItsOwn
             | ScopeEnding::Unknown => (None, 0),
         };
-        Ok((ending.as_str(), rule, kills, ending.to_string()))
+        Ok((
+            ending.how.as_str(),
+            rule,
+            kills,
+            ending.evidence.as_str(),
+            ending.evidence.forgeable(),
+            ending.to_string(),
+        ))
     }
 
     fn wait_empty(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {

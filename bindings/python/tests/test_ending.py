@@ -1,14 +1,20 @@
 """How a scope ended, from Python: told by a handle made while the tool ran, asked only after the
-tool's exit status is in and the manager has collected the scope. The rig's cgroup2 tree has no
-memory controller, so an ending without a mark is "unknown" here (the virtual machine shows
-"on-its-own", "kernel-oom" and the real systemd-oomd's kills)."""
+tool's exit status is in and the manager has collected the scope, with what each answer rests on.
+The rig's cgroup2 tree has no memory controller, so an ending without evidence of a kill is
+"unknown" here (the virtual machine shows "on-its-own", "kernel-oom" and the real systemd-oomd's
+kills). There is no system bus on the rig: oomd's signal cannot be heard, and its mark (written
+here as oomd writes it, a stand-in) is the evidence, said to be forgeable."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 import time
-from typing import Dict
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Dict, Iterator
 
 import synaps_scope
 from helpers import handle_once_in_scope
@@ -21,6 +27,29 @@ def wait_collected(handle: synaps_scope.ScopeHandle) -> None:
         time.sleep(0.005)
 
 
+STOP_MANAGER = Path(__file__).resolve().parents[3] / "tests" / "tools" / "stop_manager.py"
+
+
+@contextmanager
+def manager_stopped() -> Iterator[None]:
+    """The rig's manager stopped (SIGSTOP) meanwhile: a scope that empties stays uncollected, as in
+    the moment between a tool's exit and the manager's clean-up (a watchdog continues it after
+    5 s should this process die first)."""
+    pid = int(subprocess.run([sys.executable, str(STOP_MANAGER)], capture_output=True, text=True, check=True).stdout)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def no_kill(handle: synaps_scope.ScopeHandle) -> synaps_scope.ScopeEnding:
+    """An ending without evidence of a kill: on its own with a memory controller, else unknown."""
+    memory = "memory" in open(os.path.join(handle.cgroup, "cgroup.controllers")).read().split()
+    if memory:
+        return synaps_scope.ScopeEnding("on-its-own", None, 0, "memory-events", False, "")
+    return synaps_scope.ScopeEnding("unknown", None, 0, "none", False, "")
+
+
 def test_a_handles_kill_is_told_after_the_scope_is_collected(rig: Dict[str, str]) -> None:
     proc = synaps_scope.Popen(["sh", "-c", "sleep 100 & exec sleep 100"])
     handle = handle_once_in_scope(proc)
@@ -29,10 +58,29 @@ def test_a_handles_kill_is_told_after_the_scope_is_collected(rig: Dict[str, str]
     handle.kill()
     assert proc.wait(timeout=10) == -9
     wait_collected(handle)
-    for h in (handle, other):
-        ending = h.ending()
-        assert ending == synaps_scope.ScopeEnding("handle-kill", None, 0, ""), ending
-        assert str(ending) == "killed through a scope handle"
+    ending = handle.ending()
+    assert ending == synaps_scope.ScopeEnding("handle-kill", None, 0, "own-kill", False, ""), ending
+    assert str(ending) == "killed through a scope handle (told by this handle's own kill)"
+    # Another handle knows of the kill by its mark alone, which any process of the user could write.
+    ending = other.ending()
+    assert ending == synaps_scope.ScopeEnding("handle-kill", None, 0, "kill-mark", True, ""), ending
+
+
+def test_a_clean_up_kill_of_an_empty_scope_is_not_a_kill(rig: Dict[str, str]) -> None:
+    """A daemon reaps its tool, then kills the scope to sweep up: the kill finds nobody."""
+    proc = synaps_scope.Popen(["sh", "-c", "echo ready; read x; exit 0"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    handle = handle_once_in_scope(proc)
+    expected = no_kill(handle)
+    assert proc.stdin is not None and proc.stdout is not None
+    # The tool itself runs (the launcher program is done with the manager) before it is stopped.
+    assert proc.stdout.readline() == b"ready\n"
+    with manager_stopped():
+        proc.stdin.close()
+        assert proc.wait(timeout=10) == 0
+        assert os.path.exists(handle.cgroup), "the stopped manager left the scope"
+        assert handle.kill() == []
+    wait_collected(handle)
+    assert handle.ending() == expected
 
 
 def test_an_oomd_mark_is_told_as_its_kill_and_nothing_else_is_guessed(rig: Dict[str, str]) -> None:
@@ -50,7 +98,8 @@ def test_an_oomd_mark_is_told_as_its_kill_and_nothing_else_is_guessed(rig: Dict[
     wait_collected(killed_handle)
     wait_collected(quiet_handle)
     ending = killed_handle.ending(timeout=2.0)
-    assert (ending.kind, ending.oomd_rule) == ("oomd", None), ending
-    assert str(ending) == "killed by systemd-oomd"
+    assert ending == synaps_scope.ScopeEnding("oomd", None, 0, "oomd-mark", True, ""), ending
+    assert str(ending).startswith("killed by systemd-oomd (told by systemd-oomd's mark on the cgroup, which any process"), str(ending)
     memory = "memory" in open(os.path.join(os.path.dirname(quiet_handle.cgroup), "cgroup.subtree_control")).read().split()
-    assert quiet_handle.ending().kind == ("on-its-own" if memory else "unknown")
+    expected = ("on-its-own", "memory-events") if memory else ("unknown", "none")
+    assert (quiet_handle.ending().kind, quiet_handle.ending().evidence) == expected

@@ -9,7 +9,7 @@ use crate::boxed::{borrow, free, hand_out, read_or};
 use crate::error::{copy_error, scope_result, Failure};
 use crate::export::guard;
 use crate::panic::guard_value;
-use synaps_scope::{OomdRule, ScopeEnding, ScopeHandle};
+use synaps_scope::{Ending, Evidence, OomdRule, ScopeEnding, ScopeHandle};
 
 /// A running scope of this library, found by unit name. Immutable, so any number of threads may
 /// use one handle at once (one reading it while another kills the scope); free it with
@@ -228,11 +228,12 @@ pub enum scope_ending_kind {
     Oomd = 1,
     /// The kernel's OOM killer killed `kernel_oom_kills` process(es) in it.
     KernelOom = 2,
-    /// A scope handle's kill emptied it.
+    /// A scope handle's kill found processes in it and killed them (a kill that found it empty
+    /// is not this).
     HandleKill = 3,
     /// Its processes ended without any of the above.
     OnItsOwn = 4,
-    /// It ended, but how cannot be told (no memory controller, and no mark on the cgroup).
+    /// It ended, but how cannot be told (no evidence of a kill, and no count of the kernel's).
     Unknown = 5,
 }
 
@@ -248,6 +249,29 @@ pub enum scope_oomd_rule {
     MemoryPressure = 2,
 }
 
+/// What an answer of [`scope_handle_ending`] rests on. The numbers never change meaning.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum scope_evidence {
+    /// Nothing: no mark, no signal, no count (with [`scope_ending_kind::Unknown`]).
+    None = 0,
+    /// The kernel says processes are in the scope (`cgroup.events`).
+    CgroupEvents = 1,
+    /// systemd-oomd's `Killed` signal, sent by the owner of `org.freedesktop.oom1` on the system
+    /// bus: no process of the user can send it.
+    OomdSignal = 2,
+    /// oomd's mark on the cgroup, where its signal could not be heard: forgeable.
+    OomdMark = 3,
+    /// A kill through this handle or a copy of it, in this process.
+    OwnKill = 4,
+    /// The kill mark of a handle in another process: forgeable.
+    KillMark = 5,
+    /// The kernel's count of OOM kills (`memory.events`), read once the scope was empty.
+    MemoryEvents = 6,
+    /// The kernel's count of OOM kills, whose last reading was lost with the cgroup.
+    MemoryEventsLost = 7,
+}
+
 /// How a scope ended, from [`scope_handle_ending`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,16 +282,31 @@ pub struct scope_ending {
     pub rule: scope_oomd_rule,
     /// With [`scope_ending_kind::KernelOom`], how many processes the kernel killed.
     pub kernel_oom_kills: u64,
+    /// What the answer rests on.
+    pub evidence: scope_evidence,
+    /// Whether any process of the user could have made that evidence (a mark on the cgroup).
+    pub forgeable: bool,
 }
 
-impl From<ScopeEnding> for scope_ending {
-    fn from(ending: ScopeEnding) -> Self {
+impl From<Ending> for scope_ending {
+    fn from(ending: Ending) -> Self {
         let mut out = scope_ending {
             kind: scope_ending_kind::Unknown,
             rule: scope_oomd_rule::Unknown,
             kernel_oom_kills: 0,
+            evidence: match ending.evidence {
+                Evidence::Nothing => scope_evidence::None,
+                Evidence::CgroupEvents => scope_evidence::CgroupEvents,
+                Evidence::OomdSignal => scope_evidence::OomdSignal,
+                Evidence::OomdMark => scope_evidence::OomdMark,
+                Evidence::OwnKill => scope_evidence::OwnKill,
+                Evidence::KillMark => scope_evidence::KillMark,
+                Evidence::MemoryEvents => scope_evidence::MemoryEvents,
+                Evidence::MemoryEventsLost => scope_evidence::MemoryEventsLost,
+            },
+            forgeable: ending.evidence.forgeable(),
         };
-        out.kind = match ending {
+        out.kind = match ending.how {
             ScopeEnding::Running => scope_ending_kind::Running,
             ScopeEnding::KilledByOomd { rule } => {
                 out.rule = match rule {
@@ -510,11 +549,31 @@ mod tests {
             ScopeEnding::EndedOnItsOwn,
             ScopeEnding::Unknown,
         ] {
-            let c = scope_ending::from(ending);
+            let c = scope_ending::from(Ending {
+                how: ending,
+                evidence: Evidence::Nothing,
+            });
             assert_eq!(kebab(format!("{:?}", c.kind)), ending.as_str());
             if let ScopeEnding::KilledByOomd { rule: Some(rule) } = ending {
                 assert_eq!(kebab(format!("{:?}", c.rule)), rule.as_str());
             }
+        }
+        for evidence in [
+            Evidence::Nothing,
+            Evidence::CgroupEvents,
+            Evidence::OomdSignal,
+            Evidence::OomdMark,
+            Evidence::OwnKill,
+            Evidence::KillMark,
+            Evidence::MemoryEvents,
+            Evidence::MemoryEventsLost,
+        ] {
+            let c = scope_ending::from(Ending {
+                how: ScopeEnding::Unknown,
+                evidence,
+            });
+            assert_eq!(kebab(format!("{:?}", c.evidence)), evidence.as_str());
+            assert_eq!(c.forgeable, evidence.forgeable());
         }
     }
 }

@@ -307,13 +307,22 @@ class ScopeEnding:
 
     ``kind`` is one of ``"running"``, ``"oomd"`` (systemd-oomd killed it), ``"kernel-oom"`` (the
     kernel's OOM killer killed ``kernel_oom_kills`` processes in it, at a slice's memory limit,
-    say), ``"handle-kill"`` (a scope handle's kill), ``"on-its-own"`` or ``"unknown"`` (no memory
-    controller to count OOM kills by, and no mark on the cgroup). ``oomd_rule`` is ``"swap"`` or
-    ``"memory-pressure"`` for an oomd kill where only one rule covers the scope, else None."""
+    say), ``"handle-kill"`` (a scope handle's kill that found processes in it), ``"on-its-own"``
+    or ``"unknown"`` (no evidence of a kill, and no count of the kernel's). ``oomd_rule`` is
+    ``"swap"`` or ``"memory-pressure"`` for an oomd kill where oomd's signal names it or only one
+    rule covers the scope, else None.
+
+    ``evidence`` says what the answer rests on: ``"cgroup-events"``, ``"oomd-signal"`` (systemd-oomd's
+    ``Killed`` signal, which no process of the user can send), ``"oomd-mark"``, ``"own-kill"`` (a
+    kill through this handle), ``"kill-mark"``, ``"memory-events"``, ``"memory-events-lost"`` or
+    ``"none"``; ``forgeable`` is True where any process of the user could have made it (a mark on
+    the cgroup)."""
 
     kind: str
     oomd_rule: Optional[str]
     kernel_oom_kills: int
+    evidence: str
+    forgeable: bool
     message: str = field(compare=False)
 
     def __str__(self) -> str:

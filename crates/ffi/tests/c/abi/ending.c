@@ -1,8 +1,15 @@
 /* How a scope ended, from C: a handle made while the tool runs tells it after the tool's exit
- * status is in and the manager has collected the scope. */
+ * status is in and the manager has collected the scope, with what the answer rests on. The rig has
+ * no memory controller and no system bus: an ending without evidence of a kill is unknown here. */
 #include "abi.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 /* Waits until the manager has removed the scope's cgroup. */
 static int collected(const scope_handle *handle) {
@@ -14,6 +21,78 @@ static int collected(const scope_handle *handle) {
     return 0;
 }
 
+/* The pid of the user manager on $XDG_RUNTIME_DIR/systemd/private (its peer credentials). */
+static pid_t manager_pid(void) {
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s/systemd/private", getenv("XDG_RUNTIME_DIR"));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct ucred cred = {0, 0, 0};
+    socklen_t len = sizeof cred;
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        cred.pid = 0;
+    if (fd >= 0) close(fd);
+    return cred.pid;
+}
+
+/* A daemon reaps its tool, then kills the scope to sweep up, before the manager has collected it
+ * (held here by stopping the manager): the kill finds nobody, and the scope did not end by it. */
+static int clean_up_kill(scope_launcher *launcher) {
+    const char *argv[] = {"sh", "-c", "echo ready; read x; exit 0", NULL};
+    scope_argv *wrapped = must_wrap(launcher, argv);
+    int in[2], out[2];
+    /* Close-on-exec: the tool holds only its dup2'd ends, so that closing ours is its EOF. */
+    CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0, "pipes");
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execvp(scope_argv_ptr(wrapped)[0], (char *const *)scope_argv_ptr(wrapped));
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    scope_handle *handle = must_handle(scope_argv_unit(wrapped), pid);
+    /* The tool itself runs (the wrapper is done with the manager) before the manager is stopped. */
+    char ready[6] = {0};
+    CHECK(read(out[0], ready, sizeof ready) == 6 && memcmp(ready, "ready\n", 6) == 0, "the tool runs");
+    close(out[0]);
+    pid_t manager = manager_pid();
+    CHECK(manager > 0, "the manager's pid");
+    /* Should this process die while the manager is stopped, a watchdog continues it. */
+    pid_t watchdog = fork();
+    CHECK(watchdog >= 0, "fork the watchdog");
+    if (watchdog == 0) {
+        close(in[1]);
+        sleep(5);
+        kill(manager, SIGCONT);
+        _exit(0);
+    }
+    CHECK(kill(manager, SIGSTOP) == 0, "stop the manager");
+    close(in[1]);
+    int status = wait_exit(pid);
+    struct stat st;
+    int left = stat(scope_handle_cgroup(handle), &st) == 0;
+    scope_result killed = scope_handle_kill(handle, 5000);
+    CHECK(kill(manager, SIGCONT) == 0, "continue the manager");
+    kill(watchdog, SIGKILL);
+    waitpid(watchdog, NULL, 0);
+    CHECK(status == 0, "the tool exited 0: %d", status);
+    CHECK(left, "the stopped manager left the scope");
+    CHECK(killed == SCOPE_RESULT_OK, "the clean-up kill");
+    CHECK(collected(handle), "the manager collected the scope");
+    scope_ending ending = {SCOPE_ENDING_KIND_RUNNING, SCOPE_OOMD_RULE_UNKNOWN, 0, SCOPE_EVIDENCE_CGROUP_EVENTS, true};
+    CHECK(scope_handle_ending(handle, NULL, 3000, &ending) == SCOPE_RESULT_OK, "ending");
+    CHECK(ending.kind == SCOPE_ENDING_KIND_UNKNOWN && ending.evidence == SCOPE_EVIDENCE_NONE && !ending.forgeable,
+          "a clean-up kill of an empty scope: kind %d, evidence %d", (int)ending.kind, (int)ending.evidence);
+    scope_handle_free(handle);
+    scope_argv_free(wrapped);
+    return 0;
+}
+
 int scenario_ending(void) {
     scope_launcher *launcher = must_launcher(NULL);
     const char *argv[] = {"sh", "-c", "sleep 100 & exec sleep 100", NULL};
@@ -22,16 +101,19 @@ int scenario_ending(void) {
     pid_t pid = spawn(scope_argv_ptr(wrapped), 0);
     scope_handle *handle = must_handle(unit, pid);
 
-    scope_ending ending = {SCOPE_ENDING_KIND_UNKNOWN, SCOPE_OOMD_RULE_UNKNOWN, 7};
+    scope_ending ending = {SCOPE_ENDING_KIND_UNKNOWN, SCOPE_OOMD_RULE_UNKNOWN, 7, SCOPE_EVIDENCE_NONE, true};
     CHECK(scope_handle_ending(handle, NULL, 3000, &ending) == SCOPE_RESULT_OK, "ending");
-    CHECK(ending.kind == SCOPE_ENDING_KIND_RUNNING && ending.kernel_oom_kills == 0, "running: %d", (int)ending.kind);
-    scope_ending untouched = {SCOPE_ENDING_KIND_OOMD, SCOPE_OOMD_RULE_SWAP, 9};
+    CHECK(ending.kind == SCOPE_ENDING_KIND_RUNNING && ending.kernel_oom_kills == 0 &&
+              ending.evidence == SCOPE_EVIDENCE_CGROUP_EVENTS && !ending.forgeable,
+          "running: %d", (int)ending.kind);
+    scope_ending untouched = {SCOPE_ENDING_KIND_OOMD, SCOPE_OOMD_RULE_SWAP, 9, SCOPE_EVIDENCE_OOMD_SIGNAL, false};
     CHECK(scope_handle_ending(NULL, NULL, 3000, &untouched) == SCOPE_RESULT_NULL_PARAMETER, "NULL handle refused");
     CHECK(scope_handle_ending(handle, NULL, 3000, NULL) == SCOPE_RESULT_NULL_PARAMETER, "NULL out refused");
     const char *bad_env[] = {"NO_EQUALS_SIGN", NULL};
     CHECK(scope_handle_ending(handle, bad_env, 3000, &untouched) == SCOPE_RESULT_INVALID_ARGUMENT, "malformed env refused");
     CHECK(scope_handle_ending(handle, NULL, 0, &untouched) == SCOPE_RESULT_INVALID_ARGUMENT, "a zero bound refused");
-    CHECK(untouched.kind == SCOPE_ENDING_KIND_OOMD && untouched.rule == SCOPE_OOMD_RULE_SWAP && untouched.kernel_oom_kills == 9,
+    CHECK(untouched.kind == SCOPE_ENDING_KIND_OOMD && untouched.rule == SCOPE_OOMD_RULE_SWAP && untouched.kernel_oom_kills == 9 &&
+              untouched.evidence == SCOPE_EVIDENCE_OOMD_SIGNAL && !untouched.forgeable,
           "out written only on success");
 
     scope_handle *other = SENTINEL;
@@ -39,14 +121,18 @@ int scenario_ending(void) {
     CHECK(scope_handle_kill(handle, 5000) == SCOPE_RESULT_OK, "kill");
     CHECK(wait_exit(pid) == 128 + SIGKILL, "the tool's exit status is in");
     CHECK(collected(handle), "the manager collected the scope");
+    /* The killing handle knows its own kill; the other knows it by the mark alone, forgeable. */
     scope_handle *both[] = {handle, other};
+    scope_evidence evidence[] = {SCOPE_EVIDENCE_OWN_KILL, SCOPE_EVIDENCE_KILL_MARK};
     for (size_t i = 0; i < 2; i++) {
         CHECK(scope_handle_ending(both[i], NULL, 3000, &ending) == SCOPE_RESULT_OK, "ending after collection");
-        CHECK(ending.kind == SCOPE_ENDING_KIND_HANDLE_KILL && ending.rule == SCOPE_OOMD_RULE_UNKNOWN, "handle %zu: kind %d", i,
-              (int)ending.kind);
+        CHECK(ending.kind == SCOPE_ENDING_KIND_HANDLE_KILL && ending.rule == SCOPE_OOMD_RULE_UNKNOWN &&
+                  ending.evidence == evidence[i] && ending.forgeable == (i == 1),
+              "handle %zu: kind %d, evidence %d", i, (int)ending.kind, (int)ending.evidence);
         scope_handle_free(both[i]);
     }
     scope_argv_free(wrapped);
+    int failed = clean_up_kill(launcher);
     scope_launcher_free(launcher);
-    return 0;
+    return failed;
 }

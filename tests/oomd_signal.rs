@@ -1,0 +1,329 @@
+//! systemd-oomd's `Killed` signal as the evidence of its kills, against a real user manager and a
+//! real `dbus-daemon` standing for the system bus, with a stand-in oomd on it
+//! (`tests/tools/oomd_standin.py`, named as such: the real oomd acts in the virtual machine,
+//! scripts/test-vm.sh). The stand-in owns `org.freedesktop.oom1` and sends the signal as oomd does
+//! after a kill; a forger on the same bus sends it too, from its own connection, broadcast and to
+//! every connection by name. Only the owner's counts; where it is heard, a mark the tool wrote is
+//! not taken for oomd's.
+//!
+//! The subscription is one per process, so the tests take turns (`TURN`), each with a bus of its
+//! own and no handle left from the one before.
+
+mod common;
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{cgroup_of, env_with, rig, spawn_scoped, wait_for, BareBus, TempDir};
+use rustix::fs::{setxattr, XattrFlags};
+use synaps_scope::{Ending, Evidence, OomdRule, ScopeEnding, ScopeHandle};
+
+const ASK: Duration = Duration::from_secs(3);
+static TURN: Mutex<()> = Mutex::new(());
+
+/// `tests/tools/oomd_standin.py` on the bus at `address`, as oomd or (`--forger`) as a tool.
+struct Standin {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Standin {
+    fn start(address: &OsString, mode: Option<&str>) -> Standin {
+        let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/oomd_standin.py");
+        let mut child = Command::new("python3")
+            .arg(tool)
+            .arg(address)
+            .args(mode)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the oomd stand-in");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(
+            line.starts_with("ready :"),
+            "the stand-in did not start: {line:?}"
+        );
+        Standin {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends `Killed(cgroup, reason)` and waits until it is out.
+    fn killed(&mut self, cgroup: &str, reason: &str) {
+        writeln!(self.stdin, "kill {cgroup} {reason}").unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "sent");
+    }
+}
+
+impl Drop for Standin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A bus standing for the system bus, and the environment that names it.
+struct SystemBus {
+    _dir: TempDir,
+    bus: BareBus,
+    env: Vec<(OsString, OsString)>,
+}
+
+impl SystemBus {
+    fn start() -> SystemBus {
+        let dir = TempDir::new("oomd-signal");
+        let bus = BareBus::start(&dir);
+        let env = env_with(&[("DBUS_SYSTEM_BUS_ADDRESS", &bus.address)]);
+        SystemBus {
+            _dir: dir,
+            bus,
+            env,
+        }
+    }
+}
+
+/// `argv` in a scope of its own, with a handle made once it runs there (through the manager, with
+/// `env` naming the system bus), and its cgroup path.
+fn scoped(argv: &[&str], env: &[(OsString, OsString)]) -> (Child, ScopeHandle, String) {
+    let (child, unit) = spawn_scoped(argv);
+    let handle = ScopeHandle::from_manager(&unit, env, ASK).unwrap();
+    let cgroup = cgroup_of(child.id());
+    (child, handle, cgroup)
+}
+
+/// Waits for the child's exit, then until the manager has removed the scope's cgroup.
+fn collected(mut child: Child, handle: &ScopeHandle) {
+    child.wait().unwrap();
+    wait_for("the manager to collect the scope", || {
+        !handle.cgroup_dir().exists()
+    });
+}
+
+/// oomd's mark, then its kill, as oomd does them.
+fn mark_and_kill(dir: &Path) {
+    setxattr(dir, "user.oomd_ooms", b"1", XattrFlags::empty()).expect("cgroup2 takes user xattrs");
+    std::fs::write(dir.join("cgroup.kill"), "1").unwrap();
+}
+
+fn oomd_signal_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == "synaps-oomd-sig")
+        .count()
+}
+
+fn told(how: ScopeEnding, evidence: Evidence) -> Ending {
+    Ending { how, evidence }
+}
+
+/// No kill known: the rig's tree has no memory controller to count the kernel's by.
+const NO_KILL: Ending = Ending {
+    how: ScopeEnding::Unknown,
+    evidence: Evidence::Nothing,
+};
+
+#[test]
+fn oomds_signal_names_the_kill_and_its_rule_even_when_it_comes_after_the_question() {
+    let Some(_rig) = rig() else { return };
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let system = SystemBus::start();
+    let mut oomd = Standin::start(&system.bus.address, None);
+    let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
+    mark_and_kill(handle.cgroup_dir());
+    collected(child, &handle);
+    // oomd signals after its kill: the answer waits for it.
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        oomd.killed(&cgroup, "memory-used");
+        oomd
+    });
+    let ending = handle.ending(&system.env, ASK);
+    drop(sender.join().unwrap());
+    assert_eq!(
+        ending,
+        told(
+            ScopeEnding::KilledByOomd {
+                rule: Some(OomdRule::Swap)
+            },
+            Evidence::OomdSignal
+        )
+    );
+    assert!(!ending.evidence.forgeable());
+}
+
+#[test]
+fn oomds_kill_of_a_cgroup_below_the_scope_is_signalled_for_the_scope() {
+    let Some(_rig) = rig() else { return };
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let system = SystemBus::start();
+    let mut oomd = Standin::start(&system.bus.address, None);
+    let (mut child, handle, cgroup) = scoped(
+        &[
+            "sh",
+            "-c",
+            r#"read dir; mkdir "$dir/leaf" && echo $$ > "$dir/leaf/cgroup.procs" && exec sleep 100"#,
+        ],
+        &system.env,
+    );
+    let leaf = handle.cgroup_dir().join("leaf");
+    writeln!(
+        child.stdin.take().unwrap(),
+        "{}",
+        handle.cgroup_dir().display()
+    )
+    .unwrap();
+    wait_for("the tool to move below its scope", || {
+        std::fs::read_to_string(leaf.join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+    });
+    mark_and_kill(&leaf);
+    oomd.killed(&format!("{cgroup}/leaf"), "memory-pressure");
+    collected(child, &handle);
+    assert_eq!(
+        handle.ending(&system.env, ASK),
+        told(
+            ScopeEnding::KilledByOomd {
+                rule: Some(OomdRule::MemoryPressure)
+            },
+            Evidence::OomdSignal
+        )
+    );
+}
+
+/// A tool writes oomd's mark on its own cgroup and exits 0: where oomd's signal is heard, no
+/// signal came, and the mark is not taken for oomd's (after waiting the question's bound for it).
+#[test]
+fn a_mark_the_tool_forged_is_not_oomds_where_the_signal_is_heard() {
+    let Some(_rig) = rig() else { return };
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let system = SystemBus::start();
+    let _oomd = Standin::start(&system.bus.address, None);
+    let (mut child, handle, _) = scoped(&["sh", "-c", "read _; exit 0"], &system.env);
+    setxattr(
+        handle.cgroup_dir(),
+        "user.oomd_ooms",
+        b"1",
+        XattrFlags::empty(),
+    )
+    .unwrap();
+    setxattr(
+        handle.cgroup_dir(),
+        "user.oomd_kill",
+        b"1",
+        XattrFlags::empty(),
+    )
+    .unwrap();
+    drop(child.stdin.take());
+    collected(child, &handle);
+    let asked = Instant::now();
+    assert_eq!(handle.ending(&system.env, Duration::from_secs(1)), NO_KILL);
+    let waited = asked.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900),
+        "the answer waited {waited:?} for oomd's signal, not its bound"
+    );
+}
+
+/// A tool on the system bus sends oomd's signal itself, broadcast and to every connection by
+/// name, for its own scope and with oomd's mark written: not oomd's.
+#[test]
+fn a_signal_the_tool_forged_is_not_oomds() {
+    let Some(_rig) = rig() else { return };
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let system = SystemBus::start();
+    let _oomd = Standin::start(&system.bus.address, None);
+    let mut forger = Standin::start(&system.bus.address, Some("--forger"));
+    let (mut child, handle, cgroup) = scoped(&["sh", "-c", "read _; exit 0"], &system.env);
+    setxattr(
+        handle.cgroup_dir(),
+        "user.oomd_ooms",
+        b"1",
+        XattrFlags::empty(),
+    )
+    .unwrap();
+    forger.killed(&cgroup, "memory-pressure");
+    drop(child.stdin.take());
+    collected(child, &handle);
+    assert_eq!(handle.ending(&system.env, Duration::from_secs(1)), NO_KILL);
+}
+
+/// oomd before 252 sends no signal: its mark is the evidence, said to be forgeable.
+#[test]
+fn without_the_signal_oomds_mark_is_the_evidence_and_says_so() {
+    let Some(_rig) = rig() else { return };
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let system = SystemBus::start();
+    let _oomd = Standin::start(&system.bus.address, Some("--before-252"));
+    let (child, handle, _) = scoped(&["sleep", "100"], &system.env);
+    mark_and_kill(handle.cgroup_dir());
+    collected(child, &handle);
+    let ending = handle.ending(&system.env, ASK);
+    assert_eq!(
+        ending,
+        told(ScopeEnding::KilledByOomd { rule: None }, Evidence::OomdMark)
+    );
+    assert!(ending.evidence.forgeable());
+}
+
+/// oomd restarted while a handle lived: the new owner of the name is heard.
+#[test]
+fn a_restarted_oomd_is_heard() {
+    let Some(_rig) = rig() else { return };
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let system = SystemBus::start();
+    let first = Standin::start(&system.bus.address, None);
+    let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
+    drop(first);
+    let mut second = Standin::start(&system.bus.address, None);
+    mark_and_kill(handle.cgroup_dir());
+    second.killed(&cgroup, "memory-pressure");
+    collected(child, &handle);
+    assert_eq!(
+        handle.ending(&system.env, ASK).evidence,
+        Evidence::OomdSignal
+    );
+}
+
+/// What the subscription costs: one connection and one thread while any handle lives, both gone
+/// once the last is dropped.
+#[test]
+fn the_subscription_lives_as_long_as_the_handles() {
+    let Some(_rig) = rig() else { return };
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let system = SystemBus::start();
+    let _oomd = Standin::start(&system.bus.address, None);
+    let before = oomd_signal_threads();
+    let (first, a, _) = scoped(&["sleep", "100"], &system.env);
+    let (second, b, _) = scoped(&["sleep", "100"], &system.env);
+    assert_eq!(
+        oomd_signal_threads(),
+        before + 1,
+        "one thread for both handles"
+    );
+    a.kill(ASK).unwrap();
+    b.kill(ASK).unwrap();
+    collected(first, &a);
+    collected(second, &b);
+    drop(a);
+    assert_eq!(
+        oomd_signal_threads(),
+        before + 1,
+        "kept while a handle lives"
+    );
+    drop(b);
+    wait_for("the subscription's thread to end", || {
+        oomd_signal_threads() == before
+    });
+}
