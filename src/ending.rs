@@ -51,6 +51,16 @@ pub enum OomdRule {
 }
 
 impl OomdRule {
+    /// The rule oomd names as a kill's reason in its `Killed` signal (`memory-used` for the swap
+    /// rule); None for a reason this library does not know.
+    fn of_reason(reason: &str) -> Option<OomdRule> {
+        match reason {
+            "memory-used" => Some(OomdRule::Swap),
+            "memory-pressure" => Some(OomdRule::MemoryPressure),
+            _ => None,
+        }
+    }
+
     /// The rule's word on every surface: `swap` or `memory-pressure`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -272,8 +282,9 @@ impl Witness {
             // on its way.
             oomd.said_of(&self.unit, oomd_marked.then_some(deadline))
         }) {
-            Some(Said::Killed(rule)) => {
-                return told(ScopeEnding::KilledByOomd { rule }, Evidence::OomdSignal)
+            Some(Said::Killed(reason)) => {
+                let rule = OomdRule::of_reason(&reason);
+                return told(ScopeEnding::KilledByOomd { rule }, Evidence::OomdSignal);
             }
             Some(Said::Nothing) => {}
             Some(Said::CannotTell) | None if oomd_marked => {
@@ -418,6 +429,16 @@ mod tests {
                 ("agent-tools.slice".to_owned(), true),
             ]
         );
+    }
+
+    #[test]
+    fn oomds_reasons_name_the_rules() {
+        assert_eq!(OomdRule::of_reason("memory-used"), Some(OomdRule::Swap));
+        assert_eq!(
+            OomdRule::of_reason("memory-pressure"),
+            Some(OomdRule::MemoryPressure)
+        );
+        assert_eq!(OomdRule::of_reason("something-new"), None);
     }
 
     #[test]

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use crate::bounds::deadline_after;
 use crate::bus::wire::{Call, Message, Value};
 use crate::bus::{BusError, Connection};
-use crate::ending::OomdRule;
 use crate::per_process::{lock, PerProcess};
 
 /// The name systemd-oomd owns on the system bus.
@@ -69,11 +68,10 @@ struct Heard {
 }
 
 /// What oomd's signal says of a scope.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Said {
-    /// oomd killed the scope or a cgroup below it, under this rule (None for a reason this
-    /// library does not know).
-    Killed(Option<OomdRule>),
+    /// oomd killed the scope or a cgroup below it, for this reason (which names the rule).
+    Killed(String),
     /// No such kill was signalled while the subscription was live.
     Nothing,
     /// The signal cannot be relied on here (the subscription broke, or belongs to the parent of a
@@ -95,7 +93,7 @@ impl Subscription {
                 .iter()
                 .find(|(cgroup, _)| names_scope(cgroup, unit))
             {
-                return Said::Killed(rule_of(reason));
+                return Said::Killed(reason.clone());
             }
             if heard.broken {
                 return Said::CannotTell;
@@ -145,15 +143,6 @@ fn names_scope(cgroup: &str, unit: &str) -> bool {
     cgroup
         .split('/')
         .any(|component| !unit.is_empty() && component == unit)
-}
-
-/// The rule oomd names as a kill's reason.
-fn rule_of(reason: &str) -> Option<OomdRule> {
-    match reason {
-        "memory-used" => Some(OomdRule::Swap),
-        "memory-pressure" => Some(OomdRule::MemoryPressure),
-        _ => None,
-    }
 }
 
 /// This process's subscription to oomd's `Killed` signal, set up now if there is none; None where
@@ -307,13 +296,6 @@ mod tests {
         assert!(!names_scope(&format!("{path}x"), unit));
         assert!(!names_scope("/user.slice", unit));
         assert!(!names_scope("/", ""));
-    }
-
-    #[test]
-    fn reasons_name_the_rules() {
-        assert_eq!(rule_of("memory-used"), Some(OomdRule::Swap));
-        assert_eq!(rule_of("memory-pressure"), Some(OomdRule::MemoryPressure));
-        assert_eq!(rule_of("something-new"), None);
     }
 
     #[test]
