@@ -32,7 +32,7 @@ use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
 use rustix::fs::{openat, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::per_process::{lock, PerProcess};
+use crate::per_process::{lock, lock_if_free, PerProcess};
 
 /// The most cgroups below one scope that are kept open for their marks; a tool that makes more
 /// leaves the rest unread, and its watch says so ([`ScopeWatch::leaves_missed`]).
@@ -49,9 +49,13 @@ const FINAL: u8 = 1;
 /// The cgroup was removed before the last read: kills after the last read made are not known.
 const LOST: u8 = 2;
 
-/// What the watcher learns of one scope while it runs; shared with its handles.
+/// What the watcher learns of one scope while it runs; shared with its handles. A forked child's
+/// copy is a snapshot: the watcher's thread was not copied, and a lock it held at the fork stays
+/// held there, so the child only reads what needs no lock.
 #[derive(Debug)]
 pub(crate) struct ScopeWatch {
+    /// The process whose watcher fills it.
+    pid: u32,
     /// The most `oom_kill` seen in `memory.events`.
     kills: AtomicU64,
     /// `WATCHING`, `FINAL` or `LOST`.
@@ -79,6 +83,7 @@ pub(crate) enum OomKills {
 impl ScopeWatch {
     fn new(memory_events: Option<OwnedFd>, kills: u64) -> Self {
         ScopeWatch {
+            pid: std::process::id(),
             kills: AtomicU64::new(kills),
             settled: AtomicU8::new(WATCHING),
             counted: memory_events.is_some(),
@@ -115,6 +120,9 @@ impl ScopeWatch {
         if !self.counted {
             return None;
         }
+        if self.pid != std::process::id() {
+            return Some(OomKills::AtLeast(self.kills.load(Ordering::Acquire)));
+        }
         let patience = deadline.min(Instant::now() + Duration::from_millis(100));
         while self.settled.load(Ordering::Acquire) == WATCHING && Instant::now() < patience {
             std::thread::sleep(Duration::from_millis(2));
@@ -128,14 +136,20 @@ impl ScopeWatch {
         })
     }
 
-    /// Whether any cgroup made below the scope answers `marked`.
+    /// Whether any cgroup made below the scope answers `marked`. In a forked child, the parent's
+    /// list is read only if no thread held it at the fork.
     pub(crate) fn any_leaf(&self, marked: impl Fn(&OwnedFd) -> bool) -> bool {
+        if self.pid != std::process::id() {
+            return lock_if_free(&self.leaves)
+                .is_some_and(|leaves| leaves.iter().any(|leaf| marked(leaf)));
+        }
         lock(&self.leaves).iter().any(|leaf| marked(leaf))
     }
 
-    /// Whether cgroups below the scope went unwatched (more than are kept, or events dropped).
+    /// Whether cgroups below the scope went unwatched (more than are kept, or events dropped, or
+    /// this is a forked child's snapshot, which no thread fills).
     pub(crate) fn leaves_missed(&self) -> bool {
-        self.leaves_missed.load(Ordering::Acquire)
+        self.leaves_missed.load(Ordering::Acquire) || self.pid != std::process::id()
     }
 
     fn keep_leaf(&self, leaf: &Arc<OwnedFd>) -> bool {
