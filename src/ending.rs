@@ -229,12 +229,17 @@ pub(crate) struct Witness {
 }
 
 impl Witness {
-    /// Keeps `dir`, the open cgroup directory of the scope `unit`, starts watching it, and
-    /// subscribes to oomd's signal on the system bus that `env` names (first, so that no kill
-    /// after the handle is made goes unheard).
+    /// Keeps `dir`, the open cgroup directory of the scope `unit`, starts watching it (first: a
+    /// tool may run out of memory at once, and its count must be watched from the start), and
+    /// subscribes to oomd's signal on the system bus that `env` names. A kill that came before the
+    /// subscription could not be heard: where oomd's mark is already there, the signal is not
+    /// relied on for this scope.
     pub(crate) fn keep(unit: &str, dir: OwnedFd, env: &[(OsString, OsString)]) -> Witness {
-        let oomd = oomd_signal::subscription(env);
         let watch = oom_watch::watch(&dir);
+        let oomd = oomd_signal::subscription(env).filter(|_| {
+            let marked = |dir: &OwnedFd| OOMD_MARKS.iter().any(|name| has_mark(dir, name));
+            !(marked(&dir) || watch.as_ref().is_some_and(|w| w.any_leaf(marked)))
+        });
         Witness {
             unit: unit.to_owned(),
             dir,

@@ -351,7 +351,8 @@ impl ScopeHandle {
 
     /// Kills every process in the scope and waits, up to `timeout`, until it is empty. Uses
     /// `cgroup.kill` where the kernel has it, signals otherwise. Returns the processes that
-    /// were in the scope when the kill began.
+    /// were in the scope when the kill began; none for a scope already empty, whose kill (a
+    /// clean-up after the tool's exit) does nothing and is not how the scope ended.
     pub fn kill(&self, timeout: Duration) -> Result<Vec<u32>, HandleError> {
         let method = if self.cgroup.join("cgroup.kill").exists() {
             KillMethod::CgroupKill
@@ -437,10 +438,12 @@ impl ScopeHandle {
         }
     }
 
-    /// How the scope ended: `Running` while processes are in it. Answers after the manager has
-    /// collected the scope too, from what the handle kept since it was made. Where systemd-oomd
-    /// killed it, which rule acted is asked of the user manager (reached with `env`) and the
-    /// system manager, within `timeout`; the rule is None where they cannot say.
+    /// How the scope ended (`Running` while processes are in it), and what that answer rests on.
+    /// Answers after the manager has collected the scope too, from what the handle kept since it
+    /// was made. Blocks at most `timeout`: where oomd's mark is on the cgroup and its signal is
+    /// heard but has not come yet, for the signal; where oomd killed the scope and no signal named
+    /// the rule, to ask the user manager (reached with `env`) and the system manager which rules
+    /// cover it (None where they cannot say).
     pub fn ending(&self, env: &[(OsString, OsString)], timeout: Duration) -> Ending {
         let running = self.is_still_the_same_scope()
             && fs::read_to_string(self.cgroup.join("cgroup.events"))

@@ -153,7 +153,8 @@ fds_without = len(os.listdir("/proc/self/fd"))
 ok(f"the subscription to oomd's signal: 1 thread and {fds_with - fds_without} descriptor(s) while a handle lived, none after the last")
 
 # The kernel's OOM killer inside a slice's MemoryMax=, in scopes the manager collects the moment
-# they end: every count is read before the cgroup goes (asked after collection, each time).
+# they end: every count is read before the cgroup goes (asked after collection, each time). The
+# tool outgrows the slice once its handle is made, as a daemon's tool does after its first moments.
 units = os.path.expanduser("~/.config/systemd/user")
 os.makedirs(units, exist_ok=True)
 with open(os.path.join(units, "synaps-oom.slice"), "w") as f:
@@ -165,8 +166,11 @@ with open(config, "w") as f:
 env = {**os.environ, "SYNAPS_CONFIG": config}
 rounds = 10
 for round in range(rounds):
-    proc, oom = scoped(["python3", "-c", "print('ready', flush=True); b = bytearray(256 << 20)"], env=env)
+    proc, oom = scoped(["python3", "-c", "import sys; print('ready', flush=True); sys.stdin.readline(); b = bytearray(256 << 20)"], env=env)
     assert "/synaps-oom.slice/" in oom.cgroup, oom.cgroup
+    assert proc.stdin is not None
+    proc.stdin.write(b"go\n")
+    proc.stdin.flush()
     assert proc.wait(timeout=60) == -9, proc.returncode
     wait_collected(oom)
     ending = oom.ending()
