@@ -7,11 +7,15 @@
 //! the tool's exit status is in would find nothing to read. So one thread per process waits
 //! (`epoll`, no polling) on the `memory.events` and `cgroup.events` of every scope with a handle,
 //! and on its directories (`inotify`):
-//! - each time the kernel says `memory.events` changed, the `oom_kill` count is copied out;
-//! - once the scope is empty, the count is read a last time: the kernel counts a kill before the
-//!   victim dies, so a read made after `populated` turned 0 holds every kill. Should the manager
-//!   remove the cgroup before that read, the count is marked lost, and the answer is "at least
-//!   the kills seen", never "none";
+//! - each time the kernel says `memory.events` changed, the `oom_kill` count is copied out. The
+//!   kernel counts a kill before the victim dies, but holds a file's change notice back when one
+//!   came less than 20 ms before (as `max` events do, just before an OOM kill); so once `max` or
+//!   `oom` rises, the count is read every millisecond for the next 50 ms;
+//! - once the scope is empty, the count is read a last time. Should the manager have removed the
+//!   cgroup first, the parent slice's count (which the kernel raises with every kill below it,
+//!   and which outlives the scope) says whether any kill came since the last reading: none, and
+//!   the count is final; one, and it is marked lost: the answer is "at least the kills seen",
+//!   never "none";
 //! - each cgroup made below the scope is opened as it appears (its extended attributes stay
 //!   readable through that descriptor after it is removed).
 //!
@@ -28,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
+use rustix::event::Timespec;
 use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
 use rustix::fs::{openat, Mode, OFlags};
 use rustix::io::Errno;
@@ -48,6 +53,11 @@ const WATCHING: u8 = 0;
 const FINAL: u8 = 1;
 /// The cgroup was removed before the last read: kills after the last read made are not known.
 const LOST: u8 = 2;
+/// No reading of the parent's count yet.
+const UNREAD: u64 = u64::MAX;
+/// How long the count is read every millisecond once `max` or `oom` rose: past the kernel's
+/// 20 ms hold-back of a change notice, with room to spare.
+const HOT: Duration = Duration::from_millis(50);
 
 /// What the watcher learns of one scope while it runs; shared with its handles. A forked child's
 /// copy is a snapshot: the watcher's thread was not copied, and a lock it held at the fork stays
@@ -62,8 +72,12 @@ pub(crate) struct ScopeWatch {
     settled: AtomicU8,
     /// Whether the scope has a memory controller: without one there is no count.
     counted: bool,
-    /// The scope's `memory.events`, for the last read ([`ScopeWatch::settle`]); taken then.
-    memory_events: Mutex<Option<OwnedFd>>,
+    /// The scope's `memory.events` and its parent's, for the last read ([`ScopeWatch::settle`]);
+    /// taken then.
+    memory_events: Mutex<Option<(OwnedFd, Option<OwnedFd>)>>,
+    /// The parent's `oom_kill`, read just before the scope's last successful reading; `UNREAD`
+    /// before any.
+    parent_kills: AtomicU64,
     /// The directories of the cgroups made below the scope, opened as they appeared.
     leaves: Mutex<Vec<Arc<OwnedFd>>>,
     /// More cgroups appeared below the scope than are kept, or inotify dropped events.
@@ -81,35 +95,46 @@ pub(crate) enum OomKills {
 }
 
 impl ScopeWatch {
-    fn new(memory_events: Option<OwnedFd>, kills: u64) -> Self {
+    fn new(memory_events: Option<(OwnedFd, Option<OwnedFd>)>) -> Self {
         ScopeWatch {
             pid: std::process::id(),
-            kills: AtomicU64::new(kills),
+            kills: AtomicU64::new(0),
             settled: AtomicU8::new(WATCHING),
             counted: memory_events.is_some(),
             memory_events: Mutex::new(memory_events),
+            parent_kills: AtomicU64::new(UNREAD),
             leaves: Mutex::new(Vec::new()),
             leaves_missed: AtomicBool::new(false),
         }
     }
 
-    fn record(&self, kills: u64) {
-        self.kills.fetch_max(kills, Ordering::AcqRel);
+    /// Reads the scope's `memory.events` (the parent's count first, so that a kill between the
+    /// two readings is never missed, only at worst taken for one after); the scope's events, or
+    /// None once it is removed.
+    fn read(&self, files: &(OwnedFd, Option<OwnedFd>)) -> Option<Events> {
+        let parent = files.1.as_ref().and_then(read_events);
+        let events = read_events(&files.0)?;
+        self.kills.fetch_max(events.oom_kill, Ordering::AcqRel);
+        self.parent_kills
+            .store(parent.map_or(UNREAD, |p| p.oom_kill), Ordering::Release);
+        Some(events)
     }
 
-    /// Reads the count a last time, the scope being empty; once only. A cgroup already removed
-    /// leaves the count lost.
+    /// Reads the count a last time, the scope being empty; once only. Where the cgroup is gone
+    /// already, the parent's count says whether a kill came since the last reading.
     fn settle(&self) {
-        let Some(memory_events) = lock(&self.memory_events).take() else {
+        let Some(files) = lock(&self.memory_events).take() else {
             return;
         };
-        match oom_kills(&memory_events) {
-            Some(kills) => {
-                self.record(kills);
-                self.settled.store(FINAL, Ordering::Release);
-            }
-            None => self.settled.store(LOST, Ordering::Release),
+        if self.read(&files).is_some() {
+            self.settled.store(FINAL, Ordering::Release);
+            return;
         }
+        let before = self.parent_kills.load(Ordering::Acquire);
+        let now = files.1.as_ref().and_then(read_events);
+        let none_since = before != UNREAD && now.is_some_and(|now| now.oom_kill == before);
+        self.settled
+            .store(if none_since { FINAL } else { LOST }, Ordering::Release);
     }
 
     /// The OOM kills of a scope that is empty: waits for the watcher's last read, up to
@@ -169,6 +194,45 @@ struct Watched {
     /// The watches on the scope's directory and on each kept cgroup below it.
     watches: Vec<i32>,
     shared: Arc<ScopeWatch>,
+    /// `max` + `oom` as last read: when it rises, an OOM kill may follow.
+    pressure: u64,
+    /// Until when the count is read every millisecond.
+    hot_until: Option<Instant>,
+}
+
+impl Watched {
+    /// Reads the scope's count (on a change notice, or while hot); true where it is removed.
+    fn reading_finds_it_gone(&mut self, now: Instant) -> bool {
+        let read = lock(&self.shared.memory_events)
+            .as_ref()
+            .map(|files| self.shared.read(files));
+        match read {
+            Some(Some(events)) => {
+                if events.pressure() > self.pressure {
+                    self.hot_until = Some(now + HOT);
+                }
+                self.pressure = events.pressure();
+                false
+            }
+            Some(None) => true,
+            None => false,
+        }
+    }
+}
+
+/// What is read of a `memory.events`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Events {
+    max: u64,
+    oom: u64,
+    oom_kill: u64,
+}
+
+impl Events {
+    /// What rises before an OOM kill: `max` (the limit reached) and `oom` (reclaim failed).
+    fn pressure(self) -> u64 {
+        self.max.saturating_add(self.oom)
+    }
 }
 
 /// What the watcher's thread and the handles share.
@@ -232,18 +296,13 @@ pub(crate) fn watch(dir: &OwnedFd) -> Option<Arc<ScopeWatch>> {
     // Edge-triggered: the kernel signals each change of the file once (EPOLLPRI). The
     // registration goes with the descriptor, closed at the last read.
     let flags = EventFlags::PRI | EventFlags::ERR | EventFlags::ET;
-    let mut kills = 0;
-    if let Some(memory_events) = &memory_events {
-        kills = oom_kills(memory_events)?;
-        epoll::add(
-            &*watcher.epoll,
-            memory_events,
-            EventData::new_u64(token),
-            flags,
-        )
-        .ok()?;
+    let files = memory_events.map(|scope| (scope, open("../memory.events")));
+    let shared = Arc::new(ScopeWatch::new(files));
+    let mut first = Events::default();
+    if let Some(files) = lock(&shared.memory_events).as_ref() {
+        first = shared.read(files)?;
+        epoll::add(&*watcher.epoll, &files.0, EventData::new_u64(token), flags).ok()?;
     }
-    let shared = Arc::new(ScopeWatch::new(memory_events, kills));
     if !populated(&cgroup_events) {
         // Already empty: nothing will change, and the last read is this one.
         shared.settle();
@@ -260,6 +319,8 @@ pub(crate) fn watch(dir: &OwnedFd) -> Option<Arc<ScopeWatch>> {
         cgroup_events,
         watches: Vec::new(),
         shared: Arc::clone(&shared),
+        pressure: first.pressure(),
+        hot_until: None,
     };
     match dir.try_clone() {
         Ok(own) => watch_directory(
@@ -368,16 +429,24 @@ fn start() -> Option<Watcher> {
     })
 }
 
-/// The watcher's loop: on each change, copies the count out; once a scope is empty or removed,
-/// reads it a last time and lets go of it; opens each cgroup made below a scope.
+/// The watcher's loop: on each change, copies the count out (and every millisecond while a
+/// scope is hot); once a scope is empty or removed, reads it a last time and lets go of it; opens
+/// each cgroup made below a scope.
 fn run(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &Mutex<Table>) {
     let mut events = Vec::with_capacity(64);
+    let mut hot = false;
     loop {
         events.clear();
-        if epoll::wait(epoll_fd, spare_capacity(&mut events), None).is_err() {
+        let timeout = hot.then_some(Timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        });
+        if epoll::wait(epoll_fd, spare_capacity(&mut events), timeout.as_ref()).is_err() {
             continue; // EINTR
         }
         let mut table = lock(table);
+        let now = Instant::now();
+        let mut done = Vec::new();
         for event in &events {
             let token = event.data.u64();
             if token == INOTIFY_TOKEN {
@@ -385,18 +454,28 @@ fn run(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &Mutex<Table>) {
                 continue;
             }
             let token = token & !1;
-            let Some(scope) = table.scopes.get(&token) else {
+            let Some(scope) = table.scopes.get_mut(&token) else {
                 continue;
             };
-            if let Some(kills) = lock(&scope.shared.memory_events)
-                .as_ref()
-                .and_then(oom_kills)
-            {
-                scope.shared.record(kills);
+            if scope.reading_finds_it_gone(now) || !populated(&scope.cgroup_events) {
+                done.push(token);
             }
-            if !populated(&scope.cgroup_events) {
-                let_go(epoll_fd, inotify_fd, &mut table, token);
+        }
+        hot = false;
+        for (token, scope) in &mut table.scopes {
+            match scope.hot_until {
+                Some(until) if until > now => {
+                    if scope.reading_finds_it_gone(now) {
+                        done.push(*token);
+                    }
+                    hot = true;
+                }
+                Some(_) => scope.hot_until = None,
+                None => {}
             }
+        }
+        for token in done {
+            let_go(epoll_fd, inotify_fd, &mut table, token);
         }
     }
 }
@@ -463,10 +542,15 @@ fn let_go(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &mut Table, token: u6
     table.by_inode.retain(|_, watched| *watched != token);
 }
 
-/// `oom_kill` of an open `memory.events`; None once the cgroup is gone (ENODEV).
-fn oom_kills(memory_events: &OwnedFd) -> Option<u64> {
+/// `max`, `oom` and `oom_kill` of an open `memory.events`; None once the cgroup is gone (ENODEV).
+fn read_events(memory_events: &OwnedFd) -> Option<Events> {
     let text = read_at_start(memory_events)?;
-    Some(field(&text, "oom_kill").unwrap_or(0))
+    let value = |key| field(&text, key).unwrap_or(0);
+    Some(Events {
+        max: value("max"),
+        oom: value("oom"),
+        oom_kill: value("oom_kill"),
+    })
 }
 
 /// `populated` of an open `cgroup.events`; false once the cgroup is gone.

@@ -94,6 +94,27 @@ impl SystemBus {
     }
 }
 
+/// What each test starts from: its turn, a bus standing for the system bus, and on it a stand-in
+/// oomd (`mode`: None for oomd 252 and later, `--before-252`).
+struct Setup {
+    _turn: std::sync::MutexGuard<'static, ()>,
+    system: SystemBus,
+    oomd: Standin,
+}
+
+/// The setup, where the rig is there (`rig()` fails loudly where it is not asked to skip).
+fn setup(mode: Option<&str>) -> Option<Setup> {
+    rig()?;
+    let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let system = SystemBus::start();
+    let oomd = Standin::start(&system.bus.address, mode);
+    Some(Setup {
+        _turn: turn,
+        system,
+        oomd,
+    })
+}
+
 /// `argv` in a scope of its own, with a handle made once it runs there (through the manager, with
 /// `env` naming the system bus), and its cgroup path.
 fn scoped(argv: &[&str], env: &[(OsString, OsString)]) -> (Child, ScopeHandle, String) {
@@ -137,10 +158,14 @@ const NO_KILL: Ending = Ending {
 
 #[test]
 fn oomds_signal_names_the_kill_and_its_rule_even_when_it_comes_after_the_question() {
-    let Some(_rig) = rig() else { return };
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let system = SystemBus::start();
-    let mut oomd = Standin::start(&system.bus.address, None);
+    let Some(Setup {
+        _turn,
+        system,
+        mut oomd,
+    }) = setup(None)
+    else {
+        return;
+    };
     let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
     mark_and_kill(handle.cgroup_dir());
     collected(child, &handle);
@@ -166,10 +191,14 @@ fn oomds_signal_names_the_kill_and_its_rule_even_when_it_comes_after_the_questio
 
 #[test]
 fn oomds_kill_of_a_cgroup_below_the_scope_is_signalled_for_the_scope() {
-    let Some(_rig) = rig() else { return };
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let system = SystemBus::start();
-    let mut oomd = Standin::start(&system.bus.address, None);
+    let Some(Setup {
+        _turn,
+        system,
+        mut oomd,
+    }) = setup(None)
+    else {
+        return;
+    };
     let (mut child, handle, cgroup) = scoped(
         &[
             "sh",
@@ -206,10 +235,14 @@ fn oomds_kill_of_a_cgroup_below_the_scope_is_signalled_for_the_scope() {
 /// signal came, and the mark is not taken for oomd's (after waiting the question's bound for it).
 #[test]
 fn a_mark_the_tool_forged_is_not_oomds_where_the_signal_is_heard() {
-    let Some(_rig) = rig() else { return };
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let system = SystemBus::start();
-    let _oomd = Standin::start(&system.bus.address, None);
+    let Some(Setup {
+        _turn,
+        system,
+        oomd: _oomd,
+    }) = setup(None)
+    else {
+        return;
+    };
     let (mut child, handle, _) = scoped(&["sh", "-c", "read _; exit 0"], &system.env);
     setxattr(
         handle.cgroup_dir(),
@@ -240,10 +273,14 @@ fn a_mark_the_tool_forged_is_not_oomds_where_the_signal_is_heard() {
 /// name, for its own scope and with oomd's mark written: not oomd's.
 #[test]
 fn a_signal_the_tool_forged_is_not_oomds() {
-    let Some(_rig) = rig() else { return };
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let system = SystemBus::start();
-    let _oomd = Standin::start(&system.bus.address, None);
+    let Some(Setup {
+        _turn,
+        system,
+        oomd: _oomd,
+    }) = setup(None)
+    else {
+        return;
+    };
     let mut forger = Standin::start(&system.bus.address, Some("--forger"));
     let (mut child, handle, cgroup) = scoped(&["sh", "-c", "read _; exit 0"], &system.env);
     setxattr(
@@ -262,10 +299,14 @@ fn a_signal_the_tool_forged_is_not_oomds() {
 /// oomd before 252 sends no signal: its mark is the evidence, said to be forgeable.
 #[test]
 fn without_the_signal_oomds_mark_is_the_evidence_and_says_so() {
-    let Some(_rig) = rig() else { return };
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let system = SystemBus::start();
-    let _oomd = Standin::start(&system.bus.address, Some("--before-252"));
+    let Some(Setup {
+        _turn,
+        system,
+        oomd: _oomd,
+    }) = setup(Some("--before-252"))
+    else {
+        return;
+    };
     let (child, handle, _) = scoped(&["sleep", "100"], &system.env);
     mark_and_kill(handle.cgroup_dir());
     collected(child, &handle);
@@ -280,10 +321,14 @@ fn without_the_signal_oomds_mark_is_the_evidence_and_says_so() {
 /// oomd restarted while a handle lived: the new owner of the name is heard.
 #[test]
 fn a_restarted_oomd_is_heard() {
-    let Some(_rig) = rig() else { return };
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let system = SystemBus::start();
-    let first = Standin::start(&system.bus.address, None);
+    let Some(Setup {
+        system,
+        oomd: first,
+        ..
+    }) = setup(None)
+    else {
+        return;
+    };
     let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
     drop(first);
     let mut second = Standin::start(&system.bus.address, None);
@@ -300,10 +345,14 @@ fn a_restarted_oomd_is_heard() {
 /// once the last is dropped.
 #[test]
 fn the_subscription_lives_as_long_as_the_handles() {
-    let Some(_rig) = rig() else { return };
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let system = SystemBus::start();
-    let _oomd = Standin::start(&system.bus.address, None);
+    let Some(Setup {
+        _turn,
+        system,
+        oomd: _oomd,
+    }) = setup(None)
+    else {
+        return;
+    };
     let before = oomd_signal_threads();
     let (first, a, _) = scoped(&["sleep", "100"], &system.env);
     let (second, b, _) = scoped(&["sleep", "100"], &system.env);

@@ -114,6 +114,23 @@ def header_fields(whole: bytes) -> dict:
     return out
 
 
+def unknown_method(serial: int, call_message: bytes, text: str) -> bytes:
+    """The UnknownMethod error answering the method call `call_message`."""
+    body = bytearray()
+    put_str(body, text)
+    return message(
+        3,
+        serial,
+        [
+            (4, "s", "org.freedesktop.DBus.Error.UnknownMethod"),
+            (5, "u", struct.unpack("<I", call_message[8:12])[0]),
+            (6, "s", header_fields(call_message)[7]),
+        ],
+        "s",
+        bytes(body),
+    )
+
+
 def main() -> None:
     address = sys.argv[1]
     assert address.startswith("unix:path="), address
@@ -150,21 +167,8 @@ def main() -> None:
         if whole[1] != 1 or whole[2] & 1:  # not a call, or no reply expected
             continue
         fields = header_fields(whole)
-        text = bytearray()
-        put_str(text, f"{NAME} here implements no method {fields.get(3)}")
-        reply = message(
-            3,
-            serial,
-            [
-                (4, "s", "org.freedesktop.DBus.Error.UnknownMethod"),
-                (5, "u", struct.unpack("<I", whole[8:12])[0]),
-                (6, "s", fields[7]),
-            ],
-            "s",
-            bytes(text),
-        )
+        sock.sendall(unknown_method(serial, whole, f"{NAME} here implements no method {fields.get(3)}"))
         serial += 1
-        sock.sendall(reply)
 
 
 if __name__ == "__main__":

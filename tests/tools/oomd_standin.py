@@ -19,7 +19,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from name_squatter import call, header_fields, message, put_str, put_u32, read_message  # noqa: E402
+from name_squatter import call, header_fields, message, put_str, put_u32, read_message, unknown_method  # noqa: E402
 
 NAME = "org.freedesktop.oom1"
 PATH = "/org/freedesktop/oom1"
@@ -152,15 +152,7 @@ def main() -> None:
                     put_str(text, introspection(mode != "--before-252"))
                     reply = message(2, serial, [(5, "u", caller_serial), (6, "s", fields[7])], "s", bytes(text))
                 else:
-                    text = bytearray()
-                    put_str(text, f"no method {fields.get(3)} here")
-                    reply = message(
-                        3,
-                        serial,
-                        [(4, "s", "org.freedesktop.DBus.Error.UnknownMethod"), (5, "u", caller_serial), (6, "s", fields[7])],
-                        "s",
-                        bytes(text),
-                    )
+                    reply = unknown_method(serial, whole, f"no method {fields.get(3)} here")
                 serial += 1
                 sock.sendall(reply)
 
