@@ -18,6 +18,7 @@ import socket
 import struct
 import sys
 
+sys.dont_write_bytecode = True  # nothing left behind in the repository's tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from name_squatter import call, header_fields, message, put_str, put_u32, read_message, unknown_method  # noqa: E402
 
