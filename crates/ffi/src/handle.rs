@@ -328,10 +328,11 @@ impl From<Ending> for scope_ending {
     }
 }
 
-/// How the scope ended, into `*out`: answered after the manager has collected the scope too,
-/// from what the handle kept since it was made. For an oomd kill, which rule acted is asked of
-/// the user manager reached with `envp` (NULL: this process's environment) and of the system
-/// manager, within `timeout_ms`. May block up to `timeout_ms`.
+/// How the scope ended, and what that rests on, into `*out`: answered after the manager has
+/// collected the scope too, from what the handle kept since it was made. May block up to
+/// `timeout_ms`: for oomd's signal, where its mark is there and the signal not yet; for an oomd
+/// kill no signal named, to ask the user manager reached with `envp` (NULL: this process's
+/// environment) and the system manager which rules cover the scope.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle; `envp` is NULL or a NULL-terminated array of C strings;
