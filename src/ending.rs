@@ -235,7 +235,7 @@ impl Witness {
     /// subscription could not be heard: where oomd's mark is already there, the signal is not
     /// relied on for this scope.
     pub(crate) fn keep(unit: &str, dir: OwnedFd, env: &[(OsString, OsString)]) -> Witness {
-        let watch = oom_watch::watch(&dir);
+        let watch = oom_watch::watch(&dir, unit);
         let oomd = oomd_signal::subscription(env).filter(|_| {
             let marked = |dir: &OwnedFd| OOMD_MARKS.iter().any(|name| has_mark(dir, name));
             !(marked(&dir) || watch.as_ref().is_some_and(|w| w.any_leaf(marked)))

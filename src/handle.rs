@@ -447,7 +447,7 @@ impl ScopeHandle {
     pub fn ending(&self, env: &[(OsString, OsString)], timeout: Duration) -> Ending {
         let running = self.is_still_the_same_scope()
             && fs::read_to_string(self.cgroup.join("cgroup.events"))
-                .is_ok_and(|text| crate::oom_watch::field(&text, "populated") == Some(1));
+                .is_ok_and(|text| crate::oom_count::field(&text, "populated") == Some(1));
         let relative = cgroup2_mount()
             .ok()
             .and_then(|mount| self.cgroup.strip_prefix(mount).ok().map(Path::to_owned))

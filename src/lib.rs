@@ -36,6 +36,7 @@ mod kind;
 mod launcher;
 mod manager;
 mod memo;
+mod oom_count;
 mod oom_watch;
 mod oomd_signal;
 mod own_scope;

@@ -5,17 +5,15 @@
 //! A scope made like `systemd-run --collect` is removed the moment its last process has died, and
 //! with it its files and every cgroup below it; a caller that asks how its tool ended only after
 //! the tool's exit status is in would find nothing to read. So one thread per process waits
-//! (`epoll`, no polling) on the `memory.events` and `cgroup.events` of every scope with a handle,
-//! and on its directories (`inotify`):
+//! (`epoll`) on the `memory.events` and `cgroup.events` of every scope with a handle, and on its
+//! directories (`inotify`):
 //! - each time the kernel says `memory.events` changed, the `oom_kill` count is copied out. The
 //!   kernel counts a kill before the victim dies, but holds a file's change notice back when one
 //!   came less than 20 ms before (as `max` events do, just before an OOM kill); so once `max` or
 //!   `oom` rises, the count is read every millisecond for the next 50 ms;
-//! - once the scope is empty, the count is read a last time. Should the manager have removed the
-//!   cgroup first, the parent slice's count (which the kernel raises with every kill below it,
-//!   and which outlives the scope) says whether any kill came since the last reading: none, and
-//!   the count is final; one, and it is marked lost: the answer is "at least the kills seen",
-//!   never "none";
+//! - once the scope is empty, the count is read a last time; should the manager have removed the
+//!   cgroup first, the parent slice's counts tell its kills (`oom_count`), or say that they
+//!   cannot be told: the answer is then "at least the kills seen", never "none";
 //! - each cgroup made below the scope is opened as it appears (its extended attributes stay
 //!   readable through that descriptor after it is removed).
 //!
@@ -25,7 +23,7 @@
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -37,6 +35,7 @@ use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
 use rustix::fs::{openat, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::oom_count::{field, read_at_start, Counter, Events, Reading};
 use crate::per_process::{lock, lock_if_free, PerProcess};
 
 /// The most cgroups below one scope that are kept open for their marks; a tool that makes more
@@ -53,8 +52,6 @@ const WATCHING: u8 = 0;
 const FINAL: u8 = 1;
 /// The cgroup was removed before the last read: kills after the last read made are not known.
 const LOST: u8 = 2;
-/// No reading of the parent's count yet.
-const UNREAD: u64 = u64::MAX;
 /// How long the count is read every millisecond once `max` or `oom` rose: past the kernel's
 /// 20 ms hold-back of a change notice, with room to spare.
 const HOT: Duration = Duration::from_millis(50);
@@ -72,12 +69,8 @@ pub(crate) struct ScopeWatch {
     settled: AtomicU8,
     /// Whether the scope has a memory controller: without one there is no count.
     counted: bool,
-    /// The scope's `memory.events` and its parent's, for the last read ([`ScopeWatch::settle`]);
-    /// taken then.
-    memory_events: Mutex<Option<(OwnedFd, Option<OwnedFd>)>>,
-    /// The parent's `oom_kill`, read just before the scope's last successful reading; `UNREAD`
-    /// before any.
-    parent_kills: AtomicU64,
+    /// What reads the count, until the last reading ([`ScopeWatch::settle`]) takes it.
+    counter: Mutex<Option<Counter>>,
     /// The directories of the cgroups made below the scope, opened as they appeared.
     leaves: Mutex<Vec<Arc<OwnedFd>>>,
     /// More cgroups appeared below the scope than are kept, or inotify dropped events.
@@ -95,46 +88,47 @@ pub(crate) enum OomKills {
 }
 
 impl ScopeWatch {
-    fn new(memory_events: Option<(OwnedFd, Option<OwnedFd>)>) -> Self {
+    fn new(counter: Option<Counter>) -> Self {
         ScopeWatch {
             pid: std::process::id(),
             kills: AtomicU64::new(0),
             settled: AtomicU8::new(WATCHING),
-            counted: memory_events.is_some(),
-            memory_events: Mutex::new(memory_events),
-            parent_kills: AtomicU64::new(UNREAD),
+            counted: counter.is_some(),
+            counter: Mutex::new(counter),
             leaves: Mutex::new(Vec::new()),
             leaves_missed: AtomicBool::new(false),
         }
     }
 
-    /// Reads the scope's `memory.events` (the parent's count first, so that a kill between the
-    /// two readings is never missed, only at worst taken for one after); the scope's events, or
-    /// None once it is removed.
-    fn read(&self, files: &(OwnedFd, Option<OwnedFd>)) -> Option<Events> {
-        let parent = files.1.as_ref().and_then(read_events);
-        let events = read_events(&files.0)?;
-        self.kills.fetch_max(events.oom_kill, Ordering::AcqRel);
-        self.parent_kills
-            .store(parent.map_or(UNREAD, |p| p.oom_kill), Ordering::Release);
-        Some(events)
+    /// Reads the count with `counter` (this watch's); the scope's events, or None once it is gone.
+    fn read(&self, counter: &mut Counter) -> Option<Events> {
+        match counter.read(self.kills.load(Ordering::Acquire)) {
+            Reading::There(events) => {
+                self.kills.fetch_max(events.oom_kill, Ordering::AcqRel);
+                Some(events)
+            }
+            Reading::GoneWith(_) | Reading::GoneUntold => None,
+        }
     }
 
-    /// Reads the count a last time, the scope being empty; once only. Where the cgroup is gone
-    /// already, the parent's count says whether a kill came since the last reading.
+    /// Reads the count a last time, the scope being empty; once only. Where the scope is gone
+    /// already, its kills are told from its parent's count, or marked lost.
     fn settle(&self) {
-        let Some(files) = lock(&self.memory_events).take() else {
+        let Some(mut counter) = lock(&self.counter).take() else {
             return;
         };
-        if self.read(&files).is_some() {
-            self.settled.store(FINAL, Ordering::Release);
-            return;
-        }
-        let before = self.parent_kills.load(Ordering::Acquire);
-        let now = files.1.as_ref().and_then(read_events);
-        let none_since = before != UNREAD && now.is_some_and(|now| now.oom_kill == before);
-        self.settled
-            .store(if none_since { FINAL } else { LOST }, Ordering::Release);
+        let settled = match counter.read(self.kills.load(Ordering::Acquire)) {
+            Reading::There(events) => {
+                self.kills.fetch_max(events.oom_kill, Ordering::AcqRel);
+                FINAL
+            }
+            Reading::GoneWith(kills) => {
+                self.kills.fetch_max(kills, Ordering::AcqRel);
+                FINAL
+            }
+            Reading::GoneUntold => LOST,
+        };
+        self.settled.store(settled, Ordering::Release);
     }
 
     /// The OOM kills of a scope that is empty: waits for the watcher's last read, up to
@@ -203,9 +197,9 @@ struct Watched {
 impl Watched {
     /// Reads the scope's count (on a change notice, or while hot); true where it is removed.
     fn reading_finds_it_gone(&mut self, now: Instant) -> bool {
-        let read = lock(&self.shared.memory_events)
-            .as_ref()
-            .map(|files| self.shared.read(files));
+        let read = lock(&self.shared.counter)
+            .as_mut()
+            .map(|counter| self.shared.read(counter));
         match read {
             Some(Some(events)) => {
                 if events.pressure() > self.pressure {
@@ -217,21 +211,6 @@ impl Watched {
             Some(None) => true,
             None => false,
         }
-    }
-}
-
-/// What is read of a `memory.events`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Events {
-    max: u64,
-    oom: u64,
-    oom_kill: u64,
-}
-
-impl Events {
-    /// What rises before an OOM kill: `max` (the limit reached) and `oom` (reclaim failed).
-    fn pressure(self) -> u64 {
-        self.max.saturating_add(self.oom)
     }
 }
 
@@ -263,7 +242,7 @@ static WATCHER: PerProcess<Mutex<Option<Watcher>>> = PerProcess::new();
 /// Starts watching the scope whose cgroup is open as `dir`. Returns what is learnt of it (the
 /// count already read once, where the cgroup has a memory controller), or None where the watch
 /// could not be set up (a count of zero would then be a guess, not a reading).
-pub(crate) fn watch(dir: &OwnedFd) -> Option<Arc<ScopeWatch>> {
+pub(crate) fn watch(dir: &OwnedFd, unit: &str) -> Option<Arc<ScopeWatch>> {
     let inode = rustix::fs::fstat(dir).ok()?.st_ino;
     let open = |name: &str| {
         openat(
@@ -274,7 +253,7 @@ pub(crate) fn watch(dir: &OwnedFd) -> Option<Arc<ScopeWatch>> {
         )
         .ok()
     };
-    let memory_events = open("memory.events");
+    let counter = Counter::open(dir, unit);
     let cgroup_events = open("cgroup.events")?;
     let this_process = WATCHER.get();
     let mut guard = lock(&this_process);
@@ -296,12 +275,17 @@ pub(crate) fn watch(dir: &OwnedFd) -> Option<Arc<ScopeWatch>> {
     // Edge-triggered: the kernel signals each change of the file once (EPOLLPRI). The
     // registration goes with the descriptor, closed at the last read.
     let flags = EventFlags::PRI | EventFlags::ERR | EventFlags::ET;
-    let files = memory_events.map(|scope| (scope, open("../memory.events")));
-    let shared = Arc::new(ScopeWatch::new(files));
+    let shared = Arc::new(ScopeWatch::new(counter));
     let mut first = Events::default();
-    if let Some(files) = lock(&shared.memory_events).as_ref() {
-        first = shared.read(files)?;
-        epoll::add(&*watcher.epoll, &files.0, EventData::new_u64(token), flags).ok()?;
+    if let Some(counter) = lock(&shared.counter).as_mut() {
+        first = shared.read(counter)?;
+        epoll::add(
+            &*watcher.epoll,
+            counter.events_fd(),
+            EventData::new_u64(token),
+            flags,
+        )
+        .ok()?;
     }
     if !populated(&cgroup_events) {
         // Already empty: nothing will change, and the last read is this one.
@@ -542,46 +526,7 @@ fn let_go(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &mut Table, token: u6
     table.by_inode.retain(|_, watched| *watched != token);
 }
 
-/// `max`, `oom` and `oom_kill` of an open `memory.events`; None once the cgroup is gone (ENODEV).
-fn read_events(memory_events: &OwnedFd) -> Option<Events> {
-    let text = read_at_start(memory_events)?;
-    let value = |key| field(&text, key).unwrap_or(0);
-    Some(Events {
-        max: value("max"),
-        oom: value("oom"),
-        oom_kill: value("oom_kill"),
-    })
-}
-
 /// `populated` of an open `cgroup.events`; false once the cgroup is gone.
 fn populated(cgroup_events: &OwnedFd) -> bool {
     read_at_start(cgroup_events).and_then(|text| field(&text, "populated")) == Some(1)
-}
-
-fn read_at_start(fd: impl AsFd) -> Option<String> {
-    let mut buf = [0u8; 512];
-    let n = rustix::io::pread(fd, &mut buf, 0).ok()?;
-    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
-}
-
-/// The value of `key` in a flat-keyed cgroup file (`key value` lines).
-pub(crate) fn field(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|line| {
-        let (name, value) = line.split_once(' ')?;
-        (name == key).then(|| value.trim().parse().ok())?
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flat_keyed_fields_read_as_the_kernel_writes_them() {
-        let events = "low 0\nhigh 3\nmax 7\noom 2\noom_kill 1\noom_group_kill 0\n";
-        assert_eq!(field(events, "oom_kill"), Some(1));
-        assert_eq!(field(events, "oom"), Some(2));
-        assert_eq!(field(events, "missing"), None);
-        assert_eq!(field("populated 0\nfrozen 0\n", "populated"), Some(0));
-    }
 }
