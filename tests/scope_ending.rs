@@ -268,6 +268,45 @@ fn oomds_kill_of_a_cgroup_below_the_scope_is_told() {
     );
 }
 
+/// oomd kills the cgroup a tool made below its scope; the daemon then kills the scope to sweep up
+/// the tool's other process, which was left in the scope itself: the kill found a process, yet
+/// what ended the tool was oomd's, and that is what is told.
+#[test]
+fn an_oomd_kill_swept_up_by_a_handles_kill_is_still_oomds() {
+    let Some(_rig) = rig() else { return };
+    let (mut child, handle) = scoped(&[
+        "sh",
+        "-c",
+        r#"read dir; sleep 100 & echo $! > "$dir/leaf/cgroup.procs"; exec sleep 100"#,
+    ]);
+    let leaf = handle.cgroup_dir().join("leaf");
+    std::fs::create_dir(&leaf).unwrap();
+    writeln!(
+        child.stdin.take().unwrap(),
+        "{}",
+        handle.cgroup_dir().display()
+    )
+    .unwrap();
+    wait_for("the worker to move below the scope", || {
+        std::fs::read_to_string(leaf.join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+    });
+    mark(&leaf, "user.oomd_ooms", b"1");
+    std::fs::write(leaf.join("cgroup.kill"), "1").unwrap();
+    wait_for("oomd's kill to empty the cgroup below", || {
+        std::fs::read_to_string(leaf.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty())
+    });
+    assert_eq!(
+        handle.kill(ASK).unwrap(),
+        vec![child.id()],
+        "the sweep found the tool"
+    );
+    collected(child, &handle);
+    assert_eq!(
+        handle.ending(&inherited_env(), ASK),
+        told(ScopeEnding::KilledByOomd { rule: None }, Evidence::OomdMark)
+    );
+}
+
 /// A tool that writes a handle's kill mark and exits 0 reads as a handle's kill, on evidence the
 /// answer says is forgeable; the handle that killed nothing knows it did not.
 #[test]

@@ -103,3 +103,31 @@ def test_an_oomd_mark_is_told_as_its_kill_and_nothing_else_is_guessed(rig: Dict[
     memory = "memory" in open(os.path.join(os.path.dirname(quiet_handle.cgroup), "cgroup.subtree_control")).read().split()
     expected = ("on-its-own", "memory-events") if memory else ("unknown", "none")
     assert (quiet_handle.ending().kind, quiet_handle.ending().evidence) == expected
+
+
+def test_an_oomd_kill_swept_up_by_a_handles_kill_is_still_oomds(rig: Dict[str, str]) -> None:
+    """oomd (a stand-in) kills the cgroup the tool made below its scope; the daemon then kills the
+    scope to sweep up the tool itself: what ended the tool was oomd's, and that is what is told."""
+    proc = synaps_scope.Popen(
+        ["sh", "-c", 'read dir; sleep 100 & echo $! > "$dir/leaf/cgroup.procs"; echo moved; exec sleep 100'],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    handle = handle_once_in_scope(proc)
+    leaf = os.path.join(handle.cgroup, "leaf")
+    os.mkdir(leaf)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(handle.cgroup.encode() + b"\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline() == b"moved\n"
+    os.setxattr(leaf, "user.oomd_ooms", b"1")
+    with open(os.path.join(leaf, "cgroup.kill"), "w") as f:
+        f.write("1")
+    deadline = time.monotonic() + 10
+    while open(os.path.join(leaf, "cgroup.procs")).read().strip():
+        assert time.monotonic() < deadline, "the kill below the scope did not empty it"
+        time.sleep(0.005)
+    assert handle.kill() == [proc.pid]
+    assert proc.wait(timeout=10) == -9
+    wait_collected(handle)
+    assert handle.ending() == synaps_scope.ScopeEnding("oomd", None, 0, "oomd-mark", True, "")

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 
 /* Waits until the manager has removed the scope's cgroup. */
 static int collected(const scope_handle *handle) {
@@ -93,6 +94,64 @@ static int clean_up_kill(scope_launcher *launcher) {
     return 0;
 }
 
+/* Whether the cgroup `dir` holds no process. */
+static int cgroup_empty(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int c = fgetc(f);
+    fclose(f);
+    return c == EOF;
+}
+
+/* oomd (a stand-in: its mark, then its kill) kills the cgroup the tool made below its scope; the
+ * daemon then kills the scope to sweep up the tool itself: what ended the tool was oomd's. */
+static int oomd_kill_swept_up(scope_launcher *launcher) {
+    const char *argv[] = {"sh", "-c", "read dir; sleep 100 & echo $! > \"$dir/leaf/cgroup.procs\"; echo moved; exec sleep 100", NULL};
+    scope_argv *wrapped = must_wrap(launcher, argv);
+    int in[2], out[2];
+    CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0, "pipes");
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execvp(scope_argv_ptr(wrapped)[0], (char *const *)scope_argv_ptr(wrapped));
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    scope_handle *handle = must_handle(scope_argv_unit(wrapped), pid);
+    char leaf[4096];
+    snprintf(leaf, sizeof leaf, "%s/leaf", scope_handle_cgroup(handle));
+    CHECK(mkdir(leaf, 0755) == 0, "mkdir %s", leaf);
+    char line[4200];
+    int n = snprintf(line, sizeof line, "%s\n", scope_handle_cgroup(handle));
+    CHECK(write(in[1], line, (size_t)n) == n, "the scope's directory to the tool");
+    char moved[6] = {0};
+    CHECK(read(out[0], moved, sizeof moved) == 6 && memcmp(moved, "moved\n", 6) == 0, "the worker moved below the scope");
+    CHECK(setxattr(leaf, "user.oomd_ooms", "1", 1, 0) == 0, "oomd's mark");
+    char kill_file[4200];
+    snprintf(kill_file, sizeof kill_file, "%s/cgroup.kill", leaf);
+    write_file(kill_file, "1");
+    for (int i = 0; i < 2000 && !cgroup_empty(leaf); i++) sleep_ms(5);
+    CHECK(cgroup_empty(leaf), "the kill emptied the cgroup below");
+    CHECK(scope_handle_kill(handle, 5000) == SCOPE_RESULT_OK, "the sweep");
+    CHECK(wait_exit(pid) == 128 + SIGKILL, "the tool was killed");
+    CHECK(collected(handle), "the manager collected the scope");
+    scope_ending ending = {SCOPE_ENDING_KIND_RUNNING, SCOPE_OOMD_RULE_SWAP, 0, SCOPE_EVIDENCE_NONE, false};
+    CHECK(scope_handle_ending(handle, NULL, 3000, &ending) == SCOPE_RESULT_OK, "ending");
+    CHECK(ending.kind == SCOPE_ENDING_KIND_OOMD && ending.rule == SCOPE_OOMD_RULE_UNKNOWN &&
+              ending.evidence == SCOPE_EVIDENCE_OOMD_MARK && ending.forgeable,
+          "an oomd kill swept up: kind %d, evidence %d", (int)ending.kind, (int)ending.evidence);
+    close(in[1]);
+    close(out[0]);
+    scope_handle_free(handle);
+    scope_argv_free(wrapped);
+    return 0;
+}
+
 int scenario_ending(void) {
     scope_launcher *launcher = must_launcher(NULL);
     const char *argv[] = {"sh", "-c", "sleep 100 & exec sleep 100", NULL};
@@ -132,7 +191,7 @@ int scenario_ending(void) {
         scope_handle_free(both[i]);
     }
     scope_argv_free(wrapped);
-    int failed = clean_up_kill(launcher);
+    int failed = clean_up_kill(launcher) || oomd_kill_swept_up(launcher);
     scope_launcher_free(launcher);
     return failed;
 }
