@@ -158,14 +158,10 @@ const NO_KILL: Ending = Ending {
 
 #[test]
 fn oomds_signal_names_the_kill_and_its_rule_even_when_it_comes_after_the_question() {
-    let Some(Setup {
-        _turn,
-        system,
-        mut oomd,
-    }) = setup(None)
-    else {
+    let Some(setup) = setup(None) else {
         return;
     };
+    let (system, mut oomd) = (&setup.system, setup.oomd);
     let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
     mark_and_kill(handle.cgroup_dir());
     collected(child, &handle);
@@ -191,14 +187,10 @@ fn oomds_signal_names_the_kill_and_its_rule_even_when_it_comes_after_the_questio
 
 #[test]
 fn oomds_kill_of_a_cgroup_below_the_scope_is_signalled_for_the_scope() {
-    let Some(Setup {
-        _turn,
-        system,
-        mut oomd,
-    }) = setup(None)
-    else {
+    let Some(setup) = setup(None) else {
         return;
     };
+    let (system, mut oomd) = (&setup.system, setup.oomd);
     let (mut child, handle, cgroup) = scoped(
         &[
             "sh",
@@ -235,14 +227,10 @@ fn oomds_kill_of_a_cgroup_below_the_scope_is_signalled_for_the_scope() {
 /// signal came, and the mark is not taken for oomd's (after waiting the question's bound for it).
 #[test]
 fn a_mark_the_tool_forged_is_not_oomds_where_the_signal_is_heard() {
-    let Some(Setup {
-        _turn,
-        system,
-        oomd: _oomd,
-    }) = setup(None)
-    else {
+    let Some(setup) = setup(None) else {
         return;
     };
+    let system = &setup.system;
     let (mut child, handle, _) = scoped(&["sh", "-c", "read _; exit 0"], &system.env);
     setxattr(
         handle.cgroup_dir(),
@@ -273,14 +261,10 @@ fn a_mark_the_tool_forged_is_not_oomds_where_the_signal_is_heard() {
 /// name, for its own scope and with oomd's mark written: not oomd's.
 #[test]
 fn a_signal_the_tool_forged_is_not_oomds() {
-    let Some(Setup {
-        _turn,
-        system,
-        oomd: _oomd,
-    }) = setup(None)
-    else {
+    let Some(setup) = setup(None) else {
         return;
     };
+    let system = &setup.system;
     let mut forger = Standin::start(&system.bus.address, Some("--forger"));
     let (mut child, handle, cgroup) = scoped(&["sh", "-c", "read _; exit 0"], &system.env);
     setxattr(
@@ -299,14 +283,10 @@ fn a_signal_the_tool_forged_is_not_oomds() {
 /// oomd before 252 sends no signal: its mark is the evidence, said to be forgeable.
 #[test]
 fn without_the_signal_oomds_mark_is_the_evidence_and_says_so() {
-    let Some(Setup {
-        _turn,
-        system,
-        oomd: _oomd,
-    }) = setup(Some("--before-252"))
-    else {
+    let Some(setup) = setup(Some("--before-252")) else {
         return;
     };
+    let system = &setup.system;
     let (child, handle, _) = scoped(&["sleep", "100"], &system.env);
     mark_and_kill(handle.cgroup_dir());
     collected(child, &handle);
@@ -321,14 +301,10 @@ fn without_the_signal_oomds_mark_is_the_evidence_and_says_so() {
 /// oomd restarted while a handle lived: the new owner of the name is heard.
 #[test]
 fn a_restarted_oomd_is_heard() {
-    let Some(Setup {
-        system,
-        oomd: first,
-        ..
-    }) = setup(None)
-    else {
+    let Some(setup) = setup(None) else {
         return;
     };
+    let (system, first) = (&setup.system, setup.oomd);
     let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
     drop(first);
     let mut second = Standin::start(&system.bus.address, None);
@@ -345,14 +321,10 @@ fn a_restarted_oomd_is_heard() {
 /// once the last is dropped.
 #[test]
 fn the_subscription_lives_as_long_as_the_handles() {
-    let Some(Setup {
-        _turn,
-        system,
-        oomd: _oomd,
-    }) = setup(None)
-    else {
+    let Some(setup) = setup(None) else {
         return;
     };
+    let system = &setup.system;
     let before = oomd_signal_threads();
     let (first, a, _) = scoped(&["sleep", "100"], &system.env);
     let (second, b, _) = scoped(&["sleep", "100"], &system.env);

@@ -38,16 +38,12 @@ static pid_t manager_pid(void) {
     return cred.pid;
 }
 
-/* A daemon reaps its tool, then kills the scope to sweep up, before the manager has collected it
- * (held here by stopping the manager): the kill finds nobody, and the scope did not end by it. */
-static int clean_up_kill(scope_launcher *launcher) {
-    const char *argv[] = {"sh", "-c", "echo ready; read x; exit 0", NULL};
-    scope_argv *wrapped = must_wrap(launcher, argv);
-    int in[2], out[2];
-    /* Close-on-exec: the tool holds only its dup2'd ends, so that closing ours is its EOF. */
-    CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0, "pipes");
+/* Runs the wrapped command with its stdin and stdout on pipes: writes to in[1] reach it, its
+ * output comes from out[0]. The pipes are close-on-exec, so the tool holds only its own ends and
+ * closing in[1] is its EOF. The pid, or -1. */
+static pid_t spawn_piped(scope_argv *wrapped, int in[2], int out[2]) {
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return -1;
     pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
     if (pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
@@ -56,6 +52,17 @@ static int clean_up_kill(scope_launcher *launcher) {
     }
     close(in[0]);
     close(out[1]);
+    return pid;
+}
+
+/* A daemon reaps its tool, then kills the scope to sweep up, before the manager has collected it
+ * (held here by stopping the manager): the kill finds nobody, and the scope did not end by it. */
+static int clean_up_kill(scope_launcher *launcher) {
+    const char *argv[] = {"sh", "-c", "echo ready; read x; exit 0", NULL};
+    scope_argv *wrapped = must_wrap(launcher, argv);
+    int in[2], out[2];
+    pid_t pid = spawn_piped(wrapped, in, out);
+    CHECK(pid > 0, "spawn the tool");
     scope_handle *handle = must_handle(scope_argv_unit(wrapped), pid);
     /* The tool itself runs (the wrapper is done with the manager) before the manager is stopped. */
     char ready[6] = {0};
@@ -111,17 +118,8 @@ static int oomd_kill_swept_up(scope_launcher *launcher) {
     const char *argv[] = {"sh", "-c", "read dir; sleep 100 & echo $! > \"$dir/leaf/cgroup.procs\"; echo moved; exec sleep 100", NULL};
     scope_argv *wrapped = must_wrap(launcher, argv);
     int in[2], out[2];
-    CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0, "pipes");
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execvp(scope_argv_ptr(wrapped)[0], (char *const *)scope_argv_ptr(wrapped));
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
+    pid_t pid = spawn_piped(wrapped, in, out);
+    CHECK(pid > 0, "spawn the tool");
     scope_handle *handle = must_handle(scope_argv_unit(wrapped), pid);
     char leaf[4096];
     snprintf(leaf, sizeof leaf, "%s/leaf", scope_handle_cgroup(handle));
