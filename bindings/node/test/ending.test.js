@@ -110,7 +110,8 @@ test("oomd's mark is told as its kill; an ending without a mark is not guessed",
 
 test("an oomd kill swept up by a handle's kill is still oomd's", async (t) => {
   if (!requireRig(t)) return;
-  // oomd (a stand-in) kills the cgroup the tool made below its scope; the daemon then kills the
+  // oomd (a stand-in) kills the cgroup the tool made below its scope, and marks it after the kill
+  // as every version does (user.oomd_kill, the only mark before 251); the daemon then kills the
   // scope to sweep up the tool itself: what ended the tool was oomd's.
   const script = 'read dir; sleep 100 & echo $! > "$dir/leaf/cgroup.procs"; echo moved; exec sleep 100';
   const child = await scope.spawn('sh', ['-c', script], { stdio: ['pipe', 'pipe', 'ignore'] });
@@ -121,13 +122,13 @@ test("an oomd kill swept up by a handle's kill is still oomd's", async (t) => {
   child.stdin?.write(`${handle.cgroup}\n`);
   const [moved] = await once(/** @type {import('node:stream').Readable} */ (child.stdout), 'data');
   assert.equal(String(moved), 'moved\n');
-  execFileSync('python3', ['-c', 'import os, sys; os.setxattr(sys.argv[1], "user.oomd_ooms", b"1")', leaf]);
   fs.writeFileSync(path.join(leaf, 'cgroup.kill'), '1');
   const deadline = Date.now() + 10_000;
   while (fs.readFileSync(path.join(leaf, 'cgroup.procs'), 'utf8').trim() !== '') {
     assert.ok(Date.now() < deadline, 'the kill below the scope did not empty it');
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+  execFileSync('python3', ['-c', 'import os, sys; os.setxattr(sys.argv[1], "user.oomd_kill", b"1")', leaf]);
   assert.deepEqual(await handle.kill(), [Number(child.pid)]);
   assert.deepEqual(await exited, [null, 'SIGKILL']);
   await collected(handle);

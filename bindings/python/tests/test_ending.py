@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator
 
+import pytest
+
 import synaps_scope
 from helpers import handle_once_in_scope
 
@@ -105,9 +107,12 @@ def test_an_oomd_mark_is_told_as_its_kill_and_nothing_else_is_guessed(rig: Dict[
     assert (quiet_handle.ending().kind, quiet_handle.ending().evidence) == expected
 
 
-def test_an_oomd_kill_swept_up_by_a_handles_kill_is_still_oomds(rig: Dict[str, str]) -> None:
+@pytest.mark.parametrize("mark", ["user.oomd_ooms", "user.oomd_kill"])
+def test_an_oomd_kill_swept_up_by_a_handles_kill_is_still_oomds(rig: Dict[str, str], mark: str) -> None:
     """oomd (a stand-in) kills the cgroup the tool made below its scope; the daemon then kills the
-    scope to sweep up the tool itself: what ended the tool was oomd's, and that is what is told."""
+    scope to sweep up the tool itself: what ended the tool was oomd's, and that is what is told.
+    oomd marks before the kill from 251 on (user.oomd_ooms), and after it in every version
+    (user.oomd_kill, the only mark before 251: Ubuntu 22.04's 249)."""
     proc = synaps_scope.Popen(
         ["sh", "-c", 'read dir; sleep 100 & echo $! > "$dir/leaf/cgroup.procs"; echo moved; exec sleep 100'],
         stdin=subprocess.PIPE,
@@ -120,13 +125,16 @@ def test_an_oomd_kill_swept_up_by_a_handles_kill_is_still_oomds(rig: Dict[str, s
     proc.stdin.write(handle.cgroup.encode() + b"\n")
     proc.stdin.flush()
     assert proc.stdout.readline() == b"moved\n"
-    os.setxattr(leaf, "user.oomd_ooms", b"1")
+    if mark == "user.oomd_ooms":
+        os.setxattr(leaf, mark, b"1")
     with open(os.path.join(leaf, "cgroup.kill"), "w") as f:
         f.write("1")
     deadline = time.monotonic() + 10
     while open(os.path.join(leaf, "cgroup.procs")).read().strip():
         assert time.monotonic() < deadline, "the kill below the scope did not empty it"
         time.sleep(0.005)
+    if mark == "user.oomd_kill":
+        os.setxattr(leaf, mark, b"1")
     assert handle.kill() == [proc.pid]
     assert proc.wait(timeout=10) == -9
     wait_collected(handle)

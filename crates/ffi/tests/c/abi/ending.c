@@ -112,8 +112,9 @@ static int cgroup_empty(const char *dir) {
     return c == EOF;
 }
 
-/* oomd (a stand-in: its mark, then its kill) kills the cgroup the tool made below its scope; the
- * daemon then kills the scope to sweep up the tool itself: what ended the tool was oomd's. */
+/* oomd (a stand-in: its kill, then the mark every version writes after it, user.oomd_kill, the
+ * only one before 251) kills the cgroup the tool made below its scope; the daemon then kills the
+ * scope to sweep up the tool itself: what ended the tool was oomd's. */
 static int oomd_kill_swept_up(scope_launcher *launcher) {
     const char *argv[] = {"sh", "-c", "read dir; sleep 100 & echo $! > \"$dir/leaf/cgroup.procs\"; echo moved; exec sleep 100", NULL};
     scope_argv *wrapped = must_wrap(launcher, argv);
@@ -129,12 +130,12 @@ static int oomd_kill_swept_up(scope_launcher *launcher) {
     CHECK(write(in[1], line, (size_t)n) == n, "the scope's directory to the tool");
     char moved[6] = {0};
     CHECK(read(out[0], moved, sizeof moved) == 6 && memcmp(moved, "moved\n", 6) == 0, "the worker moved below the scope");
-    CHECK(setxattr(leaf, "user.oomd_ooms", "1", 1, 0) == 0, "oomd's mark");
     char kill_file[4200];
     snprintf(kill_file, sizeof kill_file, "%s/cgroup.kill", leaf);
     write_file(kill_file, "1");
     for (int i = 0; i < 2000 && !cgroup_empty(leaf); i++) sleep_ms(5);
     CHECK(cgroup_empty(leaf), "the kill emptied the cgroup below");
+    CHECK(setxattr(leaf, "user.oomd_kill", "1", 1, 0) == 0, "oomd's mark after its kill");
     CHECK(scope_handle_kill(handle, 5000) == SCOPE_RESULT_OK, "the sweep");
     CHECK(wait_exit(pid) == 128 + SIGKILL, "the tool was killed");
     CHECK(collected(handle), "the manager collected the scope");
