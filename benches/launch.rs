@@ -127,7 +127,7 @@ fn scoped_true(env: &[(OsString, OsString)]) {
     run(&mut cmd);
 }
 
-/// A scoped `sh -c 'read _'` run to its end (stdin closed once it is in its scope); with a
+/// A scoped `sh -c 'read _; exit 0'` run to its end (stdin closed once it is in its scope); with a
 /// handle, made once it is there and asked how the scope ended after the exit, the time of each
 /// of those two pushed to `timings`.
 fn tool_to_its_end(
@@ -135,7 +135,7 @@ fn tool_to_its_end(
     timings: Option<&mut (Vec<Duration>, Vec<Duration>)>,
 ) {
     let launcher = launcher_for_env(env).unwrap().expect("scoped");
-    let argv: Vec<OsString> = vec!["sh".into(), "-c".into(), "read _".into()];
+    let argv: Vec<OsString> = vec!["sh".into(), "-c".into(), "read _; exit 0".into()];
     let wrapped = launcher.wrap(&argv, env, None);
     let unit = wrapped.unit.expect("a scope");
     let mut cmd = Command::new(&wrapped.argv[0]);
