@@ -236,16 +236,15 @@ impl Witness {
     /// relied on for this scope.
     pub(crate) fn keep(unit: &str, dir: OwnedFd, env: &[(OsString, OsString)]) -> Witness {
         let watch = oom_watch::watch(&dir, unit);
-        let oomd = oomd_signal::subscription(env).filter(|_| {
-            let marked = |dir: &OwnedFd| OOMD_MARKS.iter().any(|name| has_mark(dir, name));
-            !(marked(&dir) || watch.as_ref().is_some_and(|w| w.any_leaf(marked)))
-        });
-        Witness {
+        let mut witness = Witness {
             unit: unit.to_owned(),
             dir,
             watch,
-            oomd,
-        }
+            oomd: None,
+        };
+        witness.oomd =
+            oomd_signal::subscription(env).filter(|_| !witness.marked_anywhere(&OOMD_MARKS));
+        witness
     }
 
     /// The open cgroup directory.

@@ -430,33 +430,28 @@ fn run(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &Mutex<Table>) {
         }
         let mut table = lock(table);
         let now = Instant::now();
-        let mut done = Vec::new();
+        let mut woken = Vec::new();
         for event in &events {
-            let token = event.data.u64();
-            if token == INOTIFY_TOKEN {
-                read_inotify(epoll_fd, inotify_fd, &mut table);
-                continue;
-            }
-            let token = token & !1;
-            let Some(scope) = table.scopes.get_mut(&token) else {
-                continue;
-            };
-            if scope.reading_finds_it_gone(now) || !populated(&scope.cgroup_events) {
-                done.push(token);
+            match event.data.u64() {
+                INOTIFY_TOKEN => read_inotify(epoll_fd, inotify_fd, &mut table),
+                token => woken.push(token & !1),
             }
         }
+        // Each scope woken (either file) or hot is read once this round.
         hot = false;
+        let mut done = Vec::new();
         for (token, scope) in &mut table.scopes {
-            match scope.hot_until {
-                Some(until) if until > now => {
-                    if scope.reading_finds_it_gone(now) {
-                        done.push(*token);
-                    }
-                    hot = true;
-                }
-                Some(_) => scope.hot_until = None,
-                None => {}
+            let was_woken = woken.contains(token);
+            if scope.hot_until.is_some_and(|until| until <= now) {
+                scope.hot_until = None;
             }
+            if !was_woken && scope.hot_until.is_none() {
+                continue;
+            }
+            if scope.reading_finds_it_gone(now) || (was_woken && !populated(&scope.cgroup_events)) {
+                done.push(*token);
+            }
+            hot |= scope.hot_until.is_some();
         }
         for token in done {
             let_go(epoll_fd, inotify_fd, &mut table, token);
