@@ -18,7 +18,10 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{cgroup_of, env_with, rig, spawn_scoped, wait_for, BareBus, TempDir};
+use common::{
+    cgroup_is_empty, cgroup_of, collected, env_with, rig, spawn_scoped, told, wait_for, BareBus,
+    TempDir,
+};
 use rustix::fs::{setxattr, XattrFlags};
 use synaps_scope::{Ending, Evidence, OomdRule, ScopeEnding, ScopeHandle};
 
@@ -124,14 +127,6 @@ fn scoped(argv: &[&str], env: &[(OsString, OsString)]) -> (Child, ScopeHandle, S
     (child, handle, cgroup)
 }
 
-/// Waits for the child's exit, then until the manager has removed the scope's cgroup.
-fn collected(mut child: Child, handle: &ScopeHandle) {
-    child.wait().unwrap();
-    wait_for("the manager to collect the scope", || {
-        !handle.cgroup_dir().exists()
-    });
-}
-
 /// oomd's mark, then its kill, as oomd does them.
 fn mark_and_kill(dir: &Path) {
     setxattr(dir, "user.oomd_ooms", b"1", XattrFlags::empty()).expect("cgroup2 takes user xattrs");
@@ -144,10 +139,6 @@ fn oomd_signal_threads() -> usize {
         .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
         .filter(|comm| comm.trim() == "synaps-oomd-sig")
         .count()
-}
-
-fn told(how: ScopeEnding, evidence: Evidence) -> Ending {
-    Ending { how, evidence }
 }
 
 /// No kill known: the rig's tree has no memory controller to count the kernel's by.
@@ -207,7 +198,7 @@ fn oomds_kill_of_a_cgroup_below_the_scope_is_signalled_for_the_scope() {
     )
     .unwrap();
     wait_for("the tool to move below its scope", || {
-        std::fs::read_to_string(leaf.join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+        cgroup_is_empty(&leaf) == Some(false)
     });
     mark_and_kill(&leaf);
     oomd.killed(&format!("{cgroup}/leaf"), "memory-pressure");

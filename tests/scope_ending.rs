@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
-use common::{rig, signal, spawn_scoped, wait_for};
+use common::{cgroup_is_empty, collected, rig, signal, spawn_scoped, told, wait_for};
 use rustix::fs::{setxattr, XattrFlags};
 use rustix::process::Signal;
 use synaps_scope::{inherited_env, Ending, Evidence, ScopeEnding, ScopeHandle};
@@ -28,19 +28,6 @@ fn scoped(argv: &[&str]) -> (Child, ScopeHandle) {
     let (child, unit) = spawn_scoped(argv);
     let handle = ScopeHandle::from_pid(&unit, child.id()).unwrap();
     (child, handle)
-}
-
-/// Waits for the child's exit status, then until the manager has removed the scope's cgroup.
-fn collected(mut child: Child, handle: &ScopeHandle) -> std::process::ExitStatus {
-    let status = child.wait().unwrap();
-    wait_for("the manager to collect the scope", || {
-        !handle.cgroup_dir().exists()
-    });
-    status
-}
-
-fn told(how: ScopeEnding, evidence: Evidence) -> Ending {
-    Ending { how, evidence }
 }
 
 /// An ending with no evidence of a kill: on its own where the kernel's count is there, unknown
@@ -216,7 +203,7 @@ fn oomd_before_251_is_told_by_its_after_kill_mark() {
         let _stopped = ManagerStopped::now();
         std::fs::write(dir.join("cgroup.kill"), "1").unwrap();
         wait_for("the kill to empty the scope", || {
-            std::fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty())
+            cgroup_is_empty(&dir) == Some(true)
         });
         mark(&dir, "user.oomd_kill", b"2");
     }
@@ -257,7 +244,7 @@ fn oomds_kill_of_a_cgroup_below_the_scope_is_told() {
     let mut stdin = child.stdin.take().unwrap();
     writeln!(stdin, "{}", handle.cgroup_dir().display()).unwrap();
     wait_for("the tool to move into its cgroup below the scope", || {
-        std::fs::read_to_string(leaf.join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+        cgroup_is_empty(&leaf) == Some(false)
     });
     mark(&leaf, "user.oomd_ooms", b"1");
     std::fs::write(leaf.join("cgroup.kill"), "1").unwrap();
@@ -288,12 +275,12 @@ fn an_oomd_kill_swept_up_by_a_handles_kill_is_still_oomds() {
     )
     .unwrap();
     wait_for("the worker to move below the scope", || {
-        std::fs::read_to_string(leaf.join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+        cgroup_is_empty(&leaf) == Some(false)
     });
     mark(&leaf, "user.oomd_ooms", b"1");
     std::fs::write(leaf.join("cgroup.kill"), "1").unwrap();
     wait_for("oomd's kill to empty the cgroup below", || {
-        std::fs::read_to_string(leaf.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty())
+        cgroup_is_empty(&leaf) == Some(true)
     });
     assert_eq!(
         handle.kill(ASK).unwrap(),

@@ -8,7 +8,9 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use synaps_scope::{inherited_env, launcher_for_env, set_env};
+use synaps_scope::{
+    inherited_env, launcher_for_env, set_env, Ending, Evidence, ScopeEnding, ScopeHandle,
+};
 
 pub use rustix::process::Signal;
 use rustix::process::{kill_process, Pid};
@@ -94,4 +96,25 @@ fn processes() -> Vec<(u32, String)> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| Some((pid, fs::read_to_string(format!("/proc/{pid}/status")).ok()?)))
         .collect()
+}
+
+/// Waits for the child's exit status, then until the manager has removed its scope's cgroup.
+pub fn collected(mut child: Child, handle: &ScopeHandle) -> std::process::ExitStatus {
+    let status = child.wait().unwrap();
+    wait_for("the manager to collect the scope", || {
+        !handle.cgroup_dir().exists()
+    });
+    status
+}
+
+/// Whether the cgroup at `dir` holds no process; None where it cannot be read.
+pub fn cgroup_is_empty(dir: &Path) -> Option<bool> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .ok()
+        .map(|procs| procs.trim().is_empty())
+}
+
+/// The ending `how`, told by `evidence`.
+pub fn told(how: ScopeEnding, evidence: Evidence) -> Ending {
+    Ending { how, evidence }
 }

@@ -105,11 +105,9 @@ static int clean_up_kill(scope_launcher *launcher) {
 static int cgroup_empty(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/cgroup.procs", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    int c = fgetc(f);
-    fclose(f);
-    return c == EOF;
+    size_t len = 0;
+    free(read_file(path, &len));
+    return len == 0;
 }
 
 /* oomd (a stand-in: its kill, then the mark every version writes after it, user.oomd_kill, the
