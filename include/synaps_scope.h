@@ -42,7 +42,8 @@ enum scope_result
   // A required pointer argument was NULL.
   SCOPE_RESULT_NULL_PARAMETER = 1,
   // An argument is malformed: an envp entry without `=` or with an empty key, a zero timeout, a
-  // number that is no pid (0, or above 2147483647).
+  // number that is no pid (0, or above 2147483647), unknown shell words, a log level outside 1
+  // to 5.
   SCOPE_RESULT_INVALID_ARGUMENT = 2,
   // A string that must be UTF-8 (a unit name) is not.
   SCOPE_RESULT_INVALID_UTF8 = 3,
@@ -50,7 +51,8 @@ enum scope_result
   SCOPE_RESULT_INVALID_KIND = 4,
   // `process_scopes = required`, and scopes are unavailable.
   SCOPE_RESULT_REQUIRED_UNAVAILABLE = 5,
-  // No such program (resolve), or no such running scope (handles).
+  // No program that can be run by that name, or no such working directory (resolve), or no
+  // such running scope (handles).
   SCOPE_RESULT_NOT_FOUND = 6,
   // The unit or cgroup is not a `synaps-*.scope` made by this library, it holds the calling
   // process, or it belongs to another user; refused.
@@ -64,7 +66,8 @@ enum scope_result
   SCOPE_RESULT_MANAGER = 10,
   // No cgroup2 hierarchy is mounted.
   SCOPE_RESULT_NO_CGROUP2 = 11,
-  // Reading or writing a cgroup failed.
+  // The system refused an operation: reading or writing a cgroup, or starting the thread of
+  // an `_async` request.
   SCOPE_RESULT_IO = 12,
   // The library panicked; this is a bug. Nothing was written.
   SCOPE_RESULT_PANIC = 13,
@@ -167,6 +170,10 @@ typedef struct scope_launcher scope_launcher;
 // [`scope_kind`] is.
 typedef uint32_t scope_shell_words;
 
+// What `scope_diagnose` concludes, numbered as `synaps-scope doctor` exits: a plain integer, as
+// [`scope_kind`] is.
+typedef uint32_t scope_verdict;
+
 // A scope's usage; each figure is [`SCOPE_STAT_UNKNOWN`] where its controller is not enabled.
 typedef struct scope_stats {
   // `memory.current`, bytes.
@@ -234,6 +241,18 @@ typedef void (*scope_log_callback)(void *userdata,
 
 // As Node's `child_process` takes them: the words joined with spaces are the one command.
 #define SCOPE_SHELL_WORDS_JOINED 1
+
+// Every kind would launch in scopes.
+#define SCOPE_VERDICT_SCOPED 0
+
+// Some kind would launch directly, not in a scope.
+#define SCOPE_VERDICT_DIRECT 1
+
+// The environment given is one no process can hold (bad input).
+#define SCOPE_VERDICT_BAD_INPUT 2
+
+// `required` mode would refuse some kind's launches.
+#define SCOPE_VERDICT_REFUSED 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -353,11 +372,38 @@ const char *scope_argv_unit(const struct scope_argv *argv);
 void scope_argv_free(struct scope_argv *argv);
 
 // Runs every check a launcher request runs, for both kinds, with the environment `envp` (NULL:
-// this process's) and a bound of `timeout_ms` per probe, and writes the report for a person to
-// `*out` (free it with `scope_string_free`). May block up to a few bounds.
+// this process's) and a bound of `timeout_ms` per probe; writes the report for a person to
+// `*out` (free it with `scope_string_free`) and the verdict (`SCOPE_VERDICT_*`, numbered as
+// `synaps-scope doctor` exits) to `*verdict`. May block up to a few bounds.
 //
 // # Safety
-// `envp` is NULL or a NULL-terminated array of NUL-terminated strings; `out` is writable.
+// `envp` is NULL or a NULL-terminated array of NUL-terminated strings; `out` and `verdict` are
+// writable.
+scope_result scope_diagnose(const char *const *envp,
+                            uint32_t timeout_ms,
+                            char **out,
+                            scope_verdict *verdict);
+
+// [`scope_diagnose`] that also copies a failure's message into `error` (`error_len` bytes,
+// NUL-terminated, truncated), for callers that run it on a worker thread.
+//
+// # Safety
+// As [`scope_diagnose`]; `error` is NULL or writable for `error_len` bytes.
+scope_result scope_diagnose_r(const char *const *envp,
+                              uint32_t timeout_ms,
+                              char **out,
+                              scope_verdict *verdict,
+                              char *error,
+                              size_t error_len);
+
+// The words of `verdict` for a person, as the report's last line has them (static, never NULL;
+// "unknown verdict" for numbers not listed).
+const char *scope_verdict_words(scope_verdict verdict);
+
+// [`scope_diagnose`] without the verdict: the 1.0 call, kept for its callers.
+//
+// # Safety
+// As [`scope_diagnose`], without `verdict`.
 scope_result scope_doctor(const char *const *envp, uint32_t timeout_ms, char **out);
 
 // [`scope_doctor`] that also copies a failure's message into `error` (`error_len` bytes,
@@ -545,6 +591,13 @@ scope_result scope_launcher_for_env_timeout(const char *const *envp,
 // `launcher` is NULL or from [`scope_launcher_for_env`], not yet freed, and not in use.
 void scope_launcher_free(struct scope_launcher *launcher);
 
+// The kind named `name` (`"tool"` or `"daemon"`, as config files and command lines name them)
+// into `*out`; any other name is `SCOPE_RESULT_INVALID_KIND`.
+//
+// # Safety
+// `name` is NULL or a NUL-terminated string; `out` is writable.
+scope_result scope_kind_from_name(const char *name, scope_kind *out);
+
 // The launcher's kind (`SCOPE_KIND_TOOL` for NULL).
 //
 // # Safety
@@ -634,7 +687,8 @@ scope_result scope_set_log_level(uint32_t level);
 // For a program about to exit: waits at most `timeout_ms` for the library's background slice
 // checks (R12) still running, so that their warnings reach the log callback, then reports at WARN
 // each check that got no answer and was not reported yet. `SCOPE_RESULT_OK` when every check had
-// finished, `SCOPE_RESULT_TIMED_OUT` when some had not by the deadline.
+// finished, `SCOPE_RESULT_TIMED_OUT` when some had not by the deadline; a `timeout_ms` of 0 is
+// `SCOPE_RESULT_INVALID_ARGUMENT`, as every bound's is (1.0 took it as "do not wait").
 scope_result scope_flush_warnings(uint32_t timeout_ms);
 
 // Resolves `program` as execvp in a child with environment `envp` (NULL: this process's) and

@@ -195,8 +195,9 @@ pub fn decide_in_place(
     program: &OsStr,
     cwd: Option<&Path>,
 ) -> Result<InPlaceDecision, ScopeError> {
+    check_env(env).map_err(ScopeError::InvalidEnvironment)?;
     // The probe's turn with the manager is kept for making the scope.
-    let (decision, turn) = turn::keeping(|| decide(env, kind, options));
+    let (decision, turn) = turn::keeping(|| decide_checked(env, kind, options));
     Ok(match decision? {
         Decision::Scoped(launcher) if matches!(launcher.wrapper(), Wrapper::Exec { .. }) => {
             match launcher.in_place(program, env, cwd) {
@@ -219,6 +220,16 @@ pub fn decide_in_place(
 /// [`ScopeError::Unavailable`] in `required` mode, where the result would otherwise be direct;
 /// [`ScopeError::InvalidEnvironment`] in any mode for an environment no process can have.
 pub fn decide(
+    env: &[(OsString, OsString)],
+    kind: ScopeKind,
+    options: &LauncherOptions,
+) -> Result<Decision, ScopeError> {
+    check_env(env).map_err(ScopeError::InvalidEnvironment)?;
+    decide_checked(env, kind, options)
+}
+
+/// [`decide`] for an environment already checked ([`crate::intake::CheckedEnv`]).
+pub(crate) fn decide_checked(
     env: &[(OsString, OsString)],
     kind: ScopeKind,
     options: &LauncherOptions,
@@ -267,7 +278,7 @@ pub(crate) enum SliceCheck {
     Skip,
 }
 
-/// [`decide`], with what the request found on its way.
+/// [`decide`], with what the request found on its way, for an environment already checked.
 pub(crate) fn decide_with(
     env: &[(OsString, OsString)],
     kind: ScopeKind,
@@ -289,7 +300,6 @@ fn decide_finding(
     slice_check: SliceCheck,
     evidence: &mut Evidence,
 ) -> Result<Decision, ScopeError> {
-    check_env(env).map_err(ScopeError::InvalidEnvironment)?;
     let inputs = Inputs::read(env);
     let config = Config::from_inputs(&inputs);
     let mode = config.mode.value;
@@ -465,7 +475,7 @@ pub fn launcher_for_env(env: &[(OsString, OsString)]) -> Result<Option<ScopeLaun
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resolve::resolve_program;
+    use crate::resolve::{find_program, ResolveError};
 
     #[test]
     fn an_environment_no_process_can_hold_is_refused_in_every_mode() {
@@ -492,8 +502,11 @@ mod tests {
                     })),
                     "{mode}"
                 );
-                let resolved = resolve_program("sh".as_ref(), &env, None).unwrap_err();
-                assert_eq!(resolved.kind(), std::io::ErrorKind::InvalidInput);
+                let resolved = find_program("sh".as_ref(), &env, None).unwrap_err();
+                assert!(
+                    matches!(resolved, ResolveError::InvalidEnvironment(_)),
+                    "{resolved}"
+                );
             }
         }
     }

@@ -13,9 +13,11 @@ use crate::config::{Config, LauncherChoice, Origin, Setting, LAUNCHER_KEY, SWITC
 use crate::decide::{
     decide_with, locate_systemd_run, Decision, Evidence, LauncherOptions, ScopeError, SliceCheck,
 };
+use crate::env::{check_env, RefusedEnv};
 use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
 use crate::handle::process_cgroup;
 use crate::inputs::Inputs;
+use crate::intake::CheckedEnv;
 use crate::kind::ScopeKind;
 use crate::launcher::Wrapper;
 use crate::manager::{self, ManagerVersion};
@@ -96,16 +98,37 @@ pub struct Report {
 
 /// Runs the launcher's checks for each of `kinds` with the effective environment `env`, and the
 /// slice-limit check synchronously, and reports all of it.
+///
+/// An environment no process can hold is refused for every kind
+/// (`Outcome::Refused(ScopeError::InvalidEnvironment)`, [`Verdict::BadInput`]).
 pub fn diagnose(
     env: &[(OsString, OsString)],
     kinds: &[ScopeKind],
     options: &LauncherOptions,
 ) -> Report {
+    diagnose_with(env, kinds, options, check_env(env).err())
+}
+
+/// [`diagnose`] for an environment already checked.
+pub(crate) fn diagnose_checked(
+    env: &CheckedEnv,
+    kinds: &[ScopeKind],
+    options: &LauncherOptions,
+) -> Report {
+    diagnose_with(env.as_pairs(), kinds, options, None)
+}
+
+fn diagnose_with(
+    env: &[(OsString, OsString)],
+    kinds: &[ScopeKind],
+    options: &LauncherOptions,
+    refused: Option<RefusedEnv>,
+) -> Report {
     let inputs = Inputs::read(env);
     let config = Config::from_inputs(&inputs);
     let (kinds, found): (Vec<KindReport>, Vec<Evidence>) = kinds
         .iter()
-        .map(|&kind| diagnose_kind(env, kind, &config, options))
+        .map(|&kind| diagnose_kind(env, kind, &config, options, refused.as_ref()))
         .unzip();
     // The kinds share the wrapper's evidence; the first that chose a wrapper says it.
     let evidence = found
@@ -204,10 +227,17 @@ fn diagnose_kind(
     kind: ScopeKind,
     config: &Config,
     options: &LauncherOptions,
+    refused: Option<&RefusedEnv>,
 ) -> (KindReport, Evidence) {
     let slice = config.slice_setting(kind).clone();
     let started = Instant::now();
-    let (decision, evidence) = decide_with(env, kind, options, SliceCheck::Skip);
+    let (decision, evidence) = match refused {
+        Some(refused) => (
+            Err(ScopeError::InvalidEnvironment(refused.clone())),
+            Evidence::default(),
+        ),
+        None => decide_with(env, kind, options, SliceCheck::Skip),
+    };
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let (outcome, probed) = match decision {
         Ok(Decision::Scoped(_)) => (Outcome::Scoped, true),
@@ -250,25 +280,92 @@ fn diagnose_kind(
     (report, evidence)
 }
 
-impl Report {
-    /// 0 when every kind would use scopes, 1 when any would launch directly, 2 when `required`
-    /// would refuse any.
-    pub fn exit_code(&self) -> u8 {
-        let code = |k: &KindReport| match k.outcome {
-            Outcome::Scoped => 0,
-            Outcome::Direct(_) => 1,
-            Outcome::Refused(_) => 2,
-        };
-        self.kinds.iter().map(code).max().unwrap_or(0)
+/// What `doctor` concludes of every kind asked about: the worst of their outcomes. Each verdict
+/// owns its number, which is `synaps-scope doctor`'s exit status, and its words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verdict {
+    /// Every kind would launch in scopes (exit 0).
+    Scoped,
+    /// Some kind would launch directly, not in a scope (exit 1).
+    Direct,
+    /// The request itself is bad input (an environment no process can hold): nothing was asked
+    /// (exit 2, as for any bad input or usage error).
+    BadInput,
+    /// `required` mode would refuse some kind's launches (exit 3, as `run` exits when it refuses).
+    Refused,
+}
+
+impl Verdict {
+    /// Every verdict, best first.
+    pub const ALL: [Verdict; 4] = [
+        Verdict::Scoped,
+        Verdict::Direct,
+        Verdict::BadInput,
+        Verdict::Refused,
+    ];
+
+    /// Its number: `synaps-scope doctor`'s exit status, and the C ABI's `SCOPE_VERDICT_*`.
+    pub fn code(self) -> u8 {
+        match self {
+            Verdict::Scoped => 0,
+            Verdict::Direct => 1,
+            Verdict::BadInput => 2,
+            Verdict::Refused => 3,
+        }
     }
 
-    /// The verdict in words, matching [`Report::exit_code`].
-    pub fn verdict(&self) -> &'static str {
-        match self.exit_code() {
-            0 => "scopes will be used",
-            1 => "launches will go direct (not in scopes)",
-            _ => "required mode will refuse launches",
+    /// Its name, for JSON and for Python's and Node's values: `scoped`, `direct`, `bad-input`,
+    /// `refused`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Scoped => "scoped",
+            Verdict::Direct => "direct",
+            Verdict::BadInput => "bad-input",
+            Verdict::Refused => "refused",
         }
+    }
+
+    /// Its words for a person.
+    pub fn words(self) -> &'static str {
+        match self {
+            Verdict::Scoped => "scopes will be used",
+            Verdict::Direct => "launches will go direct (not in scopes)",
+            Verdict::BadInput => "the environment given is one no process can hold",
+            Verdict::Refused => "required mode will refuse launches",
+        }
+    }
+
+    /// The verdict of one kind's outcome.
+    fn of(outcome: &Outcome) -> Verdict {
+        match outcome {
+            Outcome::Scoped => Verdict::Scoped,
+            Outcome::Direct(_) => Verdict::Direct,
+            Outcome::Refused(ScopeError::InvalidEnvironment(_)) => Verdict::BadInput,
+            Outcome::Refused(ScopeError::Unavailable { .. }) => Verdict::Refused,
+        }
+    }
+}
+
+impl Report {
+    /// The verdict over every kind asked about: the worst of their outcomes.
+    pub fn overall(&self) -> Verdict {
+        self.kinds
+            .iter()
+            .map(|k| Verdict::of(&k.outcome))
+            .max()
+            .unwrap_or(Verdict::Scoped)
+    }
+
+    /// [`Report::overall`]'s number.
+    #[deprecated(since = "1.1.0", note = "use overall().code()")]
+    pub fn exit_code(&self) -> u8 {
+        self.overall().code()
+    }
+
+    /// [`Report::overall`]'s words.
+    #[deprecated(since = "1.1.0", note = "use overall().words()")]
+    pub fn verdict(&self) -> &'static str {
+        self.overall().words()
     }
 
     /// The report for a person, as `synaps-scope doctor` prints it.
@@ -385,8 +482,8 @@ impl Report {
         let _ = writeln!(
             out,
             "verdict:       {} (exit {})",
-            self.verdict(),
-            self.exit_code()
+            self.overall().words(),
+            self.overall().code()
         );
         out
     }

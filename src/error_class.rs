@@ -6,19 +6,23 @@
 
 use std::io;
 
-use crate::bounds::BadBound;
 use crate::decide::ScopeError;
-use crate::env::{EnvEntryError, RefusedEnv};
+#[allow(deprecated)]
+use crate::deprecated::{BadBound, EnvEntryError};
+use crate::env::RefusedEnv;
 use crate::handle::HandleError;
+use crate::intake::BadInput;
 use crate::kind::UnknownKind;
+use crate::resolve::ResolveError;
 
 /// The classes of failure, as every surface tells them apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorClass {
-    /// Bad input, refused before anything ran: an environment entry no process can hold, a bound
-    /// that is no bound, an unknown kind.
+    /// Bad input, refused before anything ran ([`BadInput`]): an environment entry no process can
+    /// hold, a bound that is no bound, a number that is no pid, an unknown kind or shell words.
     InvalidInput,
-    /// No program to run by that name from the child's PATH and working directory.
+    /// No program that can be run by that name from the child's PATH and working directory
+    /// ([`ResolveError`]): none there, not executable, or no such working directory.
     NoSuchProgram,
     /// No such scope is running.
     NoSuchScope,
@@ -34,7 +38,7 @@ pub enum ErrorClass {
     Manager,
     /// No cgroup2 hierarchy is mounted.
     NoCgroup2,
-    /// Reading or writing a cgroup failed.
+    /// The system refused an operation: reading or writing a cgroup, or starting a thread.
     Io,
 }
 
@@ -70,19 +74,13 @@ impl Classified for ScopeError {
     }
 }
 
+impl Classified for BadInput {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::InvalidInput
+    }
+}
+
 impl Classified for RefusedEnv {
-    fn class(&self) -> ErrorClass {
-        ErrorClass::InvalidInput
-    }
-}
-
-impl Classified for EnvEntryError {
-    fn class(&self) -> ErrorClass {
-        ErrorClass::InvalidInput
-    }
-}
-
-impl Classified for BadBound {
     fn class(&self) -> ErrorClass {
         ErrorClass::InvalidInput
     }
@@ -94,16 +92,38 @@ impl Classified for UnknownKind {
     }
 }
 
-/// The errors of [`crate::resolve_program`]: a refused environment is bad input; anything else
-/// (no such file on the PATH, not executable, no such working directory) means execvp would find
-/// nothing to run.
+impl Classified for ResolveError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            ResolveError::NotFound { .. }
+            | ResolveError::NotExecutable { .. }
+            | ResolveError::NoSuchDirectory { .. } => ErrorClass::NoSuchProgram,
+            ResolveError::InvalidEnvironment(_) => ErrorClass::InvalidInput,
+        }
+    }
+}
+
+#[allow(deprecated)]
+impl Classified for EnvEntryError {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::InvalidInput
+    }
+}
+
+#[allow(deprecated)]
+impl Classified for BadBound {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::InvalidInput
+    }
+}
+
+/// An `io::Error` is classed by the error of this crate it carries (the 1.0 `resolve_program`'s
+/// carry a [`ResolveError`]), never by its kind; any other, a failed system call, is `Io`.
 impl Classified for io::Error {
     fn class(&self) -> ErrorClass {
-        if self.kind() == io::ErrorKind::InvalidInput {
-            ErrorClass::InvalidInput
-        } else {
-            ErrorClass::NoSuchProgram
-        }
+        self.get_ref()
+            .and_then(|inner| inner.downcast_ref::<ResolveError>())
+            .map_or(ErrorClass::Io, Classified::class)
     }
 }
 
@@ -116,10 +136,18 @@ mod tests {
     #[test]
     fn resolving_tells_bad_input_from_a_missing_program() {
         let refused = vec![(OsString::from(""), OsString::from("x"))];
-        let error = crate::resolve_program(OsStr::new("sh"), &refused, None).unwrap_err();
+        let error = crate::find_program(OsStr::new("sh"), &refused, None).unwrap_err();
         assert_eq!(error.class(), ErrorClass::InvalidInput, "{error}");
-        let error =
-            crate::resolve_program(OsStr::new("no-such-program-here"), &[], None).unwrap_err();
+        let error = crate::find_program(OsStr::new("no-such-program-here"), &[], None).unwrap_err();
         assert_eq!(error.class(), ErrorClass::NoSuchProgram, "{error}");
+        let gone = crate::find_program(OsStr::new("./x"), &[], Some("/no/such/dir".as_ref()));
+        assert!(
+            matches!(gone, Err(ResolveError::NoSuchDirectory { .. })),
+            "{gone:?}"
+        );
+        // An io::Error is classed by what it carries, never by its kind.
+        assert_eq!(io::Error::from(error).class(), ErrorClass::NoSuchProgram);
+        let plain = io::Error::new(io::ErrorKind::NotFound, "a cgroup file");
+        assert_eq!(plain.class(), ErrorClass::Io);
     }
 }

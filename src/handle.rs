@@ -24,6 +24,7 @@ use crate::bounds::deadline_after;
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
 use crate::ending::{Ending, Witness};
+use crate::intake;
 use crate::manager;
 use crate::unit_name::parse_unit_name;
 
@@ -111,9 +112,7 @@ impl fmt::Display for HandleError {
             }
             HandleError::NotFound { unit } => write!(f, "scope {unit} is not running"),
             HandleError::NoCgroup2 => f.write_str("no cgroup2 hierarchy is mounted"),
-            HandleError::InvalidPid { pid } => {
-                write!(f, "pid must be a whole number from 1 to {PID_MAX}, not {pid}")
-            }
+            HandleError::InvalidPid { pid } => intake::BadInput::Pid(*pid).fmt(f),
             HandleError::Manager(why) => write!(f, "the user manager could not say: {why}"),
             HandleError::TimedOut { waited, remaining } => write!(
                 f,
@@ -141,19 +140,9 @@ impl From<io::Error> for HandleError {
     }
 }
 
-/// The largest process id there can be: `pid_t` is a signed 32-bit number.
-pub const PID_MAX: u32 = i32::MAX as u32;
-
-/// `pid` as a process id, the one check every surface makes of a pid a caller gives (the handles'
-/// constructors make it too): a whole number from 1 to [`PID_MAX`].
-///
-/// # Errors
-/// [`HandleError::InvalidPid`] for any other number.
-pub fn checked_pid(pid: i64) -> Result<u32, HandleError> {
-    match u32::try_from(pid) {
-        Ok(valid @ 1..=PID_MAX) => Ok(valid),
-        _ => Err(HandleError::InvalidPid { pid }),
-    }
+/// `pid` as a process id, or why it is none (the handles' constructors take it as `u32`).
+fn checked(pid: u32) -> Result<u32, HandleError> {
+    intake::pid(pid.into()).map_err(|_| HandleError::InvalidPid { pid: pid.into() })
 }
 
 /// What the kernel says of a scope's usage; None where its controller is not enabled.
@@ -203,7 +192,7 @@ impl ScopeHandle {
     /// The scope `unit`, found through the cgroup of `pid` (a process launched in it), without
     /// asking the manager. Refused unless `unit` is one of this library's names and `pid` is in it.
     pub fn from_pid(unit: &str, pid: u32) -> Result<ScopeHandle, HandleError> {
-        checked_pid(pid.into())?;
+        checked(pid)?;
         ensure_ours(unit)?;
         let relative = process_cgroup(pid)?;
         if Path::new(&relative).file_name().and_then(|n| n.to_str()) != Some(unit) {
@@ -218,7 +207,7 @@ impl ScopeHandle {
 
     /// The scope that process `pid` runs in, refused unless it is one of this library's.
     pub fn of_process(pid: u32) -> Result<ScopeHandle, HandleError> {
-        checked_pid(pid.into())?;
+        checked(pid)?;
         let relative = process_cgroup(pid)?;
         let unit = Path::new(&relative)
             .file_name()
@@ -619,18 +608,12 @@ mod tests {
 
     #[test]
     fn a_pid_is_a_whole_number_from_1_to_pid_max_on_every_constructor() {
-        assert_eq!(checked_pid(1).unwrap(), 1);
-        assert_eq!(checked_pid(i64::from(PID_MAX)).unwrap(), PID_MAX);
         let unit = "synaps-tool-0123456789abcdef0123456789abcdef.scope";
-        for pid in [0, -1, i64::from(PID_MAX) + 1, 1 << 32, i64::MIN] {
-            let error = checked_pid(pid).unwrap_err();
-            assert!(matches!(error, HandleError::InvalidPid { pid: p } if p == pid));
+        for pid in [0, intake::PID_MAX + 1, u32::MAX] {
             assert_eq!(
-                error.to_string(),
+                HandleError::InvalidPid { pid: pid.into() }.to_string(),
                 format!("pid must be a whole number from 1 to 2147483647, not {pid}")
             );
-        }
-        for pid in [0, PID_MAX + 1, u32::MAX] {
             assert!(matches!(
                 ScopeHandle::of_process(pid),
                 Err(HandleError::InvalidPid { .. })

@@ -24,6 +24,14 @@ impl ScopeKind {
         }
     }
 
+    /// The kind's number in the C ABI (`SCOPE_KIND_*`), which never changes.
+    pub fn code(self) -> u32 {
+        match self {
+            ScopeKind::Tool => 0,
+            ScopeKind::Daemon => 1,
+        }
+    }
+
     /// The config key naming this kind's slice.
     pub fn slice_key(self) -> &'static str {
         match self {

@@ -12,11 +12,12 @@ use crate::bounds::deadline_after;
 use crate::bus::{Fallback, Route};
 use crate::config::LauncherChoice;
 use crate::diag::TARGET;
+use crate::env::lookup;
 use crate::exec_line::ExecLine;
 use crate::inputs::UserBus;
 use crate::kind::ScopeKind;
 use crate::own_scope::{self, NotMade as ScopeNotMade, ScopeRequest};
-use crate::resolve::{execve_refuses_format, resolve_program};
+use crate::resolve::{execve_refuses_format, resolve_in};
 use crate::turn::Turn;
 use crate::unit_name::{description, unit_name};
 use crate::version;
@@ -41,6 +42,15 @@ pub enum Wrapper {
 }
 
 impl Wrapper {
+    /// The wrapper's number in the C ABI (`SCOPE_WRAPPER_*`, 0 being no launcher), which never
+    /// changes.
+    pub fn code(&self) -> u32 {
+        match self {
+            Wrapper::Exec { .. } => 1,
+            Wrapper::SystemdRun { .. } => 2,
+        }
+    }
+
     /// The wrapper's absolute path: the first element of every wrapped argv.
     pub fn program(&self) -> &Path {
         match self {
@@ -296,7 +306,7 @@ fn scopable_program(
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
 ) -> Option<PathBuf> {
-    let program = match resolve_program(program, env, cwd) {
+    let program = match resolve_in(program, lookup(env, "PATH"), cwd) {
         Ok(path) => path,
         Err(e) => {
             tracing::debug!(target: TARGET, "not wrapping: {e}");
@@ -347,7 +357,7 @@ mod tests {
     #[test]
     fn wrap_with_the_launcher_program_keeps_argv0_and_passes_the_mangled_slice() {
         let env = vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
-        let sh = resolve_program(OsStr::new("sh"), &env, None).unwrap();
+        let sh = crate::find_program(OsStr::new("sh"), &env, None).unwrap();
         for required in [false, true] {
             let argv: Vec<OsString> = vec!["-sh".into(), "-c".into(), "${X}".into()];
             let wrapped = exec_launcher(Some("my tools"), required).wrap_program(
@@ -389,7 +399,7 @@ mod tests {
         let argv: Vec<OsString> = vec!["sh".into(), "-c".into(), "${X}".into()];
         let wrapped = launcher(Some(254), Some("a.slice")).wrap(&argv, &env, None);
         let unit = wrapped.unit.clone().unwrap();
-        let sh = resolve_program(OsStr::new("sh"), &env, None).unwrap();
+        let sh = crate::find_program(OsStr::new("sh"), &env, None).unwrap();
         let expected: Vec<OsString> = vec![
             "/usr/bin/systemd-run".into(),
             "--user".into(),

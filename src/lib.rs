@@ -22,6 +22,7 @@ mod bounds;
 mod bus;
 pub mod config;
 mod decide;
+mod deprecated;
 pub mod diag;
 pub mod doctor;
 mod ending;
@@ -32,6 +33,7 @@ mod exec_program;
 pub mod handle;
 mod helper_process;
 mod inputs;
+pub mod intake;
 mod kind;
 mod launcher;
 mod manager;
@@ -51,28 +53,31 @@ mod unit_name;
 mod version;
 mod warn;
 
-pub use bounds::{
-    bound_from_millis, bound_from_secs, BadBound, DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
-};
+pub use bounds::{DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT};
 pub use decide::{
     decide, decide_in_place, launcher_for_effective_env, launcher_for_env, launcher_with_options,
     Decision, DirectReason, InPlaceDecision, LauncherOptions, ScopeError,
 };
-pub use ending::{Ending, Evidence, OomdRule, ScopeEnding};
-pub use env::{
-    check_env, inherited_env, parse_env_entry, set_env, with_overrides, EnvEntryError, RefusedEnv,
+#[allow(deprecated)]
+pub use deprecated::{
+    bound_from_millis, bound_from_secs, checked_pid, parse_env_entry, BadBound, EnvEntryError,
 };
+pub use ending::{Ending, Evidence, OomdRule, ScopeEnding};
+pub use env::{check_env, inherited_env, set_env, with_overrides, RefusedEnv};
 pub use error_class::{Classified, ErrorClass};
 pub use exec_program::{
     own_file, ExecProgram, FoundBy, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
 };
-pub use handle::{checked_pid, HandleError, KillMethod, ScopeHandle, ScopeStats, PID_MAX};
+pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
+pub use intake::PID_MAX;
 pub use kind::{ScopeKind, UnknownKind};
 pub use launcher::{InPlace, ScopeLauncher, Wrapped, Wrapper};
 pub use manager::ManagerVersion;
 pub use own_scope::NotMade as ScopeNotMade;
 pub use request_thread::{decide_on_own_thread, Answer};
+#[allow(deprecated)]
 pub use resolve::resolve_program;
+pub use resolve::{find_program, ResolveError};
 pub use slice_check::{flush_warnings, SliceLimits};
 pub use spawn::{direct_for_user_switch, shell_argv, Launch, ShellWords, DEFAULT_SHELL};
 
@@ -134,6 +139,53 @@ pub mod __fuzz {
 #[doc(hidden)]
 pub mod __ffi {
     pub use crate::per_process::{lock, lock_if_free, Mine, PerProcess};
+}
+
+/// What the C ABI and the Python module call once `intake` has checked a request: the work of the
+/// public functions of the same names, without checking the environment a second time. Not part
+/// of the supported API.
+#[doc(hidden)]
+pub mod __surfaces {
+    use std::ffi::OsStr;
+    use std::io;
+    use std::path::{Path, PathBuf};
+
+    use crate::doctor::Report;
+    use crate::intake::CheckedEnv;
+    use crate::{Answer, Decision, LauncherOptions, ResolveError, ScopeError, ScopeKind};
+
+    /// [`crate::decide`].
+    pub fn decide(
+        env: &CheckedEnv,
+        kind: ScopeKind,
+        options: &LauncherOptions,
+    ) -> Result<Decision, ScopeError> {
+        crate::decide::decide_checked(env.as_pairs(), kind, options)
+    }
+
+    /// [`crate::decide_on_own_thread`].
+    pub fn decide_on_own_thread(
+        env: CheckedEnv,
+        kind: ScopeKind,
+        options: LauncherOptions,
+        answer: impl FnOnce(Answer) + Send + 'static,
+    ) -> io::Result<()> {
+        crate::request_thread::decide_checked_on_own_thread(env, kind, options, answer)
+    }
+
+    /// [`crate::doctor::diagnose`].
+    pub fn diagnose(env: &CheckedEnv, kinds: &[ScopeKind], options: &LauncherOptions) -> Report {
+        crate::doctor::diagnose_checked(env, kinds, options)
+    }
+
+    /// [`crate::find_program`].
+    pub fn find_program(
+        program: &OsStr,
+        env: &CheckedEnv,
+        cwd: Option<&Path>,
+    ) -> Result<PathBuf, ResolveError> {
+        crate::resolve::resolve_in(program, crate::env::lookup(env.as_pairs(), "PATH"), cwd)
+    }
 }
 
 /// What the launcher program (`synaps-scope-exec`) uses; not part of the supported API.

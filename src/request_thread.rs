@@ -9,7 +9,8 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread;
 
-use crate::decide::{decide, Decision, LauncherOptions, ScopeError};
+use crate::decide::{decide, decide_checked, Decision, LauncherOptions, ScopeError};
+use crate::intake::CheckedEnv;
 use crate::kind::ScopeKind;
 
 /// What a request answered on its own thread comes to: the decision, or the payload of the panic
@@ -28,6 +29,19 @@ pub fn decide_on_own_thread(
     answer: impl FnOnce(Answer) + Send + 'static,
 ) -> io::Result<()> {
     answered_on_own_thread(move || decide(&env, kind, &options), answer)
+}
+
+/// [`decide_on_own_thread`] for an environment already checked.
+pub(crate) fn decide_checked_on_own_thread(
+    env: CheckedEnv,
+    kind: ScopeKind,
+    options: LauncherOptions,
+    answer: impl FnOnce(Answer) + Send + 'static,
+) -> io::Result<()> {
+    answered_on_own_thread(
+        move || decide_checked(env.as_pairs(), kind, &options),
+        answer,
+    )
 }
 
 fn answered_on_own_thread<T: Send + 'static>(

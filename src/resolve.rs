@@ -2,16 +2,109 @@
 //! PATH and cwd, so that systemd-run never applies its own search rules.
 
 use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::env::{check_env, lookup};
+use rustix::io::Errno;
+
+use crate::env::{check_env, lookup, RefusedEnv};
 use crate::memo::Shared;
 
 /// glibc's search path for `execvp` when PATH is unset (`confstr(_CS_PATH)`).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+/// Why a program cannot be run: what `execvp` in the child would find, or what `execve` said.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ResolveError {
+    /// No executable regular file by that name on the child's PATH, or at that path.
+    NotFound {
+        /// The program as given.
+        program: OsString,
+    },
+    /// The file is there, but `execve` refused to run it (no permission, a format it does not
+    /// run).
+    NotExecutable {
+        /// The program as given.
+        program: OsString,
+        /// What `execve` said.
+        error: io::Error,
+    },
+    /// The child's working directory does not exist (or this process's own is gone).
+    NoSuchDirectory {
+        /// The directory.
+        cwd: PathBuf,
+    },
+    /// The environment is one no process can hold.
+    InvalidEnvironment(RefusedEnv),
+}
+
+impl ResolveError {
+    /// What `execve` of `program` said, as the error of running it: a missing file (or a missing
+    /// directory on its path) is [`ResolveError::NotFound`], anything else
+    /// [`ResolveError::NotExecutable`].
+    pub fn from_exec(program: &OsStr, error: io::Error) -> Self {
+        let program = program.to_owned();
+        match error.raw_os_error().map(Errno::from_raw_os_error) {
+            Some(Errno::NOENT | Errno::NOTDIR) => ResolveError::NotFound { program },
+            _ => ResolveError::NotExecutable { program, error },
+        }
+    }
+
+    /// The status a shell exits with for this: 127 when there is nothing to run, 126 when what
+    /// is there cannot be run, 2 (bad input) for an environment no process can hold.
+    pub fn shell_status(&self) -> u8 {
+        match self {
+            ResolveError::NotFound { .. } | ResolveError::NoSuchDirectory { .. } => 127,
+            ResolveError::NotExecutable { .. } => 126,
+            ResolveError::InvalidEnvironment(_) => 2,
+        }
+    }
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResolveError::NotFound { program } => {
+                write!(f, "{}: no such executable", program.to_string_lossy())
+            }
+            ResolveError::NotExecutable { program, error } => {
+                write!(f, "{}: cannot be run: {error}", program.to_string_lossy())
+            }
+            ResolveError::NoSuchDirectory { cwd } => {
+                write!(f, "{}: no such working directory", cwd.display())
+            }
+            ResolveError::InvalidEnvironment(refused) => refused.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ResolveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ResolveError::NotExecutable { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// For the 1.0 [`resolve_program`], whose errors are `io::Error`s: the kind a caller of 1.0
+/// matched on, and the [`ResolveError`] inside.
+impl From<ResolveError> for io::Error {
+    fn from(error: ResolveError) -> Self {
+        let kind = match error {
+            ResolveError::InvalidEnvironment(_) => io::ErrorKind::InvalidInput,
+            ResolveError::NotExecutable { ref error, .. } => error.kind(),
+            ResolveError::NotFound { .. } | ResolveError::NoSuchDirectory { .. } => {
+                io::ErrorKind::NotFound
+            }
+        };
+        io::Error::new(kind, error)
+    }
+}
 
 /// Resolves `program` to an absolute path as `execvp` in a child with environment `env` and
 /// working directory `cwd` (None: this process's) would: a name containing `/` is taken relative
@@ -19,36 +112,57 @@ const DEFAULT_PATH: &str = "/bin:/usr/bin";
 /// executable regular file counts.
 ///
 /// # Errors
-/// `NotFound` when no such executable exists, which is also what spawning it would report;
-/// `InvalidInput` for an environment no process can have (see [`crate::launcher_for_effective_env`]).
+/// [`ResolveError::NotFound`] when no such executable exists, which is also what spawning it
+/// would report; [`ResolveError::NoSuchDirectory`] when `cwd` does not exist;
+/// [`ResolveError::InvalidEnvironment`] for an environment no process can have.
 ///
 /// ```
 /// use std::ffi::{OsStr, OsString};
 /// let env = vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
-/// let sh = synaps_scope::resolve_program(OsStr::new("sh"), &env, None).unwrap();
+/// let sh = synaps_scope::find_program(OsStr::new("sh"), &env, None).unwrap();
 /// assert!(sh.is_absolute());
 /// ```
+pub fn find_program(
+    program: &OsStr,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+) -> Result<PathBuf, ResolveError> {
+    check_env(env).map_err(ResolveError::InvalidEnvironment)?;
+    resolve_in(program, lookup(env, "PATH"), cwd)
+}
+
+/// [`find_program`], its errors as `io::Error`s (each carries the [`ResolveError`]).
+///
+/// # Errors
+/// As [`find_program`]: `NotFound`, or `InvalidInput` for an environment no process can have.
+#[deprecated(
+    since = "1.1.0",
+    note = "use find_program, whose errors are a ResolveError"
+)]
 pub fn resolve_program(
     program: &OsStr,
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
 ) -> io::Result<PathBuf> {
-    check_env(env).map_err(|refused| io::Error::new(io::ErrorKind::InvalidInput, refused))?;
-    resolve_in(program, lookup(env, "PATH"), cwd)
+    Ok(find_program(program, env, cwd)?)
 }
 
-/// [`resolve_program`] with the child's PATH given (None: unset, so the libc default applies).
+/// [`find_program`] with the child's PATH given (None: unset, so the libc default applies), for
+/// an environment already checked.
 pub(crate) fn resolve_in(
     program: &OsStr,
     path: Option<&OsStr>,
     cwd: Option<&Path>,
-) -> io::Result<PathBuf> {
+) -> Result<PathBuf, ResolveError> {
     let cwd = child_cwd(cwd)?;
     let not_found = || {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("{}: no such executable", program.to_string_lossy()),
-        )
+        if cwd.is_dir() {
+            ResolveError::NotFound {
+                program: program.to_owned(),
+            }
+        } else {
+            ResolveError::NoSuchDirectory { cwd: cwd.clone() }
+        }
     };
     if program.is_empty() {
         return Err(not_found());
@@ -69,8 +183,12 @@ pub(crate) fn resolve_in(
 }
 
 /// The child's working directory as an absolute path.
-fn child_cwd(cwd: Option<&Path>) -> io::Result<PathBuf> {
-    let here = || std::env::current_dir();
+fn child_cwd(cwd: Option<&Path>) -> Result<PathBuf, ResolveError> {
+    let here = || {
+        std::env::current_dir().map_err(|_| ResolveError::NoSuchDirectory {
+            cwd: PathBuf::from("."),
+        })
+    };
     match cwd {
         Some(dir) if dir.is_absolute() => Ok(dir.to_owned()),
         Some(dir) => Ok(here()?.join(dir)),

@@ -50,6 +50,19 @@ pub enum ShellWords {
     Positional,
 }
 
+impl ShellWords {
+    /// Every way.
+    pub const ALL: [ShellWords; 2] = [ShellWords::Positional, ShellWords::Joined];
+
+    /// The way's number in the C ABI (`SCOPE_SHELL_WORDS_*`), which never changes.
+    pub fn code(self) -> u32 {
+        match self {
+            ShellWords::Positional => 0,
+            ShellWords::Joined => 1,
+        }
+    }
+}
+
 /// The shell a command runs in when the caller names none.
 pub const DEFAULT_SHELL: &str = "/bin/sh";
 

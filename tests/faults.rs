@@ -29,7 +29,7 @@ fn fake_systemd_run(dir: &TempDir, body: &str) -> Vec<(OsString, OsString)> {
 /// `body` for a fake systemd-run that hands everything but `--version` to the real one.
 fn real_systemd_run_except_version(version_body: &str) -> String {
     let real =
-        synaps_scope::resolve_program("systemd-run".as_ref(), &synaps_scope::inherited_env(), None)
+        synaps_scope::find_program("systemd-run".as_ref(), &synaps_scope::inherited_env(), None)
             .unwrap();
     format!(
         "[ \"$1\" = --version ] && {{ {version_body}; }}\nexec '{}' \"$@\"",

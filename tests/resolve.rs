@@ -4,11 +4,10 @@
 mod common;
 
 use std::ffi::{OsStr, OsString};
-use std::io::ErrorKind;
 use std::path::PathBuf;
 
 use common::TempDir;
-use synaps_scope::resolve_program;
+use synaps_scope::{find_program, ResolveError};
 
 fn path_env(entries: &[PathBuf]) -> Vec<(OsString, OsString)> {
     vec![("PATH".into(), std::env::join_paths(entries).unwrap())]
@@ -25,15 +24,12 @@ fn path_entries_are_searched_in_order_and_only_executables_count() {
     let expected = dir.write("c/prog", "#!/bin/sh\n", true);
     let env = path_env(&["a", "b", "c"].map(|s| dir.path().join(s)));
     assert_eq!(
-        resolve_program(OsStr::new("prog"), &env, None).unwrap(),
+        find_program(OsStr::new("prog"), &env, None).unwrap(),
         expected
     );
 
     let first = dir.write("a/prog", "#!/bin/sh\n", true);
-    assert_eq!(
-        resolve_program(OsStr::new("prog"), &env, None).unwrap(),
-        first
-    );
+    assert_eq!(find_program(OsStr::new("prog"), &env, None).unwrap(), first);
 }
 
 #[test]
@@ -43,7 +39,7 @@ fn relative_names_and_empty_path_entries_use_the_childs_cwd() {
     let prog = dir.write("sub/tool", "#!/bin/sh\n", true);
     let no_path = path_env(&[PathBuf::from("/nonexistent")]);
     assert_eq!(
-        resolve_program(
+        find_program(
             OsStr::new("./tool"),
             &no_path,
             Some(&dir.path().join("sub"))
@@ -52,11 +48,11 @@ fn relative_names_and_empty_path_entries_use_the_childs_cwd() {
         prog
     );
     assert_eq!(
-        resolve_program(OsStr::new("sub/tool"), &no_path, Some(dir.path())).unwrap(),
+        find_program(OsStr::new("sub/tool"), &no_path, Some(dir.path())).unwrap(),
         prog
     );
     assert_eq!(
-        resolve_program(prog.as_os_str(), &no_path, Some(std::path::Path::new("/"))).unwrap(),
+        find_program(prog.as_os_str(), &no_path, Some(std::path::Path::new("/"))).unwrap(),
         prog
     );
 
@@ -65,7 +61,7 @@ fn relative_names_and_empty_path_entries_use_the_childs_cwd() {
         OsString::from("/nonexistent::/also-not"),
     )];
     assert_eq!(
-        resolve_program(
+        find_program(
             OsStr::new("tool"),
             &empty_entry,
             Some(&dir.path().join("sub"))
@@ -75,7 +71,7 @@ fn relative_names_and_empty_path_entries_use_the_childs_cwd() {
     );
     let relative_entry = vec![(OsString::from("PATH"), OsString::from("sub"))];
     assert_eq!(
-        resolve_program(OsStr::new("tool"), &relative_entry, Some(dir.path())).unwrap(),
+        find_program(OsStr::new("tool"), &relative_entry, Some(dir.path())).unwrap(),
         prog
     );
 }
@@ -90,14 +86,17 @@ fn missing_programs_are_not_found() {
         "/nonexistent/prog",
     ] {
         let error =
-            resolve_program(OsStr::new(name), &env, Some(std::path::Path::new("/"))).unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::NotFound, "{name:?}");
+            find_program(OsStr::new(name), &env, Some(std::path::Path::new("/"))).unwrap_err();
+        assert!(
+            matches!(error, ResolveError::NotFound { .. }),
+            "{name:?}: {error}"
+        );
     }
 }
 
 #[test]
 fn an_unset_path_searches_the_libc_default() {
-    let sh = resolve_program(OsStr::new("sh"), &[], None).unwrap();
+    let sh = find_program(OsStr::new("sh"), &[], None).unwrap();
     assert!(
         sh == std::path::Path::new("/bin/sh") || sh == std::path::Path::new("/usr/bin/sh"),
         "{sh:?}"

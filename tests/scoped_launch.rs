@@ -264,7 +264,7 @@ fn the_description_names_the_kind_and_the_program() {
         .iter()
         .find(|a| a.as_bytes().starts_with(b"--description="))
         .unwrap();
-    let sleep = synaps_scope::resolve_program("sleep".as_ref(), &env, None).unwrap();
+    let sleep = synaps_scope::find_program("sleep".as_ref(), &env, None).unwrap();
     assert_eq!(
         description,
         &OsString::from(format!("--description=synaps daemon: {}", sleep.display()))

@@ -24,7 +24,7 @@ fn config_for(dir: &TempDir, slice: &str) -> std::ffi::OsString {
 /// can be found, and no `systemctl`.
 fn path_with_systemd_run_alone(dir: &TempDir) -> std::ffi::OsString {
     let real =
-        synaps_scope::resolve_program("systemd-run".as_ref(), &synaps_scope::inherited_env(), None)
+        synaps_scope::find_program("systemd-run".as_ref(), &synaps_scope::inherited_env(), None)
             .expect("systemd-run on PATH");
     let bin = dir.path().join("systemd-run-alone");
     std::fs::create_dir_all(&bin).unwrap();

@@ -69,7 +69,7 @@ fn expand_environment_no_is_passed_exactly_from_254_and_keeps_arguments_verbatim
     let Some(rig) = rig() else { return };
     let value = OsString::from("expanded-value");
     let env = env_with(&[("SYNAPS_VERSION_TEST_VAR", &value)]);
-    let echo = synaps_scope::resolve_program("echo".as_ref(), &env, None).unwrap();
+    let echo = synaps_scope::find_program("echo".as_ref(), &env, None).unwrap();
     let echo = echo.to_str().unwrap();
 
     // systemd-run's own default, so that the test shows what the flag protects against.
@@ -216,7 +216,7 @@ fn the_scope_carries_the_library_s_description_and_collect_mode_on_every_version
     wrapped.argv.push(done.clone().into());
     let out = run_argv(&wrapped.argv, &env).unwrap();
     assert_eq!(out.status.code(), Some(3), "{out:?}");
-    let sh = synaps_scope::resolve_program("sh".as_ref(), &env, None).unwrap();
+    let sh = synaps_scope::find_program("sh".as_ref(), &env, None).unwrap();
     assert_eq!(
         std::fs::read_to_string(&done).unwrap(),
         format!(

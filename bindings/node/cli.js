@@ -2,9 +2,11 @@
 'use strict';
 // `npx synaps-scope doctor`: what this installation of the package finds (its library and launcher
 // program, and how each was found, the user manager, the configuration) and whether launches would
-// run in scopes. Exits as `synaps-scope doctor` does: 0 scoped, 1 direct, 2 refused (required mode).
+// run in scopes. Exits as `synaps-scope doctor` does: 0 scoped, 1 direct, 2 usage error or bad
+// input, 3 refused (required mode).
 
-const usage = 'usage: synaps-scope doctor [--timeout-ms N]';
+const usage = `usage: synaps-scope doctor [--timeout-ms N]
+exit status: 0 scoped, 1 direct, 2 usage error or bad input, 3 required mode would refuse`;
 const args = process.argv.slice(2);
 if (args[0] !== 'doctor' || !(args.length === 1 || (args.length === 3 && args[1] === '--timeout-ms'))) {
   console.error(usage);
@@ -12,11 +14,10 @@ if (args[0] !== 'doctor' || !(args.length === 1 || (args.length === 3 && args[1]
 }
 const timeoutMs = args.length === 3 ? Number(args[2]) : undefined;
 require('./index.js')
-  .doctor({ timeoutMs })
-  .then((report) => {
+  .diagnose({ timeoutMs })
+  .then(({ report, exitCode }) => {
     process.stdout.write(report);
-    const verdict = /\(exit (\d+)\)\s*$/.exec(report);
-    process.exitCode = verdict ? Number(verdict[1]) : 2;
+    process.exitCode = exitCode;
   })
   .catch((error) => {
     console.error(error.message);

@@ -19,6 +19,8 @@ export declare const RESULT_NAMES: readonly string[];
 /** SCOPE_ENDING_KIND_*, SCOPE_OOMD_RULE_* and SCOPE_EVIDENCE_* of the header, by number. */
 export declare const ENDING_NAMES: readonly string[];
 export declare const EVIDENCE_NAMES: readonly string[];
+/** The header's SCOPE_VERDICT_* names, by number (the number is `synaps-scope doctor`'s exit status). */
+export declare const VERDICT_NAMES: readonly string[];
 export declare const OOMD_RULE_NAMES: readonly string[];
 /** Each result's number by its name, as the header's `SCOPE_RESULT_*`. */
 export declare const RESULT: Readonly<Record<string, number>>;
@@ -191,3 +193,24 @@ export declare function flushWarnings(timeoutMs?: number): Promise<boolean>;
  * runs, each bounded by `timeoutMs` (default 3000), on a worker thread.
  */
 export declare function doctor(options?: { env?: Environment; timeoutMs?: number }): Promise<string>;
+
+/** What `diagnose` concludes of every kind: the worst of their outcomes. */
+export type Verdict = 'scoped' | 'direct' | 'bad-input' | 'refused';
+
+/** The report of `doctor` and its verdict, as values. */
+export interface Diagnosis {
+  /** The report for a person, as `doctor` returns it. */
+  report: string;
+  /** The verdict. */
+  verdict: Verdict;
+  /** The verdict for a person, as the report's last line says it. */
+  words: string;
+  /** The verdict's number: `synaps-scope doctor`'s exit status (0, 1, 2 or 3). */
+  exitCode: number;
+}
+
+/**
+ * The report `doctor` gives and its verdict as a value, so that no caller reads it out of the
+ * report's text. `npx synaps-scope doctor` prints the report and exits with `exitCode`.
+ */
+export declare function diagnose(options?: { env?: Environment; timeoutMs?: number }): Promise<Diagnosis>;

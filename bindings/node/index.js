@@ -9,7 +9,7 @@
 // args, abi (the header's tables) and library (loading it).
 
 const abi = require('./lib/abi.js');
-const { doctor } = require('./lib/doctor.js');
+const { diagnose, doctor } = require('./lib/doctor.js');
 const { ScopeError, ScopeRequiredError } = require('./lib/error.js');
 const { ScopeHandle } = require('./lib/handle.js');
 const { ScopeLauncher, launcherForEnv, launcherForEnvSync } = require('./lib/launcher.js');
@@ -32,10 +32,12 @@ module.exports = {
   OOMD_RULE_NAMES: abi.OOMD_RULE_NAMES,
   RESULT: abi.RESULT,
   RESULT_NAMES: abi.RESULT_NAMES,
+  VERDICT_NAMES: abi.VERDICT_NAMES,
   ScopeError,
   ScopeHandle,
   ScopeLauncher,
   ScopeRequiredError,
+  diagnose,
   doctor,
   flushWarnings,
   launcherForEnv,

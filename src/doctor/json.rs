@@ -63,8 +63,9 @@ impl Report {
             },
             kinds: self.kinds.iter().map(KindJson::of).collect(),
             cgroup: self.cgroup.as_deref(),
-            verdict: self.verdict(),
-            exit_status: self.exit_code(),
+            verdict: self.overall().words(),
+            verdict_name: self.overall().name(),
+            exit_status: self.overall().code(),
         }
     }
 }
@@ -84,6 +85,7 @@ pub struct ReportJson<'a> {
     kinds: Vec<KindJson<'a>>,
     cgroup: Option<&'a str>,
     verdict: &'a str,
+    verdict_name: &'a str,
     exit_status: u8,
 }
 

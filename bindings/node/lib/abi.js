@@ -25,6 +25,8 @@ const OOMD_RULE_NAMES = Object.freeze(['UNKNOWN', 'SWAP', 'MEMORY_PRESSURE']);
 const EVIDENCE_NAMES = Object.freeze([
   'NONE', 'CGROUP_EVENTS', 'OOMD_SIGNAL', 'OOMD_MARK', 'OWN_KILL', 'KILL_MARK', 'MEMORY_EVENTS', 'MEMORY_EVENTS_LOST',
 ]);
+/** SCOPE_VERDICT_*: what `diagnose` concludes, numbered as `synaps-scope doctor` exits. */
+const VERDICT_NAMES = Object.freeze(['SCOPED', 'DIRECT', 'BAD_INPUT', 'REFUSED']);
 const word = (name) => name.toLowerCase().replace(/_/g, '-');
 const STAT_UNKNOWN = 0xffffffffffffffffn;
 const DEFAULT_PROBE_TIMEOUT_MS = 3000;
@@ -51,6 +53,7 @@ module.exports = {
   RESULT_NAMES,
   SHELL_WORDS,
   STAT_UNKNOWN,
+  VERDICT_NAMES,
   WRAPPERS,
   WRAPPER_NAMES,
   word,

@@ -1,7 +1,13 @@
 'use strict';
-// Arguments as Node hands them over, turned into what the C ABI takes: strings, NULL-terminated
-// arrays, numbers its types can hold.
-const { KINDS } = require('./abi.js');
+// Arguments as Node hands them over, decoded into what the C ABI takes (strings, NULL-terminated
+// arrays, numbers its types can hold) and nothing more: the library's intake checks every value
+// (an environment entry, a bound, a pid, a kind) as it does on every surface, and refuses a bad one
+// with its own class and words. What is refused here is only what cannot be written in the C types
+// at all: a value of the wrong JavaScript type, a number a uint32_t cannot hold, and a NUL or an
+// environment key with '=' that a C string or a `KEY=VALUE` entry cannot carry.
+const { RESULT } = require('./abi.js');
+const { ScopeError, check } = require('./error.js');
+const { c } = require('./library.js');
 
 // Strings only, as for child_process.spawn: koffi passes them to C as UTF-8.
 function cString(value, what) {
@@ -12,7 +18,11 @@ function cString(value, what) {
   return value;
 }
 
-/** `KEY=VALUE` entries of `env` (undefined: process.env), NULL-terminated for the C ABI. */
+/**
+ * `KEY=VALUE` entries of `env` (undefined: process.env), NULL-terminated for the C ABI. An entry
+ * that cannot be written as one (a key with '=' would read back as another key; a C string ends
+ * at NUL) is refused as the library refuses such an entry: INVALID_ARGUMENT.
+ */
 function envArray(env) {
   const source = env ?? process.env;
   if (typeof source !== 'object' || source === null || Array.isArray(source)) {
@@ -21,10 +31,13 @@ function envArray(env) {
   const entries = [];
   for (const [key, value] of Object.entries(source)) {
     if (value === undefined) continue;
-    // As on every surface: a key that is empty or holds '=' cannot be one variable.
-    if (key === '') throw new TypeError('an environment key cannot be empty');
-    if (key.includes('=')) throw new TypeError(`environment key ${JSON.stringify(key)} contains '='`);
-    entries.push(cString(`${key}=${value}`, `environment variable ${key}`));
+    const entry = `${key}=${value}`;
+    const unwritable = key.includes('=') ? "its key contains '='" : entry.includes('\0') ? 'it contains a NUL byte' : null;
+    if (unwritable !== null) {
+      const message = `synaps-scope: environment entry ${entries.length} (${JSON.stringify(key)}) is refused: ${unwritable}`;
+      throw new ScopeError(RESULT.INVALID_ARGUMENT, message);
+    }
+    entries.push(entry);
   }
   entries.push(null);
   return entries;
@@ -41,30 +54,30 @@ function cwdArg(cwd) {
   return cString(cwd, 'cwd');
 }
 
+/** A kind by name, as the library reads it (`scope_kind_from_name`): an unknown one is INVALID_KIND. */
 function kindNumber(kind) {
-  if (!Object.hasOwn(KINDS, kind)) throw new TypeError(`kind must be 'tool' or 'daemon', not ${JSON.stringify(kind)}`);
-  return KINDS[kind];
+  const out = [0];
+  check(c.kindFromName(cString(kind, 'kind'), out));
+  return out[0];
 }
 
-/**
- * A process id as the C ABI's uint32_t takes it: a number that type cannot hold throws here (koffi
- * would turn 1.5 into pid 1 and 2^32 + N into pid N); which numbers are pids (1 to 2^31 - 1) is the
- * library's one rule, refused by it with SCOPE_INVALID_ARGUMENT.
- */
-function pidArg(value) {
-  if (typeof value !== 'number') throw new TypeError(`pid must be a number, not ${typeof value}`);
+/** A number as the C ABI's uint32_t takes it (koffi would turn 1.5 into 1 and 2^32 + N into N). */
+function uint32(value, what) {
+  if (typeof value !== 'number') throw new TypeError(`${what} must be a number, not ${typeof value}`);
   if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
-    throw new RangeError(`pid must be a whole number from 1 to 2147483647, not ${value}`);
+    throw new RangeError(`${what} must be a whole number a uint32_t can hold, not ${value}`);
   }
   return value;
 }
 
+/** A process id: which numbers are pids (1 to 2^31 - 1) is the library's rule. */
+function pidArg(value) {
+  return uint32(value, 'pid');
+}
+
+/** A bound in milliseconds (undefined: `fallback`): that 0 is none is the library's rule. */
 function timeoutMs(value, what, fallback) {
-  if (value === undefined) return fallback;
-  if (!Number.isInteger(value) || value < 1 || value > 0xffffffff) {
-    throw new RangeError(`${what} must be a whole number of milliseconds from 1, not ${value}`);
-  }
-  return value;
+  return value === undefined ? fallback : uint32(value, what);
 }
 
 module.exports = { argvArray, cString, cwdArg, envArray, kindNumber, pidArg, timeoutMs };

@@ -114,6 +114,7 @@ const c = {
   launcherWrapper: lib.func('uint32_t scope_launcher_wrapper(const scope_launcher *launcher)'),
   launcherRequired: lib.func('bool scope_launcher_required(const scope_launcher *launcher)'),
   launcherKind: lib.func('uint32_t scope_launcher_kind(const scope_launcher *launcher)'),
+  kindFromName: lib.func('uint32_t scope_kind_from_name(const char *name, _Out_ uint32_t *out)'),
   launcherSlice: lib.func('const char *scope_launcher_slice(const scope_launcher *launcher)'),
   launcherVersion: lib.func('uint32_t scope_launcher_systemd_version(const scope_launcher *launcher)'),
   wrapProgram: lib.func(
@@ -148,7 +149,10 @@ const c = {
   setLogLevel: lib.func('uint32_t scope_set_log_level(uint32_t level)'),
   flushWarnings: lib.func('uint32_t scope_flush_warnings(uint32_t timeout_ms)'),
   abiVersion: lib.func('uint32_t scope_abi_version(void)'),
-  doctor: lib.func('uint32_t scope_doctor_r(const char **envp, uint32_t timeout_ms, _Out_ void **out, void *error, size_t error_len)'),
+  diagnose: lib.func(
+    'uint32_t scope_diagnose_r(const char **envp, uint32_t timeout_ms, _Out_ void **out, _Out_ uint32_t *verdict, void *error, size_t error_len)',
+  ),
+  verdictWords: lib.func('const char *scope_verdict_words(uint32_t verdict)'),
 };
 
 module.exports = { c, libraryPath, LauncherReady, LogCallback };

@@ -24,6 +24,8 @@ test('the result codes, log levels and kinds are the header\'s', () => {
   assert.deepEqual(rules, scope.OOMD_RULE_NAMES.map((name, number) => [name, number]));
   const evidence = table(/^\s*SCOPE_EVIDENCE_(\w+) = (\d+),$/gm);
   assert.deepEqual(evidence, scope.EVIDENCE_NAMES.map((name, number) => [name, number]));
+  const verdicts = table(/^#define SCOPE_VERDICT_(\w+) (\d+)$/gm);
+  assert.deepEqual(verdicts, scope.VERDICT_NAMES.map((name, number) => [name, number]));
   const levels = table(/^\s*SCOPE_LOG_LEVEL_(\w+) = (\d+),$/gm);
   assert.deepEqual(levels, scope.LOG_LEVELS.slice(1).map((name, i) => [name.toUpperCase(), i + 1]));
   const shellWords = table(/^#define SCOPE_SHELL_WORDS_(\w+) (\d+)$/gm);
@@ -89,8 +91,16 @@ test('doctor names the library and the launcher program beside it, found with no
   assert.ok(report.split('\n').some((line) => ways.includes(line)), report);
   const order = process.env.SYNAPS_SCOPE_LAUNCHER === 'systemd-run' ? "systemd-run's" : "the launcher program's";
   assert.ok(report.includes(`\n  in the order ${order}`), report);
-  await assert.rejects(scope.doctor({ env: { '': 'x' } }), { name: 'TypeError' });
-  await assert.rejects(scope.doctor({ timeoutMs: 0 }), RangeError);
+  await assert.rejects(scope.doctor({ env: { '': 'x' } }), { name: 'ScopeError', code: 'SCOPE_INVALID_ARGUMENT' });
+  await assert.rejects(scope.doctor({ timeoutMs: 0 }), { name: 'ScopeError', code: 'SCOPE_INVALID_ARGUMENT' });
+  // The verdict as a value, which the report's last line says in words.
+  const diagnosis = await scope.diagnose();
+  assert.deepEqual([diagnosis.verdict, diagnosis.exitCode, diagnosis.words], ['scoped', 0, 'scopes will be used']);
+  assert.match(diagnosis.report, /^verdict: {7}scopes will be used \(exit 0\)$/m);
+  const required = { ...process.env, SYNAPS_PROCESS_SCOPES: 'required', XDG_RUNTIME_DIR: undefined, DBUS_SESSION_BUS_ADDRESS: undefined };
+  const refused = await scope.diagnose({ env: required });
+  assert.deepEqual([refused.verdict, refused.exitCode], ['refused', 3]);
+  assert.match(refused.report, /^verdict: {7}required mode will refuse launches \(exit 3\)$/m);
 
   // The package as npm installs it: its own library, the launcher program beside it.
   const dir = scratchDir(t, 'bundle');
@@ -111,6 +121,11 @@ test('doctor names the library and the launcher program beside it, found with no
   const usage = spawnSync(process.execPath, [path.join(dir, 'cli.js'), 'bogus'], { env, encoding: 'utf8' });
   assert.equal(usage.status, 2);
   assert.match(usage.stderr, /usage: synaps-scope doctor/);
+  assert.match(usage.stderr, /2 usage error or bad input, 3 required mode would refuse/);
+  // Required mode with no manager: 3, apart from the usage error's 2.
+  const refusing = { ...env, SYNAPS_PROCESS_SCOPES: 'required', XDG_RUNTIME_DIR: '', DBUS_SESSION_BUS_ADDRESS: '' };
+  const cliRefused = spawnSync(process.execPath, [path.join(dir, 'cli.js'), 'doctor'], { env: refusing, encoding: 'utf8' });
+  assert.equal(cliRefused.status, 3, cliRefused.stdout + cliRefused.stderr);
 });
 
 test('the package, the library and the header agree on one version', () => {

@@ -4,7 +4,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use synaps_scope::{checked_pid, OomdRule, ScopeEnding, ScopeHandle};
+use synaps_scope::{OomdRule, ScopeEnding, ScopeHandle};
 
 /// What `ScopeHandle.ending` hands to Python: kind, oomd rule, kernel OOM kills, evidence,
 /// whether the evidence is forgeable, and the sentence.
@@ -17,7 +17,7 @@ type EndingTuple = (
     String,
 );
 
-use crate::args::{env_from, timeout_from};
+use crate::args::{env_from, pid_from, timeout_from};
 use crate::error::py_error;
 
 /// A running scope of this library, found by unit name.
@@ -30,7 +30,7 @@ pub(crate) struct PyScopeHandle {
 impl PyScopeHandle {
     #[staticmethod]
     fn from_pid(unit: &str, pid: i64) -> PyResult<Self> {
-        let pid = checked_pid(pid).map_err(|e| py_error(&e))?;
+        let pid = pid_from(pid)?;
         ScopeHandle::from_pid(unit, pid)
             .map(|inner| Self { inner })
             .map_err(|e| py_error(&e))
@@ -38,7 +38,7 @@ impl PyScopeHandle {
 
     #[staticmethod]
     fn of_process(pid: i64) -> PyResult<Self> {
-        let pid = checked_pid(pid).map_err(|e| py_error(&e))?;
+        let pid = pid_from(pid)?;
         ScopeHandle::of_process(pid)
             .map(|inner| Self { inner })
             .map_err(|e| py_error(&e))
@@ -54,7 +54,7 @@ impl PyScopeHandle {
         let env = env_from(env)?;
         let timeout = timeout_from(timeout, "timeout")?;
         let unit = unit.to_owned();
-        py.detach(|| ScopeHandle::from_manager(&unit, &env, timeout))
+        py.detach(|| ScopeHandle::from_manager(&unit, env.as_pairs(), timeout))
             .map(|inner| Self { inner })
             .map_err(|e| py_error(&e))
     }
@@ -96,7 +96,7 @@ impl PyScopeHandle {
     ) -> PyResult<EndingTuple> {
         let env = env_from(env)?;
         let timeout = timeout_from(timeout, "timeout")?;
-        let ending = py.detach(|| self.inner.ending(&env, timeout));
+        let ending = py.detach(|| self.inner.ending(env.as_pairs(), timeout));
         let (rule, kills) = match ending.how {
             ScopeEnding::KilledByOomd { rule } => (rule.map(OomdRule::as_str), 0),
             ScopeEnding::KilledByKernelOom { kills } => (None, kills),

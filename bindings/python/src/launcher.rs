@@ -11,11 +11,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use synaps_scope::{
-    decide, decide_on_own_thread, direct_for_user_switch, shell_argv, Decision, ShellWords,
-};
+use synaps_scope::__surfaces::{decide, decide_on_own_thread};
+use synaps_scope::{direct_for_user_switch, shell_argv, Decision, ShellWords};
 
-use crate::args::{cwd_from, env_from, request_from, Env};
+use crate::args::{cwd_from, env_from, request_from};
 use crate::argv::Wrapped;
 use crate::error::{py_error, ScopeError};
 
@@ -142,7 +141,7 @@ impl ScopeLauncher {
         wrap: impl FnOnce(
             &synaps_scope::ScopeLauncher,
             &[OsString],
-            &Env,
+            &[(OsString, OsString)],
             Option<&Path>,
             Option<OsString>,
         ) -> synaps_scope::Wrapped,
@@ -156,7 +155,7 @@ impl ScopeLauncher {
         let extra = extra.map(OsString::from_vec);
         Ok(Wrapped::new(
             py,
-            wrap(&self.inner, &argv, &env, cwd.as_deref(), extra),
+            wrap(&self.inner, &argv, env.as_pairs(), cwd.as_deref(), extra),
         ))
     }
 }

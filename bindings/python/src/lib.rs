@@ -34,7 +34,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(begin_launcher_for_env, m)?)?;
     m.add_function(wrap_pyfunction!(resolve::resolve, m)?)?;
     m.add_function(wrap_pyfunction!(flush_warnings, m)?)?;
-    m.add_function(wrap_pyfunction!(doctor::doctor, m)?)?;
+    m.add_function(wrap_pyfunction!(doctor::diagnose, m)?)?;
+    m.add_function(wrap_pyfunction!(doctor::verdicts, m)?)?;
     m.add("DEFAULT_PROBE_TIMEOUT", DEFAULT_PROBE_TIMEOUT.as_secs_f64())?;
     m.add("DEFAULT_KILL_TIMEOUT", DEFAULT_KILL_TIMEOUT.as_secs_f64())?;
     m.add("EXEC_FAILED_STATUS", synaps_scope::EXEC_FAILED_STATUS)?;

@@ -6,7 +6,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use synaps_scope::resolve_program;
+use synaps_scope::__surfaces::find_program;
 
 use crate::args::{cwd_from, env_from};
 use crate::error::py_error;
@@ -25,6 +25,6 @@ pub(crate) fn resolve<'py>(
     let env = env_from(env)?;
     let cwd = cwd_from(cwd)?;
     let program = OsString::from_vec(program);
-    let path = resolve_program(&program, &env, cwd.as_deref()).map_err(|e| py_error(&e))?;
+    let path = find_program(&program, &env, cwd.as_deref()).map_err(|e| py_error(&e))?;
     Ok(PyBytes::new(py, path.as_os_str().as_bytes()))
 }

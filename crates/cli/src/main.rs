@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use synaps_scope::doctor::diagnose;
+use synaps_scope::intake::{self, BadInput};
 use synaps_scope::{
-    bound_from_millis, decide, decide_in_place, flush_warnings, inherited_env, set_env, Classified,
-    Decision, DirectReason, ErrorClass, InPlace, InPlaceDecision, Launch, LauncherOptions,
+    decide, decide_in_place, flush_warnings, inherited_env, set_env, Classified, Decision,
+    DirectReason, ErrorClass, InPlace, InPlaceDecision, Launch, LauncherOptions, ResolveError,
     ScopeKind, ScopeLauncher, ScopeNotMade, EXEC_FAILED_STATUS,
 };
 
@@ -90,8 +91,8 @@ enum Action {
     },
     /// Report what was found, and why launches would be scoped or direct.
     ///
-    /// Both kinds unless --kind. Exit status 0: scoped, 1: direct, 2: `required` mode would
-    /// refuse.
+    /// Both kinds unless --kind. Exit status 0: scoped, 1: direct, 2: usage or bad input (an
+    /// environment no process can hold), 3: `required` mode would refuse (as `run` exits then).
     Doctor {
         #[command(flatten)]
         request: Request,
@@ -131,13 +132,12 @@ impl Request {
     }
 }
 
-fn parse_bound(text: &str) -> Result<Duration, String> {
-    let ms = text.parse().map_err(|e| format!("{e}"))?;
-    bound_from_millis(ms, "the bound").map_err(|e| e.to_string())
+fn parse_bound(text: &str) -> Result<Duration, BadInput> {
+    intake::bound_from_millis_text(text, "the bound")
 }
 
-fn parse_kind(text: &str) -> Result<ScopeKind, String> {
-    text.parse().map_err(|e| format!("{e}"))
+fn parse_kind(text: &str) -> Result<ScopeKind, BadInput> {
+    intake::kind_from_name(text)
 }
 
 fn main() -> ExitCode {
@@ -157,7 +157,7 @@ fn main() -> ExitCode {
             } else {
                 print!("{}", report.to_text());
             }
-            return ExitCode::from(report.exit_code());
+            return ExitCode::from(report.overall().code());
         }
         Action::Run {
             request,
@@ -276,16 +276,9 @@ fn exec(
     let mut cmd = Command::new(program);
     cmd.arg0(argv0).args(args);
     set_env(&mut cmd, env);
-    let error = cmd.exec();
-    eprintln!(
-        "synaps-scope: cannot run {}: {error}",
-        program.to_string_lossy()
-    );
-    ExitCode::from(if error.kind() == std::io::ErrorKind::NotFound {
-        127
-    } else {
-        126
-    })
+    let error = ResolveError::from_exec(program, cmd.exec());
+    eprintln!("synaps-scope: cannot run {error}");
+    ExitCode::from(error.shell_status())
 }
 
 fn print_argv(argv: &[OsString], unit: Option<&str>, nul_separated: bool) -> ExitCode {

@@ -332,7 +332,7 @@ fn a_refused_slice_and_an_undefined_slice_are_both_explained() {
 }
 
 #[test]
-fn off_gives_exit_1_and_required_gives_exit_2() {
+fn off_gives_exit_1_and_required_gives_exit_3_apart_from_usage_errors() {
     let Some(_rig) = rig() else { return };
     let off = doctor(
         &["--json"],
@@ -350,15 +350,27 @@ fn off_gives_exit_1_and_required_gives_exit_2() {
         &["XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"],
     );
     let out = doctor(&["--json"], &required);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert_eq!(
         json_query(&out.stdout, "[k['state'] for k in d['kinds']]"),
         "['refused', 'refused']"
     );
+    assert_eq!(
+        json_query(&out.stdout, "(d['verdict_name'], d['exit_status'])"),
+        "('refused', 3)"
+    );
     let text = String::from_utf8(doctor(&[], &required).stdout).unwrap();
     assert!(
-        text.contains("required mode will refuse launches (exit 2)"),
+        text.contains("required mode will refuse launches (exit 3)"),
         "{text}"
+    );
+    // A usage error has its own status, and --help says which is which.
+    let usage = doctor(&["--no-such-option"], &required);
+    assert_eq!(usage.status.code(), Some(2), "{usage:?}");
+    let help = String::from_utf8(doctor(&["--help"], &required).stdout).unwrap();
+    assert!(
+        help.contains("2: usage or bad input") && help.contains("3: `required` mode would refuse"),
+        "{help}"
     );
 }
 

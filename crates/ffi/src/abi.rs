@@ -1,4 +1,4 @@
-//! The ABI's own facts: its version, the library's, the numbered kinds and wrappers, the exit
+//! The ABI's own facts: its version, the library's, the numbered kinds, wrappers and verdicts, the exit
 //! status of a launch that could not be scoped, the default bounds, and freeing a string.
 
 use std::ffi::{c_char, CStr, CString};
@@ -37,6 +37,18 @@ pub type scope_shell_words = u32;
 pub const SCOPE_SHELL_WORDS_POSITIONAL: scope_shell_words = 0;
 /// As Node's `child_process` takes them: the words joined with spaces are the one command.
 pub const SCOPE_SHELL_WORDS_JOINED: scope_shell_words = 1;
+
+/// What `scope_diagnose` concludes, numbered as `synaps-scope doctor` exits: a plain integer, as
+/// [`scope_kind`] is.
+pub type scope_verdict = u32;
+/// Every kind would launch in scopes.
+pub const SCOPE_VERDICT_SCOPED: scope_verdict = 0;
+/// Some kind would launch directly, not in a scope.
+pub const SCOPE_VERDICT_DIRECT: scope_verdict = 1;
+/// The environment given is one no process can hold (bad input).
+pub const SCOPE_VERDICT_BAD_INPUT: scope_verdict = 2;
+/// `required` mode would refuse some kind's launches.
+pub const SCOPE_VERDICT_REFUSED: scope_verdict = 3;
 
 /// The exit status of a wrapped launch whose scope could not be made in `required` mode: the
 /// command did not run (launcher program only; systemd-run exits 1).
@@ -107,7 +119,33 @@ pub unsafe extern "C" fn scope_string_free(s: *mut c_char) {
 
 #[cfg(test)]
 mod tests {
-    use super::{SCOPE_DEFAULT_KILL_TIMEOUT_MS, SCOPE_DEFAULT_PROBE_TIMEOUT_MS};
+    use super::*;
+    use synaps_scope::{ScopeKind, ShellWords};
+
+    #[test]
+    fn the_header_s_numbers_are_the_core_s() {
+        assert_eq!(ScopeKind::Tool.code(), SCOPE_KIND_TOOL);
+        assert_eq!(ScopeKind::Daemon.code(), SCOPE_KIND_DAEMON);
+        assert_eq!(ShellWords::Positional.code(), SCOPE_SHELL_WORDS_POSITIONAL);
+        assert_eq!(ShellWords::Joined.code(), SCOPE_SHELL_WORDS_JOINED);
+        let exec = synaps_scope::Wrapper::Exec {
+            program: "/x".into(),
+        };
+        let systemd_run = synaps_scope::Wrapper::SystemdRun {
+            path: "/x".into(),
+            version: None,
+        };
+        assert_eq!(exec.code(), SCOPE_WRAPPER_EXEC);
+        let verdicts = [
+            SCOPE_VERDICT_SCOPED,
+            SCOPE_VERDICT_DIRECT,
+            SCOPE_VERDICT_BAD_INPUT,
+            SCOPE_VERDICT_REFUSED,
+        ];
+        let codes = synaps_scope::doctor::Verdict::ALL.map(|v| u32::from(v.code()));
+        assert_eq!(codes, verdicts);
+        assert_eq!(systemd_run.code(), SCOPE_WRAPPER_SYSTEMD_RUN);
+    }
 
     #[test]
     fn the_header_s_default_bounds_are_the_core_s() {

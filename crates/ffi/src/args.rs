@@ -1,18 +1,15 @@
-//! Argument decoding: C strings, argv and envp arrays, kinds and bounds, checked and turned into
-//! the core's types, each failure with its result code and a message that names the argument.
+//! Argument decoding: C strings and argv and envp arrays turned into bytes, and handed with kinds,
+//! shell words, bounds and pids to the core's intake, which checks them as on every surface; each
+//! failure with its result code and a message that names the argument.
 
 use std::ffi::{c_char, CStr, CString, OsString};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use synaps_scope::{
-    bound_from_millis, inherited_env, parse_env_entry, Classified, ScopeKind, ShellWords,
-};
+use synaps_scope::intake::{self, CheckedEnv};
+use synaps_scope::{ScopeKind, ShellWords};
 
-use crate::abi::{
-    scope_kind, scope_shell_words, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL, SCOPE_SHELL_WORDS_JOINED,
-    SCOPE_SHELL_WORDS_POSITIONAL,
-};
+use crate::abi::{scope_kind, scope_shell_words};
 use crate::error::{scope_result, Failure};
 
 /// More entries than any real argv or environment; beyond it the array is taken to be missing
@@ -50,29 +47,14 @@ unsafe fn c_string_array<'a>(
 ///
 /// # Safety
 /// As [`c_string_array`] when non-NULL.
-pub(crate) unsafe fn env_arg(
-    envp: *const *const c_char,
-) -> Result<Vec<(OsString, OsString)>, Failure> {
-    if envp.is_null() {
-        return Ok(inherited_env());
-    }
-    // SAFETY: forwarded from the caller.
-    let entries = unsafe { c_string_array(envp, "envp") }?;
-    entries
-        .into_iter()
-        .enumerate()
-        .map(|(i, entry)| {
-            parse_env_entry(entry).map_err(|e| {
-                Failure::new(
-                    e.class().into(),
-                    format!(
-                        "envp[{i}] ({:?}) is refused: {e}",
-                        String::from_utf8_lossy(entry)
-                    ),
-                )
-            })
-        })
-        .collect()
+pub(crate) unsafe fn env_arg(envp: *const *const c_char) -> Result<CheckedEnv, Failure> {
+    let checked = if envp.is_null() {
+        CheckedEnv::inherited()
+    } else {
+        // SAFETY: forwarded from the caller.
+        CheckedEnv::from_entries(unsafe { c_string_array(envp, "envp") }?)
+    };
+    checked.map_err(|e| Failure::bad_input(&e).naming("envp"))
 }
 
 /// An `argv` argument: non-NULL (an empty array is an empty argv).
@@ -113,32 +95,19 @@ pub(crate) unsafe fn str_arg<'a>(s: *const c_char, what: &str) -> Result<&'a str
 }
 
 pub(crate) fn kind_arg(kind: scope_kind) -> Result<ScopeKind, Failure> {
-    match kind {
-        SCOPE_KIND_TOOL => Ok(ScopeKind::Tool),
-        SCOPE_KIND_DAEMON => Ok(ScopeKind::Daemon),
-        other => Err(Failure::new(
-            scope_result::InvalidKind,
-            format!("kind {other} is neither SCOPE_KIND_TOOL (0) nor SCOPE_KIND_DAEMON (1)"),
-        )),
-    }
+    intake::kind_from_code(kind).map_err(|e| Failure::bad_input(&e))
 }
 
 pub(crate) fn shell_words_arg(how: scope_shell_words) -> Result<ShellWords, Failure> {
-    match how {
-        SCOPE_SHELL_WORDS_POSITIONAL => Ok(ShellWords::Positional),
-        SCOPE_SHELL_WORDS_JOINED => Ok(ShellWords::Joined),
-        other => Err(Failure::new(
-            scope_result::InvalidArgument,
-            format!(
-                "shell words {other} are neither SCOPE_SHELL_WORDS_POSITIONAL (0) nor \
-                 SCOPE_SHELL_WORDS_JOINED (1)"
-            ),
-        )),
-    }
+    intake::shell_words_from_code(how).map_err(|e| Failure::bad_input(&e))
 }
 
 pub(crate) fn timeout_arg(ms: u32, what: &str) -> Result<Duration, Failure> {
-    bound_from_millis(ms.into(), what).map_err(|e| Failure::of(&e))
+    intake::bound_from_millis(ms.into(), what).map_err(|e| Failure::bad_input(&e))
+}
+
+pub(crate) fn pid_arg(pid: u32) -> Result<u32, Failure> {
+    intake::pid(pid.into()).map_err(|e| Failure::bad_input(&e))
 }
 
 /// Checks an out-parameter before any work is done.

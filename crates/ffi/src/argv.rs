@@ -129,7 +129,7 @@ unsafe fn wrap_into(
         let env = unsafe { env_arg(envp) }?;
         // SAFETY: forwarded from the caller.
         let cwd = unsafe { path_arg(cwd) };
-        let wrapped = wrap(&launcher.inner, &argv, &env, cwd.as_deref())?;
+        let wrapped = wrap(&launcher.inner, &argv, env.as_pairs(), cwd.as_deref())?;
         // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
         unsafe { argv_out(wrapped, out) }
     })

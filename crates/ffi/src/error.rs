@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
 
+use synaps_scope::intake::BadInput;
 use synaps_scope::{Classified, ErrorClass};
 
 use crate::panic::{caught, guard_value, PANIC_MESSAGE};
@@ -18,7 +19,8 @@ pub enum scope_result {
     /// A required pointer argument was NULL.
     NullParameter = 1,
     /// An argument is malformed: an envp entry without `=` or with an empty key, a zero timeout, a
-    /// number that is no pid (0, or above 2147483647).
+    /// number that is no pid (0, or above 2147483647), unknown shell words, a log level outside 1
+    /// to 5.
     InvalidArgument = 2,
     /// A string that must be UTF-8 (a unit name) is not.
     InvalidUtf8 = 3,
@@ -26,7 +28,8 @@ pub enum scope_result {
     InvalidKind = 4,
     /// `process_scopes = required`, and scopes are unavailable.
     RequiredUnavailable = 5,
-    /// No such program (resolve), or no such running scope (handles).
+    /// No program that can be run by that name, or no such working directory (resolve), or no
+    /// such running scope (handles).
     NotFound = 6,
     /// The unit or cgroup is not a `synaps-*.scope` made by this library, it holds the calling
     /// process, or it belongs to another user; refused.
@@ -40,7 +43,8 @@ pub enum scope_result {
     Manager = 10,
     /// No cgroup2 hierarchy is mounted.
     NoCgroup2 = 11,
-    /// Reading or writing a cgroup failed.
+    /// The system refused an operation: reading or writing a cgroup, or starting the thread of
+    /// an `_async` request.
     Io = 12,
     /// The library panicked; this is a bug. Nothing was written.
     Panic = 13,
@@ -87,7 +91,7 @@ impl scope_result {
             scope_result::TimedOut => c"timed out",
             scope_result::Manager => c"the user manager could not answer",
             scope_result::NoCgroup2 => c"no cgroup2 hierarchy is mounted",
-            scope_result::Io => c"cgroup access failed",
+            scope_result::Io => c"the system refused an operation (cgroup access, a thread)",
             scope_result::Panic => c"synaps-scope panicked",
         }
     }
@@ -122,6 +126,20 @@ impl Failure {
     /// An error of the core: the code of its class, and its own message.
     pub(crate) fn of(error: &(impl Classified + ?Sized)) -> Self {
         Failure::new(error.class().into(), error.to_string())
+    }
+
+    /// Bad input the core's intake refused: `INVALID_KIND` for a kind (its own code since 1.0),
+    /// else the code of its class, as for any error of the core.
+    pub(crate) fn bad_input(error: &BadInput) -> Self {
+        match error {
+            BadInput::Kind(_) => Failure::new(scope_result::InvalidKind, error.to_string()),
+            _ => Failure::of(error),
+        }
+    }
+
+    /// The same failure, its message headed by the C argument it is about.
+    pub(crate) fn naming(self, argument: &str) -> Self {
+        Failure(self.0, format!("{argument}: {}", self.1))
     }
 
     pub(crate) fn null(what: &str) -> Self {

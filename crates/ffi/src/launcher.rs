@@ -4,19 +4,15 @@
 use std::ffi::{c_char, c_void, CString};
 use std::ptr;
 
-use crate::abi::{
-    scope_kind, scope_wrapper, SCOPE_DEFAULT_PROBE_TIMEOUT_MS, SCOPE_KIND_DAEMON, SCOPE_KIND_TOOL,
-    SCOPE_WRAPPER_EXEC, SCOPE_WRAPPER_SYSTEMD_RUN,
-};
+use crate::abi::{scope_kind, scope_wrapper, SCOPE_DEFAULT_PROBE_TIMEOUT_MS, SCOPE_KIND_TOOL};
 use crate::args::{c_string, env_arg, kind_arg, out_arg, str_arg, timeout_arg};
 use crate::boxed::{borrow, free, read_or, write_out};
 use crate::error::{copy_error, scope_result, Failure};
 use crate::export::guard;
 use crate::panic::caught;
-use synaps_scope::{
-    decide, decide_on_own_thread, direct_for_user_switch, Decision, LauncherOptions, ScopeError,
-    ScopeKind, ScopeLauncher, Wrapper,
-};
+use synaps_scope::__surfaces::{decide, decide_on_own_thread};
+use synaps_scope::intake;
+use synaps_scope::{direct_for_user_switch, Decision, LauncherOptions, ScopeError, ScopeLauncher};
 
 /// A launcher: turns an argv into one that runs in a new scope. Immutable, so one launcher may be
 /// shared by any number of threads. Free with [`scope_launcher_free`].
@@ -91,6 +87,27 @@ pub unsafe extern "C" fn scope_launcher_free(launcher: *mut scope_launcher) {
     unsafe { free(launcher) }
 }
 
+/// The kind named `name` (`"tool"` or `"daemon"`, as config files and command lines name them)
+/// into `*out`; any other name is `SCOPE_RESULT_INVALID_KIND`.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn scope_kind_from_name(
+    name: *const c_char,
+    out: *mut scope_kind,
+) -> scope_result {
+    guard(|| {
+        out_arg(out, "out")?;
+        // SAFETY: forwarded from the caller.
+        let name = unsafe { str_arg(name, "name") }?;
+        let kind = intake::kind_from_name(name).map_err(|e| Failure::bad_input(&e))?;
+        // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
+        unsafe { write_out(out, kind.code()) };
+        Ok(())
+    })
+}
+
 /// The launcher's kind (`SCOPE_KIND_TOOL` for NULL).
 ///
 /// # Safety
@@ -98,12 +115,7 @@ pub unsafe extern "C" fn scope_launcher_free(launcher: *mut scope_launcher) {
 #[no_mangle]
 pub unsafe extern "C" fn scope_launcher_kind(launcher: *const scope_launcher) -> scope_kind {
     // SAFETY: NULL or a live launcher per the caller.
-    unsafe {
-        read_or(launcher, SCOPE_KIND_TOOL, |l| match l.inner.kind() {
-            ScopeKind::Daemon => SCOPE_KIND_DAEMON,
-            ScopeKind::Tool => SCOPE_KIND_TOOL,
-        })
-    }
+    unsafe { read_or(launcher, SCOPE_KIND_TOOL, |l| l.inner.kind().code()) }
 }
 
 /// The slice passed as `--slice` (NULL when none, or for a NULL launcher); valid while the
@@ -139,12 +151,7 @@ pub unsafe extern "C" fn scope_launcher_required(launcher: *const scope_launcher
 #[no_mangle]
 pub unsafe extern "C" fn scope_launcher_wrapper(launcher: *const scope_launcher) -> scope_wrapper {
     // SAFETY: NULL or a live launcher per the caller.
-    unsafe {
-        read_or(launcher, 0, |l| match l.inner.wrapper() {
-            Wrapper::Exec { .. } => SCOPE_WRAPPER_EXEC,
-            _ => SCOPE_WRAPPER_SYSTEMD_RUN,
-        })
-    }
+    unsafe { read_or(launcher, 0, |l| l.inner.wrapper().code()) }
 }
 
 /// The major version of the systemd-run in use (0 with the launcher program, when unknown, or for
@@ -270,7 +277,7 @@ pub unsafe extern "C" fn scope_launcher_for_env_async(
         let env = unsafe { env_arg(envp) }?;
         let userdata = Userdata(userdata);
         #[cfg(test)]
-        let panic_asked = tests::panic_asked(&env);
+        let panic_asked = tests::panic_asked(env.as_pairs());
         let options = LauncherOptions { probe_timeout };
         decide_on_own_thread(env, kind, options, move |answer| {
             let userdata = userdata;

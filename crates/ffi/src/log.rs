@@ -6,11 +6,11 @@ use std::ffi::{c_char, c_void, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use std::time::Duration;
 use synaps_scope::__ffi::{lock, lock_if_free, Mine, PerProcess};
 
 use tracing::Level;
 
+use crate::args::timeout_arg;
 use crate::error::{result_of, scope_result, Failure};
 use synaps_scope::diag::CallbackSubscriber;
 
@@ -245,12 +245,13 @@ pub extern "C" fn scope_set_log_level(level: u32) -> scope_result {
 /// For a program about to exit: waits at most `timeout_ms` for the library's background slice
 /// checks (R12) still running, so that their warnings reach the log callback, then reports at WARN
 /// each check that got no answer and was not reported yet. `SCOPE_RESULT_OK` when every check had
-/// finished, `SCOPE_RESULT_TIMED_OUT` when some had not by the deadline.
+/// finished, `SCOPE_RESULT_TIMED_OUT` when some had not by the deadline; a `timeout_ms` of 0 is
+/// `SCOPE_RESULT_INVALID_ARGUMENT`, as every bound's is (1.0 took it as "do not wait").
 #[no_mangle]
 pub extern "C" fn scope_flush_warnings(timeout_ms: u32) -> scope_result {
     ensure_installed();
     result_of(|| {
-        if synaps_scope::flush_warnings(Duration::from_millis(timeout_ms.into())) {
+        if synaps_scope::flush_warnings(timeout_arg(timeout_ms, "timeout_ms")?) {
             Ok(())
         } else {
             Err(Failure::new(

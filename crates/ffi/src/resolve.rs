@@ -7,7 +7,7 @@ use crate::args::{c_string, env_arg, out_arg, path_arg};
 use crate::boxed::write_out;
 use crate::error::{scope_result, Failure};
 use crate::export::guard;
-use synaps_scope::resolve_program;
+use synaps_scope::__surfaces::find_program;
 
 /// Resolves `program` as execvp in a child with environment `envp` (NULL: this process's) and
 /// working directory `cwd` (NULL: this process's) would. On success `*out` is the absolute path,
@@ -31,8 +31,8 @@ pub unsafe extern "C" fn scope_resolve_program(
         let env = unsafe { env_arg(envp) }?;
         // SAFETY: forwarded from the caller.
         let cwd = unsafe { path_arg(cwd) };
-        let path = resolve_program(program.as_os_str(), &env, cwd.as_deref())
-            .map_err(|e| Failure::of(&e))?;
+        let path =
+            find_program(program.as_os_str(), &env, cwd.as_deref()).map_err(|e| Failure::of(&e))?;
         let path = c_string(path.into_os_string().into_vec())?;
         // SAFETY: `out` was checked non-NULL; the caller guarantees it is writable.
         unsafe { write_out(out, path.into_raw()) };

@@ -250,6 +250,9 @@ fn scope_doctor_names_the_launcher_program_beside_the_library_that_was_loaded() 
         )),
         "{report}"
     );
+    // The verdict as a value: scoped, as the rig's manager answers (the scenario checked the
+    // report's last line says the same).
+    assert!(report.contains("\nverdict value: 0\n"), "{report}");
     // The way to the manager (the rig's session bus once the manager is on it, else the private
     // socket) and the order tried.
     let runtime = std::env::var("XDG_RUNTIME_DIR").unwrap();

@@ -14,12 +14,25 @@ os.fsencode/os.fsdecode. Diagnostics go to ``logging.getLogger("synaps_scope")``
 from __future__ import annotations
 
 import asyncio
+import enum
 import os
 import subprocess
 import weakref
 from asyncio.subprocess import Process
 from dataclasses import dataclass, field
-from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import (
+    IO,
+    Any,
+    Dict,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+    cast,
+)
 
 from . import _native
 from ._errors import (
@@ -49,7 +62,10 @@ __all__ = [
     "ScopeTimeoutError",
     "ScopedProcess",
     "Wrapped",
+    "Diagnosis",
+    "Verdict",
     "create_subprocess_exec",
+    "diagnose",
     "doctor",
     "flush_warnings",
     "launcher_for_env",
@@ -273,12 +289,47 @@ def flush_warnings(timeout: float = DEFAULT_PROBE_TIMEOUT) -> bool:
     return _native.flush_warnings(float(timeout))
 
 
+class Verdict(enum.IntEnum):
+    """What :func:`diagnose` concludes of every kind; its value is ``synaps-scope doctor``'s exit
+    status."""
+
+    #: Every kind would launch in scopes.
+    SCOPED = 0
+    #: Some kind would launch directly, not in a scope.
+    DIRECT = 1
+    #: The environment given is one no process can hold (bad input).
+    BAD_INPUT = 2
+    #: ``required`` mode would refuse some kind's launches.
+    REFUSED = 3
+
+    @property
+    def words(self) -> str:
+        """The verdict for a person, as the report's last line says it."""
+        return _VERDICT_WORDS[self.value]
+
+
+_VERDICT_WORDS = {code: words for code, _name, words in _native.verdicts()}
+
+
+class Diagnosis(NamedTuple):
+    """What :func:`diagnose` found: the report for a person, and its verdict."""
+
+    report: str
+    verdict: Verdict
+
+
+def diagnose(env: Optional[Env] = None, timeout: float = DEFAULT_PROBE_TIMEOUT) -> Diagnosis:
+    """The report ``synaps-scope doctor`` prints and its verdict: which launcher program this
+    module uses and how it was found, the user manager, the configuration, and whether launches of
+    each kind would run in scopes, and why not. Runs the same checks a launch runs, each bounded by
+    ``timeout`` seconds, with the GIL released. ``python -m synaps_scope doctor`` prints it."""
+    report, verdict = _native.diagnose(_env_pairs(env), float(timeout))
+    return Diagnosis(report, Verdict(verdict))
+
+
 def doctor(env: Optional[Env] = None, timeout: float = DEFAULT_PROBE_TIMEOUT) -> str:
-    """The report ``synaps-scope doctor`` prints: which launcher program this module uses and how
-    it was found, the user manager, the configuration, and whether launches of each kind would run
-    in scopes, and why not. Runs the same checks a launch runs, each bounded by ``timeout``
-    seconds, with the GIL released. ``python -m synaps_scope doctor`` prints it."""
-    return _native.doctor(_env_pairs(env), float(timeout))
+    """The report of :func:`diagnose`, without its verdict."""
+    return diagnose(env, timeout).report
 
 
 def resolve_program(

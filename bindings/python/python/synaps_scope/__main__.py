@@ -1,22 +1,27 @@
 """``python -m synaps_scope doctor``: what this installation of the module finds on this machine
 (its launcher program and how it was found, the user manager, the configuration) and whether
 launches would run in scopes. Exits as ``synaps-scope doctor`` does: 0 when launches would run in
-scopes, 1 when they would go direct, 2 when required mode would refuse them."""
+scopes, 1 when they would go direct, 2 for a usage error or bad input, 3 when required mode would
+refuse them."""
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import List, Optional
 
-from . import DEFAULT_PROBE_TIMEOUT, doctor
+from . import DEFAULT_PROBE_TIMEOUT, diagnose
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m synaps_scope")
     commands = parser.add_subparsers(dest="command", required=True)
-    check = commands.add_parser("doctor", help="report what launches would do, and why")
+    check = commands.add_parser(
+        "doctor",
+        help="report what launches would do, and why",
+        epilog="exit status: 0 scoped, 1 direct, 2 usage error or bad input, "
+        "3 required mode would refuse",
+    )
     check.add_argument(
         "--timeout",
         type=float,
@@ -24,11 +29,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         help="the bound on each probe, in seconds (default %(default)s)",
     )
     args = parser.parse_args(argv)
-    report = doctor(timeout=args.timeout)
+    try:
+        report, verdict = diagnose(timeout=args.timeout)
+    except ValueError as bad:
+        parser.error(str(bad))
     sys.stdout.write(report)
-    # The report's last line is its verdict, "verdict: ... (exit N)".
-    verdict = re.search(r"\(exit (\d+)\)\s*$", report)
-    return int(verdict.group(1)) if verdict else 2
+    return int(verdict)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ __all__ = [
     "Wrapped",
     "__version__",
     "begin_launcher_for_env",
-    "doctor",
+    "diagnose",
     "flush_warnings",
     "launcher_for_env",
     "resolve",
+    "verdicts",
 ]
 
 DEFAULT_KILL_TIMEOUT: float
@@ -74,7 +75,8 @@ class ScopeHandle:
     def wait_empty(self, timeout: float) -> None: ...
 
 def flush_warnings(timeout: float) -> bool: ...
-def doctor(env: _Env, timeout: float) -> str: ...
+def diagnose(env: _Env, timeout: float) -> Tuple[str, int]: ...
+def verdicts() -> List[Tuple[int, str, str]]: ...
 def launcher_for_env(env: _Env, kind: str, probe_timeout: float) -> Optional[ScopeLauncher]: ...
 @final
 class PendingLauncher:

@@ -29,9 +29,16 @@ int scenario_bad_input(void) {
 
     expect(scope_launcher_for_env(NULL, SCOPE_KIND_TOOL, NULL), SCOPE_RESULT_NULL_PARAMETER, "NULL out");
     expect(scope_launcher_for_env(no_equals, SCOPE_KIND_TOOL, &out), SCOPE_RESULT_INVALID_ARGUMENT, "entry without =");
-    CHECK(strstr(scope_last_error(), "envp[1]") != NULL, "names the entry: %s", scope_last_error());
+    CHECK(strstr(scope_last_error(), "envp: environment entry 1") != NULL, "names the entry: %s", scope_last_error());
     expect(scope_launcher_for_env(empty_key, SCOPE_KIND_TOOL, &out), SCOPE_RESULT_INVALID_ARGUMENT, "empty key");
     expect(scope_launcher_for_env(NULL, 7, &out), SCOPE_RESULT_INVALID_KIND, "kind 7");
+    scope_kind named = 99;
+    CHECK(scope_kind_from_name("daemon", &named) == SCOPE_RESULT_OK && named == SCOPE_KIND_DAEMON, "daemon by name");
+    named = 99;
+    expect(scope_kind_from_name("Tool", &named), SCOPE_RESULT_INVALID_KIND, "kind Tool");
+    CHECK(named == 99, "out untouched by an unknown name");
+    expect(scope_kind_from_name(NULL, &named), SCOPE_RESULT_NULL_PARAMETER, "a NULL name");
+    expect(scope_flush_warnings(0), SCOPE_RESULT_INVALID_ARGUMENT, "flush for 0 ms");
     expect(scope_launcher_for_env_timeout(NULL, SCOPE_KIND_TOOL, 0, &out), SCOPE_RESULT_INVALID_ARGUMENT, "0 ms");
     CHECK(out == SENTINEL, "out untouched by every failure");
 

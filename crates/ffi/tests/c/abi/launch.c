@@ -179,23 +179,40 @@ int scenario_required(void) {
     return 0;
 }
 
-/* The doctor's report goes to stderr for the test to read; bad input gets its code and a message. */
+/* The doctor's report goes to stderr for the test to read, with its verdict as a value; bad input
+ * gets its code and a message. */
 int scenario_doctor(void) {
     char *report = NULL;
-    scope_result r = scope_doctor(NULL, 3000, &report);
-    CHECK(r == SCOPE_RESULT_OK && report != NULL, "doctor: %u %s", (unsigned)r, scope_last_error());
-    CHECK(strstr(report, "\nverdict:       ") != NULL, "no verdict in:\n%s", report);
+    scope_verdict verdict = 99;
+    scope_result r = scope_diagnose(NULL, 3000, &report, &verdict);
+    CHECK(r == SCOPE_RESULT_OK && report != NULL, "diagnose: %u %s", (unsigned)r, scope_last_error());
+    const char *words = scope_verdict_words(verdict);
+    char last_line[160];
+    snprintf(last_line, sizeof last_line, "\nverdict:       %s (exit %u)\n", words, (unsigned)verdict);
+    CHECK(strstr(report, last_line) != NULL, "the verdict %u (%s) is not the report's:\n%s", (unsigned)verdict,
+          words, report);
     fputs(report, stderr);
+    fprintf(stderr, "verdict value: %u\n", (unsigned)verdict);
+    scope_string_free(report);
+    CHECK(strcmp(scope_verdict_words(SCOPE_VERDICT_REFUSED), "required mode will refuse launches") == 0, "words");
+    CHECK(strcmp(scope_verdict_words(4), "unknown verdict") == 0, "an unknown verdict");
+
+    /* The 1.0 call gives the same report without the verdict. */
+    report = NULL;
+    CHECK(scope_doctor(NULL, 3000, &report) == SCOPE_RESULT_OK && report != NULL, "doctor: %s", scope_last_error());
     scope_string_free(report);
 
     char *untouched = (char *)"untouched";
-    CHECK(scope_doctor(NULL, 3000, NULL) == SCOPE_RESULT_NULL_PARAMETER, "NULL out");
+    scope_verdict kept = 99;
+    CHECK(scope_diagnose(NULL, 3000, NULL, &kept) == SCOPE_RESULT_NULL_PARAMETER, "NULL out");
+    CHECK(scope_diagnose(NULL, 3000, &untouched, NULL) == SCOPE_RESULT_NULL_PARAMETER, "NULL verdict");
     CHECK(scope_doctor(NULL, 0, &untouched) == SCOPE_RESULT_INVALID_ARGUMENT, "a zero timeout");
     CHECK(strstr(scope_last_error(), "timeout_ms is 0 ms") != NULL, "message: %s", scope_last_error());
     const char *bad_env[] = {"NO_EQUALS_SIGN", NULL};
     char error[64];
-    CHECK(scope_doctor_r(bad_env, 3000, &untouched, error, sizeof error) == SCOPE_RESULT_INVALID_ARGUMENT, "bad envp");
-    CHECK(strncmp(error, "envp[0]", 7) == 0, "error buffer: %s", error);
-    CHECK(strcmp(untouched, "untouched") == 0, "an out-parameter written on failure");
+    CHECK(scope_diagnose_r(bad_env, 3000, &untouched, &kept, error, sizeof error) == SCOPE_RESULT_INVALID_ARGUMENT,
+          "bad envp");
+    CHECK(strncmp(error, "envp: environment entry 0", 25) == 0, "error buffer: %s", error);
+    CHECK(strcmp(untouched, "untouched") == 0 && kept == 99, "an out-parameter written on failure");
     return 0;
 }
