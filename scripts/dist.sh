@@ -126,6 +126,11 @@ rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/synaps-scope-"$version" \
 # core under the unit hash of the workspace's, and later local builds of the C library and the
 # Python extension linked that copy as fresh, however the sources had changed since.
 package_target="$target/dist-package"
+# There the packaged core is a registry crate, which cargo never rebuilds for a version it built
+# before: its build of an earlier commit of this same version is dropped, or the command line and
+# the launcher program would be verified against it.
+rm -rf "$package_target"/debug/.fingerprint/synaps-scope-* "$package_target"/debug/deps/libsynaps_scope-* \
+  "$package_target"/debug/deps/synaps_scope-*
 CARGO_TARGET_DIR="$package_target" cargo package -q --locked ${SYNAPS_DIST_ALLOW_DIRTY:+--allow-dirty} \
   -p synaps-scope -p synaps-scope-exec -p synaps-scope-cli
 for crate in synaps-scope synaps-scope-exec synaps-scope-cli; do
