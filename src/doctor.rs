@@ -9,13 +9,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::bounds::deadline_after;
+use crate::cgroup;
 use crate::config::{Config, LauncherChoice, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
 use crate::decide::{
     decide_with, locate_systemd_run, Decision, Evidence, LauncherOptions, ScopeError, SliceCheck,
 };
 use crate::env::{check_env, RefusedEnv};
 use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
-use crate::handle::process_cgroup;
 use crate::inputs::Inputs;
 use crate::intake::CheckedEnv;
 use crate::kind::ScopeKind;
@@ -181,7 +181,7 @@ fn diagnose_with(
         .collect(),
         config,
         kinds,
-        cgroup: process_cgroup(std::process::id()).ok(),
+        cgroup: cgroup::own().ok(),
     }
 }
 

@@ -11,18 +11,18 @@ use std::fmt;
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
-use rustix::io::Errno;
 use rustix::process::{kill_process, Pid, Signal};
 
 use crate::bounds::deadline_after;
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
+use crate::cgroup::{self, Cgroup, CgroupError};
 use crate::ending::{Ending, Witness};
 use crate::intake;
 use crate::manager;
@@ -140,6 +140,15 @@ impl From<io::Error> for HandleError {
     }
 }
 
+impl From<CgroupError> for HandleError {
+    fn from(e: CgroupError) -> Self {
+        match e {
+            CgroupError::NoCgroup2 => HandleError::NoCgroup2,
+            CgroupError::Io(e) => HandleError::Io(e),
+        }
+    }
+}
+
 /// `pid` as a process id, or why it is none (the handles' constructors take it as `u32`).
 fn checked(pid: u32) -> Result<u32, HandleError> {
     intake::pid(pid.into()).map_err(|_| HandleError::InvalidPid { pid: pid.into() })
@@ -171,7 +180,8 @@ pub enum KillMethod {
 #[derive(Clone, Debug)]
 pub struct ScopeHandle {
     unit: String,
-    cgroup: PathBuf,
+    /// The scope's cgroup: its path in the hierarchy and its directory.
+    cgroup: Cgroup,
     /// The cgroup's inode number, which the kernel never gives two cgroups in one boot.
     cgroup_id: u64,
     /// The open cgroup and its OOM kills, kept to tell how the scope ended.
@@ -194,8 +204,8 @@ impl ScopeHandle {
     pub fn from_pid(unit: &str, pid: u32) -> Result<ScopeHandle, HandleError> {
         checked(pid)?;
         ensure_ours(unit)?;
-        let relative = process_cgroup(pid)?;
-        if Path::new(&relative).file_name().and_then(|n| n.to_str()) != Some(unit) {
+        let relative = cgroup::of_process(pid)?;
+        if cgroup::leaf_name(&relative) != Some(unit) {
             return Err(HandleError::NotInScope {
                 pid,
                 unit: unit.to_owned(),
@@ -208,10 +218,8 @@ impl ScopeHandle {
     /// The scope that process `pid` runs in, refused unless it is one of this library's.
     pub fn of_process(pid: u32) -> Result<ScopeHandle, HandleError> {
         checked(pid)?;
-        let relative = process_cgroup(pid)?;
-        let unit = Path::new(&relative)
-            .file_name()
-            .and_then(|n| n.to_str())
+        let relative = cgroup::of_process(pid)?;
+        let unit = cgroup::leaf_name(&relative)
             .filter(|n| parse_unit_name(n).is_some())
             .ok_or_else(|| HandleError::NotOurs {
                 what: format!("the cgroup {relative} of process {pid}"),
@@ -256,18 +264,18 @@ impl ScopeHandle {
         relative: &str,
         env: &[(OsString, OsString)],
     ) -> Result<ScopeHandle, HandleError> {
-        if Path::new(relative).file_name().and_then(|n| n.to_str()) != Some(unit) {
+        if cgroup::leaf_name(relative) != Some(unit) {
             return Err(HandleError::NotOurs {
                 what: format!("the cgroup {relative}"),
             });
         }
         ensure_not_the_callers(relative)?;
-        let cgroup = cgroup2_mount()?.join(relative.trim_start_matches('/'));
+        let cgroup = Cgroup::at(relative)?;
         let not_found = || HandleError::NotFound {
             unit: unit.to_owned(),
         };
         let dir = rustix::fs::open(
-            &cgroup,
+            cgroup.dir(),
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
@@ -299,13 +307,13 @@ impl ScopeHandle {
 
     /// The scope's cgroup directory.
     pub fn cgroup_dir(&self) -> &Path {
-        &self.cgroup
+        self.cgroup.dir()
     }
 
     /// False once the scope has gone and another cgroup took its path (a scope started later
     /// under the same name): nothing in it is this handle's to list or kill.
     fn is_still_the_same_scope(&self) -> bool {
-        fs::metadata(&self.cgroup).is_ok_and(|meta| meta.ino() == self.cgroup_id)
+        fs::metadata(self.cgroup.dir()).is_ok_and(|meta| meta.ino() == self.cgroup_id)
     }
 
     /// Every process in the scope (and any cgroup below it); empty once the scope is gone,
@@ -315,7 +323,7 @@ impl ScopeHandle {
             return Ok(Vec::new());
         }
         let mut pids = Vec::new();
-        collect_pids(&self.cgroup, &mut pids)?;
+        collect_pids(self.cgroup.dir(), &mut pids)?;
         pids.sort_unstable();
         pids.dedup();
         Ok(pids)
@@ -326,7 +334,7 @@ impl ScopeHandle {
     pub fn stats(&self) -> ScopeStats {
         let same = self.is_still_the_same_scope();
         let read = |name: &str| {
-            fs::read_to_string(self.cgroup.join(name))
+            fs::read_to_string(self.cgroup.dir().join(name))
                 .ok()
                 .filter(|_| same)
                 .and_then(|text| text.trim().parse().ok())
@@ -343,7 +351,7 @@ impl ScopeHandle {
     /// were in the scope when the kill began; none for a scope already empty, whose kill (a
     /// clean-up after the tool's exit) does nothing and is not how the scope ended.
     pub fn kill(&self, timeout: Duration) -> Result<Vec<u32>, HandleError> {
-        let method = if self.cgroup.join("cgroup.kill").exists() {
+        let method = if self.cgroup.dir().join("cgroup.kill").exists() {
             KillMethod::CgroupKill
         } else {
             KillMethod::Signals
@@ -365,11 +373,9 @@ impl ScopeHandle {
         let before = self.pids()?;
         // Checked again now: the caller may have moved into the scope since the handle was made.
         if before.contains(&std::process::id()) {
-            let mount = cgroup2_mount()?;
-            let relative = self.cgroup.strip_prefix(&mount).unwrap_or(&self.cgroup);
             return Err(HandleError::HoldsCaller {
-                cgroup: format!("/{}", relative.display()),
-                own: process_cgroup(std::process::id())?,
+                cgroup: self.cgroup.path().to_owned(),
+                own: cgroup::own()?,
             });
         }
         // A kill that finds the scope empty (a clean-up after the tool's exit) killed nothing and
@@ -383,7 +389,7 @@ impl ScopeHandle {
         match method {
             KillMethod::CgroupKill => match self.write_cgroup_kill() {
                 Ok(()) => {}
-                Err(e) if cgroup_vanished(&e) && !self.is_still_the_same_scope() => {}
+                Err(e) if cgroup::vanished(&e) && !self.is_still_the_same_scope() => {}
                 Err(e) => return Err(e.into()),
             },
             KillMethod::Signals => self.signal_until_empty(deadline)?,
@@ -408,7 +414,7 @@ impl ScopeHandle {
     /// Freezes the cgroup (so nothing forks away mid-kill), SIGKILLs each process, thaws, and
     /// repeats until no process is left or the deadline passes.
     fn signal_until_empty(&self, deadline: Instant) -> Result<(), HandleError> {
-        let freeze = self.cgroup.join("cgroup.freeze");
+        let freeze = self.cgroup.dir().join("cgroup.freeze");
         loop {
             let _ = fs::write(&freeze, "1");
             let pids = self.pids()?;
@@ -435,17 +441,12 @@ impl ScopeHandle {
     /// cover it (None where they cannot say).
     pub fn ending(&self, env: &[(OsString, OsString)], timeout: Duration) -> Ending {
         let running = self.is_still_the_same_scope()
-            && fs::read_to_string(self.cgroup.join("cgroup.events"))
+            && fs::read_to_string(self.cgroup.dir().join("cgroup.events"))
                 .is_ok_and(|text| crate::oom_count::field(&text, "populated") == Some(1));
-        let relative = cgroup2_mount()
-            .ok()
-            .and_then(|mount| self.cgroup.strip_prefix(mount).ok().map(Path::to_owned))
-            .map(|p| format!("/{}", p.display()))
-            .unwrap_or_default();
         self.witness.ending(
             running,
             self.killed_here.load(Ordering::Acquire),
-            &relative,
+            self.cgroup.path(),
             env,
             deadline_after(timeout),
         )
@@ -485,13 +486,8 @@ fn own_system_bus() -> Vec<(OsString, OsString)> {
 
 /// Refuses the cgroup `relative` when the calling process runs in it or below it.
 fn ensure_not_the_callers(relative: &str) -> Result<(), HandleError> {
-    let own = process_cgroup(std::process::id())?;
-    let scope = relative.trim_end_matches('/');
-    let holds = own == scope
-        || own
-            .strip_prefix(scope)
-            .is_some_and(|rest| rest.starts_with('/'));
-    if holds {
+    let own = cgroup::own()?;
+    if cgroup::holds(relative, &own) {
         return Err(HandleError::HoldsCaller {
             cgroup: relative.to_owned(),
             own,
@@ -510,71 +506,23 @@ fn ensure_ours(unit: &str) -> Result<(), HandleError> {
 }
 
 /// The cgroup2 path of `pid` (the `0::` line of /proc/PID/cgroup).
+#[deprecated(
+    since = "1.1.0",
+    note = "a process's cgroup is not a handle's to say: read /proc/PID/cgroup"
+)]
 pub fn process_cgroup(pid: u32) -> Result<String, HandleError> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(str::to_owned)
-        .ok_or(HandleError::NoCgroup2)
-}
-
-/// Where the cgroup2 hierarchy is mounted, from /proc/self/mountinfo.
-pub(crate) fn cgroup2_mount() -> Result<PathBuf, HandleError> {
-    let text = fs::read_to_string("/proc/self/mountinfo")?;
-    text.lines()
-        .find_map(cgroup2_mount_point)
-        .ok_or(HandleError::NoCgroup2)
-}
-
-/// The mount point of a mountinfo line whose file system type is cgroup2.
-fn cgroup2_mount_point(line: &str) -> Option<PathBuf> {
-    let (mount, fs) = line.split_once(" - ")?;
-    if fs.split(' ').next()? != "cgroup2" {
-        return None;
-    }
-    Some(PathBuf::from(unescape_mountinfo(mount.split(' ').nth(4)?)))
-}
-
-/// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
-fn unescape_mountinfo(field: &str) -> String {
-    let mut out = String::with_capacity(field.len());
-    let mut rest = field;
-    while let Some(at) = rest.find('\\') {
-        out.push_str(&rest[..at]);
-        let code = rest
-            .get(at + 1..at + 4)
-            .and_then(|o| u8::from_str_radix(o, 8).ok());
-        match code {
-            Some(byte) => {
-                out.push(char::from(byte));
-                rest = &rest[at + 4..];
-            }
-            None => {
-                out.push('\\');
-                rest = &rest[at + 1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Whether `e` says the cgroup was removed: gone before it was opened (ENOENT), or after (ENODEV,
-/// which the kernel gives to reads and writes of an open file of a removed cgroup). The manager
-/// removes a scope's cgroup as soon as its last process has died, so a removed cgroup is empty.
-fn cgroup_vanished(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(Errno::NODEV.raw_os_error())
+    Ok(cgroup::of_process(pid)?)
 }
 
 fn collect_pids(dir: &Path, pids: &mut Vec<u32>) -> Result<(), HandleError> {
     match fs::read_to_string(dir.join("cgroup.procs")) {
         Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
-        Err(e) if cgroup_vanished(&e) => return Ok(()),
+        Err(e) if cgroup::vanished(&e) => return Ok(()),
         Err(e) => return Err(e.into()),
     }
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) if cgroup_vanished(&e) => return Ok(()),
+        Err(e) if cgroup::vanished(&e) => return Ok(()),
         Err(e) => return Err(e.into()),
     };
     for entry in entries.flatten() {
@@ -588,23 +536,6 @@ fn collect_pids(dir: &Path, pids: &mut Vec<u32>) -> Result<(), HandleError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn finds_the_cgroup2_mount_point_with_escapes() {
-        let line = "47 46 0:38 / /sys/fs/cgroup rw,relatime - cgroup2 none rw";
-        assert_eq!(
-            cgroup2_mount_point(line),
-            Some(PathBuf::from("/sys/fs/cgroup"))
-        );
-        let hybrid = "30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid shared:5 - cgroup2 cgroup2 rw,nsdelegate";
-        assert_eq!(
-            cgroup2_mount_point(hybrid),
-            Some(PathBuf::from("/sys/fs/cgroup/unified"))
-        );
-        let v1 = "31 25 0:27 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory";
-        assert_eq!(cgroup2_mount_point(v1), None);
-        assert_eq!(unescape_mountinfo(r"/a\040b\134c\"), "/a b\\c\\");
-    }
 
     #[test]
     fn a_pid_is_a_whole_number_from_1_to_pid_max_on_every_constructor() {

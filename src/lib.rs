@@ -20,6 +20,7 @@
 
 mod bounds;
 mod bus;
+mod cgroup;
 pub mod config;
 mod decide;
 mod deprecated;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::bus::wire::{Call, Property};
 use crate::bus::{pool, BusError, Connection, Fallback, Route};
+use crate::cgroup;
 use crate::inputs::NO_USER_BUS;
 use crate::turn::{self, Turn};
 
@@ -251,7 +252,7 @@ fn wait_for_start(
     deadline: Instant,
 ) -> Result<(), NotMade> {
     let unit = request.unit;
-    let cgroup_readable = in_unit(unit).is_some();
+    let cgroup_readable = cgroup::own_is_in_unit(unit).is_some();
     let listen_until = if cgroup_readable {
         deadline.min(Instant::now() + LISTEN_FOR_JOB_END)
     } else {
@@ -269,7 +270,9 @@ fn wait_for_start(
         }
         // A peer that says the job is done when this process is not in the scope (the manager
         // moves it there before the job ends) is not believed.
-        Ok(JobEnd::Reported(result)) if result == "done" && in_unit(unit) == Some(false) => {
+        Ok(JobEnd::Reported(result))
+            if result == "done" && cgroup::own_is_in_unit(unit) == Some(false) =>
+        {
             return Err(NotMade::before_sending(format!(
                 "the start job of {unit} was reported done, yet this process is not in it"
             )))
@@ -297,7 +300,7 @@ fn wait_for_start(
     drop(bus);
     let mut pause = Duration::from_millis(1);
     loop {
-        if in_unit(unit) == Some(true) {
+        if cgroup::own_is_in_unit(unit) == Some(true) {
             return Ok(());
         }
         let now = Instant::now();
@@ -346,24 +349,11 @@ fn job_end(
         bus.set_deadline(look);
         match bus.wait_for_job(job) {
             Err(BusError::TimedOut { .. }) if look < listen_until => {
-                if in_unit(unit) == Some(true) {
+                if cgroup::own_is_in_unit(unit) == Some(true) {
                     return Ok(JobEnd::SeenInCgroup);
                 }
             }
             ended => return ended.map(JobEnd::Reported),
         }
     }
-}
-
-/// Whether this process is in the cgroup of `unit` (in any hierarchy /proc/self/cgroup lists:
-/// the unified one, or systemd's own named one on a legacy system); None when the file cannot be
-/// read. The manager moves the process there as its last step before the scope's start job ends.
-fn in_unit(unit: &str) -> Option<bool> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    Some(text.lines().any(|line| {
-        line.splitn(3, ':')
-            .nth(2)
-            .and_then(|path| path.rsplit('/').next())
-            == Some(unit)
-    }))
 }

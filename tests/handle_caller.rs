@@ -32,7 +32,7 @@ fn a_scope_that_holds_the_caller_is_never_handed_out_or_killed() {
         Instant::now() + Duration::from_secs(10),
     )
     .expect("the test process moves into a daemon scope of its own");
-    let own = synaps_scope::handle::process_cgroup(std::process::id()).unwrap();
+    let own = common::cgroup_of(std::process::id());
     assert!(own.ends_with(&format!("/{own_unit}")), "{own}");
 
     // A child launched directly shares the daemon's scope.
