@@ -73,6 +73,19 @@ fn unescape(value: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// `%xx`-escapes the bytes an address value may not hold as they are.
+pub(super) fn escape_address_value(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len());
+    for &b in value {
+        if b.is_ascii_alphanumeric() || b"-_/.\\*".contains(&b) {
+            out.push(b);
+        } else {
+            out.extend_from_slice(format!("%{b:02x}").as_bytes());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +103,16 @@ mod tests {
         assert!(parse(b"").is_err());
         assert!(parse(b"unix:path=%zz").is_err());
         assert!(parse(b"unix:tmpdir=/tmp").is_err());
+    }
+
+    #[test]
+    fn an_escaped_value_unescapes_to_itself() {
+        let dir = b"/run/user/1000/a b;c,d=e%\xff";
+        let mut address = b"unix:path=".to_vec();
+        address.extend(escape_address_value(dir));
+        assert_eq!(
+            parse(&address),
+            Ok(vec![Address::Path(OsString::from_vec(dir.to_vec()))])
+        );
     }
 }

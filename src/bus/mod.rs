@@ -10,9 +10,11 @@ mod address;
 mod broker_silence;
 mod connection;
 pub(crate) mod pool;
+mod route;
 pub(crate) mod wire;
 
-pub(crate) use connection::{BusError, Connection, Fallback, Route, Socket, MANAGER, MANAGER_PATH};
+pub(crate) use connection::{BusError, Connection, Socket, MANAGER, MANAGER_PATH};
+pub(crate) use route::{Fallback, Route};
 
 /// The fuzz target's conversation (`crate::__fuzz::converse_with_peer`): a socket pair whose far
 /// end a thread fills with `stream` and then shuts for writing (reading on until the client is
