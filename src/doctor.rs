@@ -14,10 +14,10 @@ use crate::config::{Config, LauncherChoice, Origin, Setting, LAUNCHER_KEY, SWITC
 use crate::decide::{
     decide_with, locate_systemd_run, Decision, Evidence, LauncherOptions, ScopeError, SliceCheck,
 };
-use crate::env::{check_env, RefusedEnv};
 use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
 use crate::inputs::Inputs;
 use crate::intake::CheckedEnv;
+use crate::intake::{check_env, RefusedEnv};
 use crate::kind::ScopeKind;
 use crate::launcher::Wrapper;
 use crate::manager::{self, ManagerVersion};

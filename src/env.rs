@@ -2,10 +2,7 @@
 //! block that the probe, program resolution and the child all see.
 
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::process::Command;
-
-use crate::intake::first_refused;
 
 /// Snapshots the process environment, to be taken before child-specific overrides are applied.
 pub fn inherited_env() -> Vec<(OsString, OsString)> {
@@ -33,36 +30,6 @@ pub fn with_overrides(
 pub fn set_env(cmd: &mut Command, env: &[(OsString, OsString)]) {
     cmd.env_clear();
     cmd.envs(env.iter().map(|(k, v)| (k, v)));
-}
-
-/// An environment entry that no process environment can hold.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RefusedEnv {
-    /// The entry's key.
-    pub key: OsString,
-    /// What is wrong with it.
-    pub problem: &'static str,
-}
-
-impl fmt::Display for RefusedEnv {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "environment entry {:?} is refused: {}",
-            self.key, self.problem
-        )
-    }
-}
-
-impl std::error::Error for RefusedEnv {}
-
-/// Refuses an environment that no process can hold: an empty key, a key with `=`, a NUL byte in
-/// a key or value (the one rule of [`crate::intake::CheckedEnv`]).
-pub fn check_env(env: &[(OsString, OsString)]) -> Result<(), RefusedEnv> {
-    match first_refused(env) {
-        Some((_, refused)) => Err(refused),
-        None => Ok(()),
-    }
 }
 
 /// The value of `key` in `env`; the last entry wins, as it does for [`Command::envs`].

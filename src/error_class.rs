@@ -9,9 +9,9 @@ use std::io;
 use crate::decide::ScopeError;
 #[allow(deprecated)]
 use crate::deprecated::{BadBound, EnvEntryError};
-use crate::env::RefusedEnv;
 use crate::handle::HandleError;
 use crate::intake::BadInput;
+use crate::intake::RefusedEnv;
 use crate::kind::UnknownKind;
 use crate::resolve::ResolveError;
 

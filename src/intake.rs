@@ -10,9 +10,8 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
-use crate::env::RefusedEnv;
 use crate::kind::ScopeKind;
-use crate::spawn::ShellWords;
+use crate::shell::ShellWords;
 
 /// The largest process id there can be: `pid_t` is a signed 32-bit number.
 pub const PID_MAX: u32 = i32::MAX as u32;
@@ -123,6 +122,36 @@ impl CheckedEnv {
     /// The entries, in order, owned.
     pub fn into_pairs(self) -> Vec<(OsString, OsString)> {
         self.0
+    }
+}
+
+/// An environment entry that no process environment can hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedEnv {
+    /// The entry's key.
+    pub key: OsString,
+    /// What is wrong with it.
+    pub problem: &'static str,
+}
+
+impl fmt::Display for RefusedEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "environment entry {:?} is refused: {}",
+            self.key, self.problem
+        )
+    }
+}
+
+impl std::error::Error for RefusedEnv {}
+
+/// Refuses an environment that no process can hold: an empty key, a key with `=`, a NUL byte in
+/// a key or value (the one rule of [`CheckedEnv`]).
+pub fn check_env(env: &[(OsString, OsString)]) -> Result<(), RefusedEnv> {
+    match first_refused(env) {
+        Some((_, refused)) => Err(refused),
+        None => Ok(()),
     }
 }
 

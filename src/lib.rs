@@ -47,6 +47,7 @@ mod per_process;
 mod probe;
 mod request_thread;
 mod resolve;
+mod shell;
 mod slice_check;
 mod spawn;
 mod turn;
@@ -64,13 +65,14 @@ pub use deprecated::{
     bound_from_millis, bound_from_secs, checked_pid, parse_env_entry, BadBound, EnvEntryError,
 };
 pub use ending::{Ending, Evidence, OomdRule, ScopeEnding};
-pub use env::{check_env, inherited_env, set_env, with_overrides, RefusedEnv};
+pub use env::{inherited_env, set_env, with_overrides};
 pub use error_class::{Classified, ErrorClass};
 pub use exec_program::{
     own_file, ExecProgram, FoundBy, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
 };
 pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
 pub use intake::PID_MAX;
+pub use intake::{check_env, RefusedEnv};
 pub use kind::{ScopeKind, UnknownKind};
 pub use launcher::{InPlace, ScopeLauncher, Wrapped, Wrapper};
 pub use manager::ManagerVersion;
@@ -79,8 +81,9 @@ pub use request_thread::{decide_on_own_thread, Answer};
 #[allow(deprecated)]
 pub use resolve::resolve_program;
 pub use resolve::{find_program, ResolveError};
+pub use shell::{shell_argv, ShellWords, DEFAULT_SHELL};
 pub use slice_check::{flush_warnings, SliceLimits};
-pub use spawn::{direct_for_user_switch, shell_argv, Launch, ShellWords, DEFAULT_SHELL};
+pub use spawn::{direct_for_user_switch, Launch};
 
 /// Entry points for the fuzz targets in `fuzz/`; not part of the supported API.
 #[doc(hidden)]

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use rustix::io::Errno;
 
-use crate::env::{check_env, lookup, RefusedEnv};
+use crate::env::lookup;
+use crate::intake::{check_env, RefusedEnv};
 use crate::memo::Shared;
 
 /// glibc's search path for `execvp` when PATH is unset (`confstr(_CS_PATH)`).

@@ -1,6 +1,7 @@
 //! No crate of the workspace has a circle of imports: each concept stands on the ones below it.
 //! Read from the sources of every workspace member (`crate::…`, `super::…` and a module's own
-//! `child::…` paths outside comments and tests), with re-exports followed to the module that
+//! `child::…` paths in every item of every file but comments and test modules), with re-exports
+//! followed to the module that
 //! defines the item. Two views must both be free of circles: the crate's top-level modules (a
 //! directory module counts as one concept), and every file module, where a module may still use
 //! the items of its own ancestors (a directory's `mod.rs` is its children's facade).
@@ -47,15 +48,87 @@ fn module_of(src: &Path, file: &Path) -> Module {
     parts
 }
 
-/// The code of a file without its tests and comments.
+/// The code of a file, whole but for its comments and its `#[cfg(test)] mod … { … }` blocks:
+/// every other item counts, wherever it stands (after a test module too).
 fn code_of(text: &str) -> String {
-    text.split("#[cfg(test)]")
-        .next()
-        .unwrap_or("")
+    let code: String = text
         .lines()
         .filter(|l| !l.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    let mut kept = String::with_capacity(code.len());
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        kept.push_str(&rest[..at]);
+        let after = rest[at + "#[cfg(test)]".len()..].trim_start();
+        match inline_module_body(after) {
+            Some(body) => rest = &after[body..],
+            None => {
+                kept.push_str("#[cfg(test)]");
+                rest = &rest[at + "#[cfg(test)]".len()..];
+            }
+        }
+    }
+    kept.push_str(rest);
+    kept
+}
+
+/// Where an inline module that opens `text` (`mod name {`) ends, its braces matched (braces in
+/// string and character literals skipped); None when `text` opens no inline module.
+fn inline_module_body(text: &str) -> Option<usize> {
+    let header = text.strip_prefix("mod ")?;
+    let open = header.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    if !header[open..].trim_start().starts_with('{') {
+        return None;
+    }
+    let start = text.len() - header.len() + open + header[open..].find('{')?;
+    let bytes = text.as_bytes();
+    let (mut depth, mut at) = (0usize, start);
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                at += 1;
+                while at < bytes.len() && bytes[at] != b'"' {
+                    at += if bytes[at] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'\'' if bytes.get(at + 2) == Some(&b'\'') => at += 2,
+            b'\'' if bytes.get(at + 1) == Some(&b'\\') => {
+                at += text[at..].find("'")? + 1;
+                at += text[at..].find('\'')?;
+            }
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(at + 1);
+                }
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
+/// The file modules declared `#[cfg(test)] mod name;` in `code`: test code in a file of its own.
+fn test_modules(code: &str) -> Vec<String> {
+    code.split("#[cfg(test)]")
+        .skip(1)
+        .filter_map(|after| {
+            let name = after.trim_start().strip_prefix("mod ")?;
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            after
+                .trim_start()
+                .strip_prefix(&format!("mod {name}"))?
+                .trim_start()
+                .starts_with(';')
+                .then_some(name)
+        })
+        .collect()
 }
 
 /// Every path in `code` that starts with one of `heads` (`crate`, `super`, a child module's name),
@@ -124,11 +197,19 @@ impl Crate {
         let mut files = Vec::new();
         sources(src, &mut files);
         let mut code = BTreeMap::new();
+        let mut tests = Vec::new();
         for file in &files {
-            code.insert(
-                module_of(src, file),
-                code_of(&std::fs::read_to_string(file).unwrap()),
-            );
+            let module = module_of(src, file);
+            let text = std::fs::read_to_string(file).unwrap();
+            for name in test_modules(&text) {
+                let mut test = module.clone();
+                test.push(name);
+                tests.push(test);
+            }
+            code.insert(module, code_of(&text));
+        }
+        for test in &tests {
+            code.remove(test);
         }
         let mut krate = Crate {
             name: name.to_owned(),
@@ -358,5 +439,33 @@ fn the_reading_sees_a_circle_where_there_is_one() {
     assert_eq!(
         circle.iter().map(show).collect::<Vec<_>>(),
         ["a", "c", "d", "d::e", "a"]
+    );
+
+    // The whole file is read: an import after a test module counts (before, the reading stopped
+    // at the first `#[cfg(test)]`), and the test module's own imports, inline or in a file of its
+    // own, do not.
+    std::fs::remove_dir_all(src.join("d")).unwrap();
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\nmod c;\n").unwrap();
+    std::fs::write(src.join("a.rs"), "use crate::b::thing;\n").unwrap();
+    std::fs::write(src.join("b.rs"), "pub fn thing() {}\n").unwrap();
+    let late = "pub fn other() {}\n#[cfg(test)]\nmod tests {\n    use crate::a::x;\n    \
+                const BRACE: char = '}';\n    fn f() { let _ = \"}\"; }\n}\n\
+                #[cfg(test)]\nmod more;\nuse crate::c::late;\n";
+    std::fs::write(src.join("b.rs"), late).unwrap();
+    std::fs::create_dir(src.join("b")).unwrap();
+    std::fs::write(src.join("b/more.rs"), "use crate::a::y;\n").unwrap();
+    std::fs::write(src.join("c.rs"), "use crate::a::z;\n").unwrap();
+    let krate = Crate::read("sample", src);
+    let circle = find_circle(&krate.edges()).expect("a -> b -> c -> a, past b's tests");
+    assert_eq!(
+        circle.iter().map(show).collect::<Vec<_>>(),
+        ["a", "b", "c", "a"]
+    );
+    std::fs::write(src.join("c.rs"), "pub fn late() {}\n").unwrap();
+    let krate = Crate::read("sample", src);
+    assert_eq!(
+        find_circle(&krate.edges()),
+        None,
+        "b's tests (inline and b/more.rs) use a, which is no circle"
     );
 }
