@@ -213,7 +213,8 @@ if want c long; then
   c_target="$PWD/target/c-install"
   CARGO_TARGET_DIR="$c_target" cargo cinstall --locked --release -p synaps-scope-ffi --prefix "$c_prefix" --libdir "$c_prefix/lib"
   built=$(find "$c_target" -path '*/release/libsynaps_scope.so' -not -path '*/deps/*' | head -n 1)
-  cmp "$built" "$c_prefix/lib/libsynaps_scope.so.1.0.0" || { echo "test.sh: the installed library is not the one just built ($built)" >&2; exit 1; }
+  lib_version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' Cargo.toml)
+  cmp "$built" "$c_prefix/lib/libsynaps_scope.so.$lib_version" || { echo "test.sh: the installed library is not the one just built ($built)" >&2; exit 1; }
   timed "C library: cargo cinstall"
 fi
 

@@ -68,7 +68,7 @@ pub extern "C" fn scope_abi_version() -> u32 {
     SCOPE_ABI_VERSION
 }
 
-/// The library's version, e.g. "1.0.0" (static, never NULL): the version of every artifact of
+/// The library's version, e.g. "1.1.0" (static, never NULL): the version of every artifact of
 /// the project (crates, wheel, npm package, this library's soname and pkg-config file).
 #[no_mangle]
 pub extern "C" fn scope_version() -> *const c_char {
