@@ -44,12 +44,12 @@ def test_doctor_reports_the_launcher_program_in_use(rig: Dict[str, str]) -> None
 
 def test_the_verdict_is_a_value_and_the_command_line_exits_with_it(rig: Dict[str, str]) -> None:
     report, verdict = synaps_scope.diagnose()
-    assert verdict is synaps_scope.Verdict.SCOPED and verdict == 0, report
+    assert verdict is synaps_scope.Verdict.SCOPED and int(verdict) == 0, report
     assert f"verdict:       {verdict.words} (exit 0)" in report.splitlines(), report
     required = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS")}
     required["SYNAPS_PROCESS_SCOPES"] = "required"
     refused = synaps_scope.diagnose(env=required)
-    assert refused.verdict is synaps_scope.Verdict.REFUSED and refused.verdict == 3
+    assert refused.verdict is synaps_scope.Verdict.REFUSED and int(refused.verdict) == 3
     assert refused.verdict.words == "required mode will refuse launches"
     # Each verdict's number and words are the core's.
     assert [(v.value, v.words) for v in synaps_scope.Verdict] == [
