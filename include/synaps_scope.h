@@ -261,7 +261,7 @@ extern "C" {
 // The ABI version this library implements ([`SCOPE_ABI_VERSION`] of its header).
 uint32_t scope_abi_version(void);
 
-// The library's version, e.g. "1.0.0" (static, never NULL): the version of every artifact of
+// The library's version, e.g. "1.1.0" (static, never NULL): the version of every artifact of
 // the project (crates, wheel, npm package, this library's soname and pkg-config file).
 const char *scope_version(void);
 
