@@ -10,7 +10,8 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
-use crate::kind::ScopeKind;
+use crate::env::inherited_env;
+use crate::kind::{self, ScopeKind};
 use crate::shell::ShellWords;
 
 /// The largest process id there can be: `pid_t` is a signed 32-bit number.
@@ -57,10 +58,7 @@ impl fmt::Display for BadInput {
                     "pid must be a whole number from 1 to {PID_MAX}, not {pid}"
                 )
             }
-            BadInput::Kind(given) => write!(
-                f,
-                "unknown scope kind {given} (expected \"tool\" or \"daemon\")"
-            ),
+            BadInput::Kind(given) => kind::unknown_kind(f, given),
             BadInput::ShellWords(given) => write!(
                 f,
                 "unknown shell words {given} (expected positional or joined)"
@@ -108,10 +106,10 @@ impl CheckedEnv {
         Ok(CheckedEnv(pairs))
     }
 
-    /// This process's environment (`std::env::vars_os`), checked like any other: a parent can
+    /// This process's environment ([`crate::inherited_env`]), checked like any other: a parent can
     /// hand a process entries (`=A=B`) that read back with a key no child can be given.
     pub fn inherited() -> Result<Self, BadInput> {
-        Self::from_pairs(std::env::vars_os().collect())
+        Self::from_pairs(inherited_env())
     }
 
     /// The entries, in order.
@@ -252,12 +250,10 @@ pub fn pid(pid: i64) -> Result<u32, BadInput> {
     }
 }
 
-/// A kind by name: `tool` or `daemon`.
+/// A kind by name: `tool` or `daemon` ([`ScopeKind`]'s own `FromStr`).
 pub fn kind_from_name(name: &str) -> Result<ScopeKind, BadInput> {
-    ScopeKind::ALL
-        .into_iter()
-        .find(|kind| kind.as_str() == name)
-        .ok_or_else(|| BadInput::Kind(format!("{name:?}")))
+    name.parse()
+        .map_err(|_: kind::UnknownKind| BadInput::Kind(format!("{name:?}")))
 }
 
 /// A kind by number (the C ABI's `SCOPE_KIND_*`): [`ScopeKind::code`].

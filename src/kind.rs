@@ -53,12 +53,16 @@ pub struct UnknownKind(pub String);
 
 impl fmt::Display for UnknownKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown scope kind {:?} (expected \"tool\" or \"daemon\")",
-            self.0
-        )
+        unknown_kind(f, &format_args!("{:?}", self.0))
     }
+}
+
+/// The words for a kind that is none, `given` as the caller gave it (a quoted name, a number).
+pub(crate) fn unknown_kind(f: &mut fmt::Formatter<'_>, given: &dyn fmt::Display) -> fmt::Result {
+    write!(
+        f,
+        "unknown scope kind {given} (expected \"tool\" or \"daemon\")"
+    )
 }
 
 impl std::error::Error for UnknownKind {}

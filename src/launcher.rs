@@ -12,12 +12,11 @@ use crate::bounds::deadline_after;
 use crate::bus::{Fallback, Route};
 use crate::config::LauncherChoice;
 use crate::diag::TARGET;
-use crate::env::lookup;
 use crate::exec_line::ExecLine;
 use crate::inputs::UserBus;
 use crate::kind::ScopeKind;
 use crate::own_scope::{self, NotMade as ScopeNotMade, ScopeRequest};
-use crate::resolve::{execve_refuses_format, resolve_in};
+use crate::resolve::{execve_refuses_format, resolve_in_env};
 use crate::turn::Turn;
 use crate::unit_name::{description, unit_name};
 use crate::version;
@@ -306,7 +305,7 @@ fn scopable_program(
     env: &[(OsString, OsString)],
     cwd: Option<&Path>,
 ) -> Option<PathBuf> {
-    let program = match resolve_in(program, lookup(env, "PATH"), cwd) {
+    let program = match resolve_in_env(program, env, cwd) {
         Ok(path) => path,
         Err(e) => {
             tracing::debug!(target: TARGET, "not wrapping: {e}");

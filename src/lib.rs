@@ -188,7 +188,7 @@ pub mod __surfaces {
         env: &CheckedEnv,
         cwd: Option<&Path>,
     ) -> Result<PathBuf, ResolveError> {
-        crate::resolve::resolve_in(program, crate::env::lookup(env.as_pairs(), "PATH"), cwd)
+        crate::resolve::resolve_in_env(program, env.as_pairs(), cwd)
     }
 }
 

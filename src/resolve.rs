@@ -129,6 +129,15 @@ pub fn find_program(
     cwd: Option<&Path>,
 ) -> Result<PathBuf, ResolveError> {
     check_env(env).map_err(ResolveError::InvalidEnvironment)?;
+    resolve_in_env(program, env, cwd)
+}
+
+/// [`find_program`] for an environment already checked: the PATH it names is searched.
+pub(crate) fn resolve_in_env(
+    program: &OsStr,
+    env: &[(OsString, OsString)],
+    cwd: Option<&Path>,
+) -> Result<PathBuf, ResolveError> {
     resolve_in(program, lookup(env, "PATH"), cwd)
 }
 

@@ -106,10 +106,6 @@ pub(crate) fn timeout_arg(ms: u32, what: &str) -> Result<Duration, Failure> {
     intake::bound_from_millis(ms.into(), what).map_err(|e| Failure::bad_input(&e))
 }
 
-pub(crate) fn pid_arg(pid: u32) -> Result<u32, Failure> {
-    intake::pid(pid.into()).map_err(|e| Failure::bad_input(&e))
-}
-
 /// Checks an out-parameter before any work is done.
 pub(crate) fn out_arg<T>(out: *mut T, what: &str) -> Result<(), Failure> {
     if out.is_null() {

@@ -4,7 +4,7 @@ use std::ffi::{c_char, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::ptr;
 
-use crate::args::{c_string, env_arg, out_arg, pid_arg, str_arg, timeout_arg};
+use crate::args::{c_string, env_arg, out_arg, str_arg, timeout_arg};
 use crate::boxed::{borrow, free, hand_out, read_or};
 use crate::error::{copy_error, scope_result, Failure};
 use crate::export::guard;
@@ -64,7 +64,6 @@ pub unsafe extern "C" fn scope_handle_from_pid(
         out_arg(out, "out")?;
         // SAFETY: forwarded from the caller.
         let unit = unsafe { str_arg(unit, "unit") }?;
-        let pid = pid_arg(pid)?;
         into_handle(
             ScopeHandle::from_pid(unit, pid).map_err(|e| Failure::of(&e))?,
             out,
@@ -83,7 +82,6 @@ pub unsafe extern "C" fn scope_handle_of_process(
 ) -> scope_result {
     guard(|| {
         out_arg(out, "out")?;
-        let pid = pid_arg(pid)?;
         into_handle(
             ScopeHandle::of_process(pid).map_err(|e| Failure::of(&e))?,
             out,
