@@ -5,6 +5,7 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
+use crate::bus::comeback::Comeback;
 use crate::bus::wire::{Call, Property};
 use crate::bus::{pool, BusError, Connection, Fallback, Route};
 use crate::cgroup;
@@ -34,6 +35,23 @@ pub struct NotMade {
     /// The request reached the manager and got no answer by the deadline: the manager may still
     /// make the scope, with this process in it, when it gets to it.
     pub may_yet_be_made: bool,
+    /// What became of the request decides what comes next (within the bound).
+    pub(crate) next: Next,
+}
+
+/// What a launch does after a try that did not make the scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Nothing more: the outcome is final.
+    Final,
+    /// The manager was away and nothing reached it: wait for it and try again (`comeback`).
+    TryAgain,
+    /// The manager's name's owner left the bus without answering the start: whether the manager
+    /// acted on it first is asked once it is back (`settle`).
+    AskWhetherMade,
+    /// The manager had the unit and dropped it before its start job moved this process: the
+    /// command has not run, so the scope is made again at once.
+    StartAgain,
 }
 
 impl NotMade {
@@ -59,12 +77,35 @@ impl NotMade {
         NotMade {
             why: why.into(),
             may_yet_be_made: false,
+            next: Next::Final,
         }
     }
 
-    fn after_sending(error: BusError) -> Self {
+    /// `error` met along `route` before the start was sent: tried again if the manager was only
+    /// away.
+    fn unsent(route: &Route, error: BusError) -> Self {
         NotMade {
-            may_yet_be_made: !matches!(error, BusError::Refused { .. }),
+            next: if route.manager_away(&error) {
+                Next::TryAgain
+            } else {
+                Next::Final
+            },
+            ..NotMade::before_sending(error.to_string())
+        }
+    }
+
+    /// `error` met after the start was sent. A start the manager left unanswered as it went
+    /// away (its name's owner left the bus, or it closed the connection: a re-exec, a crash) is
+    /// settled by asking it once it is back.
+    fn after_sending(error: BusError) -> Self {
+        let went_away = error.means_owner_left() || matches!(error, BusError::Broken(_));
+        NotMade {
+            may_yet_be_made: went_away || !matches!(error, BusError::Refused { .. }),
+            next: if went_away {
+                Next::AskWhetherMade
+            } else {
+                Next::Final
+            },
             why: error.to_string(),
         }
     }
@@ -81,11 +122,104 @@ pub fn make_own_scope(
     if !route.is_configured() {
         return Err(NotMade::before_sending(NO_USER_BUS));
     }
-    let turn = take_turn(&route, deadline)?;
-    let bus = Connection::open_pipelined(&route, deadline)
-        .map_err(|e| NotMade::before_sending(e.to_string()))?;
-    make_own_scope_over(&route, bus, turn, request, deadline)
+    let mut turn = Some(take_turn(&route, deadline)?);
+    until_made(&route, request, deadline, || {
+        let bus =
+            Connection::open_pipelined(&route, deadline).map_err(|e| NotMade::unsent(&route, e))?;
+        make_own_scope_over(&route, bus, &mut turn, request, deadline)
+    })
 }
+
+/// Runs `attempt` until the scope is made or a try's outcome is final, within `deadline`: a
+/// manager that was away (re-executing, restarting) is waited for and tried again, since nothing
+/// reached it; a start left unanswered by a manager that left the bus is settled by asking the
+/// manager, once back, whether it made the scope ([`settle`]). The command has not run: a try
+/// again runs it once, scoped, and a second start of the same unit could never make a second
+/// scope (the manager refuses a unit name it has).
+fn until_made(
+    route: &Route,
+    request: &ScopeRequest<'_>,
+    deadline: Instant,
+    mut attempt: impl FnMut() -> Result<(), NotMade>,
+) -> Result<(), NotMade> {
+    let mut comeback = Comeback::new(route);
+    loop {
+        let not_made = match attempt() {
+            Ok(()) => {
+                comeback.reached();
+                return Ok(());
+            }
+            Err(not_made) => not_made,
+        };
+        match not_made.next {
+            Next::TryAgain if comeback.wait(deadline) => {}
+            Next::StartAgain => {}
+            Next::AskWhetherMade => match settle(route, request.unit, deadline) {
+                Settled::NotMade => {}
+                Settled::Made => {
+                    comeback.reached();
+                    return watch_own_cgroup(route, request.unit, deadline);
+                }
+                Settled::StartedWithoutUs => stop_empty_scope(route, request.unit, deadline),
+                Settled::Unknown => return Err(not_made),
+            },
+            Next::TryAgain | Next::Final => return Err(not_made),
+        }
+    }
+}
+
+/// What the manager says of a start it left unanswered.
+enum Settled {
+    /// It has the unit: its start job will move this process there.
+    Made,
+    /// It does not have it, having answered since it came back: the start never took effect.
+    NotMade,
+    /// It could not be asked within the bound.
+    Unknown,
+    /// Its start job ran, and this process is not in it: the manager lost the scope's processes
+    /// on the way (systemd 247 does across a reload or re-exec between the start and its job).
+    StartedWithoutUs,
+}
+
+/// Asks the manager (once it is back, within `deadline`) whether it has the unit `unit`.
+fn settle(route: &Route, unit: &str, deadline: Instant) -> Settled {
+    let asked = pool::with_connection(route, deadline, |bus, _| {
+        let path = bus.call_manager("GetUnit", Call::new().string(unit))?;
+        let path = path.first_str().unwrap_or_default().to_owned();
+        let serial = bus.send_get(&path, UNIT, "ActiveState")?;
+        let state = bus.reply(serial)?;
+        Ok(state.first_str().map(str::to_owned))
+    });
+    match asked {
+        Ok(Some(state)) if state == "active" && cgroup::own_is_in_unit(unit) == Some(false) => {
+            Settled::StartedWithoutUs
+        }
+        Ok(_) => Settled::Made,
+        Err(BusError::Refused { name, .. }) if name == NO_SUCH_UNIT => Settled::NotMade,
+        Err(e) => {
+            tracing::debug!(target: crate::diag::TARGET, "whether {unit} was made: {e}");
+            Settled::Unknown
+        }
+    }
+}
+
+/// Stops this launch's own scope `unit`, which its start left without this process in it (so
+/// it holds no process of this launch's), so that the start can be made again under its name.
+fn stop_empty_scope(route: &Route, unit: &str, deadline: Instant) {
+    let stopped = pool::with_connection(route, deadline, |bus, _| {
+        bus.call_manager("StopUnit", Call::new().string(unit).string("replace"))
+    });
+    if let Err(e) = stopped {
+        tracing::debug!(target: crate::diag::TARGET, "stopping {unit}, started without this process: {e}");
+    }
+}
+
+/// The unit interface, whose `ActiveState` says whether a start job ran.
+const UNIT: &str = "org.freedesktop.systemd1.Unit";
+
+/// The manager's answers for a unit it does not have, and for a start of one it has.
+const NO_SUCH_UNIT: &str = "org.freedesktop.systemd1.NoSuchUnit";
+const UNIT_EXISTS: &str = "org.freedesktop.systemd1.UnitExists";
 
 /// [`make_own_scope`] along `route` in the request's `turn` (the probe's, kept; else one taken
 /// now), over the connection the request's probe left open if there is one: for a caller that
@@ -96,13 +230,14 @@ pub(crate) fn enter_own_scope(
     request: &ScopeRequest<'_>,
     deadline: Instant,
 ) -> Result<(), NotMade> {
-    let turn = match turn {
+    let mut turn = Some(match turn {
         Some(turn) => turn,
         None => take_turn(route, deadline)?,
-    };
-    let bus =
-        pool::take_or_open(route, deadline).map_err(|e| NotMade::before_sending(e.to_string()))?;
-    make_own_scope_over(route, bus, turn, request, deadline)
+    });
+    until_made(route, request, deadline, || {
+        let bus = pool::take_or_open(route, deadline).map_err(|e| NotMade::unsent(route, e))?;
+        make_own_scope_over(route, bus, &mut turn, request, deadline)
+    })
 }
 
 /// This request's turn with the manager on `route` (`crate::turn`).
@@ -125,11 +260,11 @@ fn take_turn(route: &Route, deadline: Instant) -> Result<Turn, NotMade> {
 fn make_own_scope_over(
     route: &Route,
     mut bus: Connection,
-    turn: Turn,
+    turn: &mut Option<Turn>,
     request: &ScopeRequest<'_>,
     deadline: Instant,
 ) -> Result<(), NotMade> {
-    let before = |e: BusError| NotMade::before_sending(e.to_string());
+    let before = |e: BusError| NotMade::unsent(route, e);
     // Both ways here (a new connection, or a kept one taken renewed) bound it by `deadline`.
     bus.listen_for_jobs();
     bus.subscribe_job_removed().map_err(before)?;
@@ -144,6 +279,12 @@ fn make_own_scope_over(
     };
     let reply = match answered {
         Ok(reply) => reply,
+        // The unit's name is this launch's own (128 random bits): the manager has it from this
+        // launch's earlier start, which it acted on before it went away without answering.
+        Err((BusError::Refused { name, .. }, true)) if name == UNIT_EXISTS => {
+            drop(turn.take());
+            return watch_own_cgroup(route, request.unit, deadline);
+        }
         Err((e, _)) if bus.via_broker && e.means_no_manager_on_bus() => {
             let Some(private) = route.without_session_bus() else {
                 return Err(before(e));
@@ -153,6 +294,11 @@ fn make_own_scope_over(
             let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
             return make_own_scope_over(&private, bus, turn, request, deadline);
         }
+        // Refused before its authentication was answered, the call was never read: a manager
+        // going away (re-executing) drops its connections so.
+        Err((e @ BusError::Broken(_), false)) if route.manager_has_lived() => {
+            return Err(NotMade::unsent(route, BusError::Away(e.to_string())))
+        }
         Err((e, false)) => return Err(before(e)),
         Err((e, true)) => return Err(NotMade::after_sending(e)),
     };
@@ -160,7 +306,7 @@ fn make_own_scope_over(
         .first_str()
         .ok_or_else(|| NotMade::before_sending("StartTransientUnit gave no job path"))?
         .to_owned();
-    wait_for_start(bus, turn, &job, request, deadline)
+    wait_for_start(route, bus, turn.take(), &job, request, deadline)
 }
 
 /// In `PIDs`, the process that sent the call, as the manager knows it: from the socket's
@@ -217,7 +363,7 @@ impl KeptConnection {
         pid: u32,
         deadline: Instant,
     ) -> Result<(), String> {
-        self.bus.renew(deadline);
+        self.bus.renew(deadline).map_err(|e| e.to_string())?;
         let call = start_scope_call(request, pid);
         let serial = self
             .bus
@@ -240,13 +386,18 @@ impl KeptConnection {
 /// is waiting, so a burst of launchers that each held theirs until their job ended would cost it
 /// on the order of n² messages and hold back every job of the burst.
 const LISTEN_FOR_JOB_END: Duration = Duration::from_millis(25);
+/// How long a scope's start job may take before the manager is asked whether it still has the
+/// unit: far longer than a job takes on a manager that has it (a few milliseconds, tens in a
+/// burst), so that only a start the manager lost costs it a question.
+const ASK_AFTER: Duration = Duration::from_millis(200);
 /// The longest pause between two looks at the cgroup.
 const LONGEST_PAUSE: Duration = Duration::from_millis(8);
 
 /// Waits, by `deadline`, for the start job `job` of the scope `unit` that holds this process.
 fn wait_for_start(
+    route: &Route,
     mut bus: Connection,
-    turn: Turn,
+    turn: Option<Turn>,
     job: &str,
     request: &ScopeRequest<'_>,
     deadline: Instant,
@@ -298,12 +449,37 @@ fn wait_for_start(
         Err(e) => return Err(NotMade::after_sending(e)),
     }
     drop(bus);
+    watch_own_cgroup(route, unit, deadline)
+}
+
+/// Waits, by `deadline`, to see this process in the cgroup of `unit`, whose start job the manager
+/// has and has not yet run. A job that has not run after [`ASK_AFTER`] is asked after, along
+/// `route`, every [`ASK_AFTER`]: a manager that no longer has the unit (its start job failed
+/// after a reload or re-exec lost the scope's processes, and it was collected) will never move
+/// this process, and the scope is made again ([`Next::StartAgain`]).
+fn watch_own_cgroup(route: &Route, unit: &str, deadline: Instant) -> Result<(), NotMade> {
     let mut pause = Duration::from_millis(1);
+    let mut ask_at = Instant::now() + ASK_AFTER;
     loop {
         if cgroup::own_is_in_unit(unit) == Some(true) {
             return Ok(());
         }
         let now = Instant::now();
+        if now >= ask_at && now < deadline {
+            let settled = settle(route, unit, deadline);
+            if let Settled::StartedWithoutUs = settled {
+                stop_empty_scope(route, unit, deadline);
+            }
+            if let Settled::NotMade | Settled::StartedWithoutUs = settled {
+                return Err(NotMade {
+                    why: format!("the user manager dropped {unit} before this process was in it"),
+                    may_yet_be_made: false,
+                    next: Next::StartAgain,
+                });
+            }
+            ask_at = Instant::now() + ASK_AFTER;
+            continue;
+        }
         if now >= deadline {
             return Err(NotMade {
                 why: format!(
@@ -311,6 +487,7 @@ fn wait_for_start(
                      when the bound ran out"
                 ),
                 may_yet_be_made: true,
+                next: Next::Final,
             });
         }
         std::thread::sleep(pause.min(deadline - now));

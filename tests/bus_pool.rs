@@ -65,17 +65,24 @@ fn kept_connections_serve_a_burst_close_when_idle_and_never_hide_a_stopped_or_de
     );
 
     // A kept connection to a manager that died: the request connects anew within its bound and
-    // finds the socket refusing, as a new connection would.
+    // finds the socket refusing, as a new connection would. It may be a manager restarting, so
+    // the first request waits for it for the comeback time (1.5 s from when it was first found
+    // away); once that has passed, requests go direct at once.
     assert!(launcher_for_env(&env).unwrap().is_some());
     manager.kill();
-    let started = Instant::now();
-    let decision = decide(&env, ScopeKind::Tool, &LauncherOptions::default()).unwrap();
-    assert!(matches!(decision, Decision::Direct(_)), "{decision:?}");
-    assert!(
-        started.elapsed() < Duration::from_millis(100),
-        "{:?}",
-        started.elapsed()
-    );
+    for (request, limit) in [
+        (1, Duration::from_millis(1600)),
+        (2, Duration::from_millis(100)),
+    ] {
+        let started = Instant::now();
+        let decision = decide(&env, ScopeKind::Tool, &LauncherOptions::default()).unwrap();
+        assert!(matches!(decision, Decision::Direct(_)), "{decision:?}");
+        assert!(
+            started.elapsed() < limit,
+            "request {request} after the manager died: {:?}",
+            started.elapsed()
+        );
+    }
 
     // Another manager (another route) is reached at once.
     let manager = Manager::start(&rig);

@@ -54,6 +54,11 @@ pub(crate) enum BusError {
     /// The session bus's `org.freedesktop.systemd1` is not the manager the route leads to
     /// (another user's, the system manager, or a program that is not a systemd manager).
     NotTheManager(String),
+    /// The manager is not there, and nothing was sent to it: its socket refuses or is gone from a
+    /// runtime directory a manager made, or the broker says nobody owns its name (or its owner
+    /// left while asked a question that changes nothing). So it is while a manager re-executes or
+    /// restarts (`crate::bus::comeback`). In words, whole.
+    Away(String),
 }
 
 impl BusError {
@@ -62,6 +67,12 @@ impl BusError {
     pub(crate) fn means_no_manager_on_bus(&self) -> bool {
         matches!(self, BusError::Refused { name, .. } if name == "org.freedesktop.DBus.Error.NameHasNoOwner"
             || name == "org.freedesktop.DBus.Error.ServiceUnknown")
+    }
+
+    /// The broker says the owner of the manager's name left the bus with this call unanswered.
+    /// Whether the manager acted on the call first is not known.
+    pub(crate) fn means_owner_left(&self) -> bool {
+        matches!(self, BusError::Refused { name, .. } if name == "org.freedesktop.DBus.Error.NoReply")
     }
 }
 
@@ -77,6 +88,7 @@ impl fmt::Display for BusError {
             BusError::Broken(why) => write!(f, "the connection to the user manager broke: {why}"),
             BusError::Refused { name, message } => write!(f, "{message} ({name})"),
             BusError::NotTheManager(why) => write!(f, "not this user's manager: {why}"),
+            BusError::Away(why) => write!(f, "{why}"),
         }
     }
 }
@@ -147,6 +159,9 @@ enum Ahead {
     Owner,
     /// The owner's unit path, which tells which manager it is (`Expected`).
     WhichManager(Expected),
+    /// Whether `org.freedesktop.systemd1` is still owned by the connection greeted (a kept
+    /// connection's new conversation): a manager that re-executed owns it anew.
+    OwnerStill(Option<String>),
 }
 
 /// Which manager a connection through a broker must reach.
@@ -252,11 +267,21 @@ impl Connection {
         }
     }
 
-    /// Starts a new conversation on this connection, bounded by `deadline`.
-    pub(crate) fn renew(&mut self, deadline: Instant) {
+    /// Starts a new conversation on this connection, bounded by `deadline`. Through a broker it
+    /// first asks, without waiting, who owns the manager's name now: an owner other than the one
+    /// greeted (a manager re-executed since) ends the conversation as broken before its answers
+    /// are taken ([`Connection::authenticated`]), so a kept connection never waits for a reply
+    /// that comes from an owner it does not listen to.
+    pub(crate) fn renew(&mut self, deadline: Instant) -> Result<(), BusError> {
         self.started = Instant::now();
         self.deadline = deadline;
         self.signals.clear();
+        if self.via_broker {
+            let owner = self.send_to_broker("GetNameOwner", Call::new().string(SYSTEMD))?;
+            self.answers_ahead
+                .push((owner, Ahead::OwnerStill(self.owner.clone())));
+        }
+        Ok(())
     }
 
     /// Skips signals unparsed from now on: for conversations that wait for no job.
@@ -359,9 +384,25 @@ impl Connection {
             match asked {
                 Ahead::Return => drop(reply?),
                 Ahead::Owner => self.owner = reply?.first_str().map(str::to_owned),
+                Ahead::WhichManager(_) if reply.as_ref().is_err_and(BusError::means_owner_left) => {
+                    return Err(BusError::Away(
+                        "the user manager left the session bus while asked which manager it is"
+                            .to_owned(),
+                    ));
+                }
                 Ahead::WhichManager(expected) => {
                     which_manager(reply, &expected, manager_listens_in)
                         .map_err(BusError::NotTheManager)?;
+                }
+                Ahead::OwnerStill(greeted) => {
+                    let now = reply?.first_str().map(str::to_owned);
+                    if now != greeted {
+                        return Err(BusError::Broken(format!(
+                            "the manager's name changed owner on the bus ({} to {})",
+                            greeted.as_deref().unwrap_or("none"),
+                            now.as_deref().unwrap_or("none")
+                        )));
+                    }
                 }
             }
         }
@@ -535,7 +576,7 @@ impl Connection {
     /// count until [`Connection::hear_from`] names the one peer whose count too.
     pub(crate) fn listener(address: &[u8], deadline: Instant) -> Result<Self, BusError> {
         let started = Instant::now();
-        let socket = connect_session(address).map_err(BusError::Connect)?;
+        let socket = connect_session(address).map_err(|no| BusError::Connect(no.why))?;
         let mut connection =
             Connection::unauthenticated(socket, true, READ_SIZE, started, deadline);
         connection.parses_every_signal = true;
@@ -766,7 +807,7 @@ fn which_manager(
 
 /// Whether a manager's private socket is in the runtime directory `runtime` (a socket file at
 /// `systemd/private`; one a dead manager left is not told apart, and fails when connected).
-fn manager_listens_in(runtime: &OsStr) -> bool {
+pub(super) fn manager_listens_in(runtime: &OsStr) -> bool {
     let mut private = runtime.to_owned();
     private.push("/systemd/private");
     rustix::fs::stat(private.as_os_str()).is_ok_and(|st| {
@@ -785,53 +826,84 @@ fn transient_dir_of(runtime: &[u8]) -> Vec<u8> {
     dir
 }
 
+/// Why a socket could not be connected.
+#[derive(Debug)]
+pub(super) struct Unconnected {
+    /// Which socket, and why not, in words.
+    pub(super) why: String,
+    /// Nobody listens there now (refused, no such socket, a full backlog): so it is while a
+    /// manager or broker re-executes or restarts.
+    pub(super) nobody_listens: bool,
+}
+
+impl Unconnected {
+    fn because(why: String) -> Self {
+        Unconnected {
+            why,
+            nobody_listens: false,
+        }
+    }
+
+    fn named(self, socket: impl fmt::Display) -> Self {
+        Unconnected {
+            why: format!("{socket}: {}", self.why),
+            ..self
+        }
+    }
+}
+
 /// The manager's private socket at `path`; Err says which socket and why not.
-pub(super) fn connect_private(path: &OsStr) -> Result<Socket, String> {
-    connect_one(&Address::Path(path.to_owned())).map_err(|why| {
-        format!(
-            "private socket {}: {why}",
+pub(super) fn connect_private(path: &OsStr) -> Result<Socket, Unconnected> {
+    connect_one(&Address::Path(path.to_owned())).map_err(|no| {
+        no.named(format_args!(
+            "private socket {}",
             String::from_utf8_lossy(path.as_bytes())
-        )
+        ))
     })
 }
 
 /// The first address of the session bus address list `list` that connects; Err says why none.
-pub(super) fn connect_session(list: &[u8]) -> Result<Socket, String> {
+pub(super) fn connect_session(list: &[u8]) -> Result<Socket, Unconnected> {
     let shown = String::from_utf8_lossy(list);
-    let addresses = address::parse(list).map_err(|why| format!("session bus {shown}: {why}"))?;
-    let mut last = String::new();
+    let named = format!("session bus {shown}");
+    let addresses = address::parse(list).map_err(|why| Unconnected::because(why).named(&named))?;
+    let mut last = Unconnected::because(String::new());
     for address in &addresses {
         match connect_one(address) {
             Ok(socket) => return Ok(socket),
             Err(why) => last = why,
         }
     }
-    Err(format!("session bus {shown}: {last}"))
+    Err(last.named(named))
 }
 
 /// A non-blocking, close-on-exec stream socket connected to `address`, checked to belong to us
 /// or root (as systemd-run checks), and its peer's pid.
-fn connect_one(address: &Address) -> Result<Socket, String> {
+fn connect_one(address: &Address) -> Result<Socket, Unconnected> {
     let addr = match address {
         Address::Path(path) => SocketAddrUnix::new(path.as_os_str()),
         Address::Abstract(name) => SocketAddrUnix::new_abstract_name(name),
     }
-    .map_err(|e| format!("unusable address: {e}"))?;
+    .map_err(|e| Unconnected::because(format!("unusable address: {e}")))?;
     let fd = net::socket_with(
         AddressFamily::UNIX,
         SocketType::STREAM,
         SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
         None,
     )
-    .map_err(|e| e.to_string())?;
-    net::connect(&fd, &addr).map_err(|e| std::io::Error::from(e).to_string())?;
-    let peer = peer_credentials(&fd).map_err(|e| format!("reading the peer's credentials: {e}"))?;
+    .map_err(|e| Unconnected::because(e.to_string()))?;
+    net::connect(&fd, &addr).map_err(|e| Unconnected {
+        why: std::io::Error::from(e).to_string(),
+        nobody_listens: matches!(e, Errno::CONNREFUSED | Errno::NOENT | Errno::AGAIN),
+    })?;
+    let peer = peer_credentials(&fd)
+        .map_err(|e| Unconnected::because(format!("reading the peer's credentials: {e}")))?;
     let me = rustix::process::geteuid().as_raw();
     if peer.uid() != 0 && peer.uid() != me {
-        return Err(format!(
+        return Err(Unconnected::because(format!(
             "the socket belongs to uid {}, not to us",
             peer.uid()
-        ));
+        )));
     }
     Ok(Socket {
         fd,
@@ -1119,7 +1191,7 @@ mod tests {
         let name = "bus::connection::tests::a_peer_outside_our_pid_namespace_reads_as_pid_0_and_is_judged_by_its_uid";
         if let Some(path) = std::env::var_os(PEER_SOCKET) {
             let socket = connect_one(&Address::Path(path))
-                .unwrap_or_else(|why| panic!("from a child pid namespace: {why}"));
+                .unwrap_or_else(|why| panic!("from a child pid namespace: {}", why.why));
             assert_eq!(socket.peer_pid, 0, "as the connection read it");
             let peer = getsockopt(&socket.fd, PeerCredentials).unwrap();
             assert_eq!(peer.pid(), 0, "the listener is outside this pid namespace");

@@ -8,6 +8,7 @@
 
 mod address;
 mod broker_silence;
+pub(crate) mod comeback;
 mod connection;
 pub(crate) mod pool;
 mod route;

@@ -11,6 +11,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use super::comeback::Comeback;
 use super::{BusError, Connection, Route};
 use crate::per_process::{lock, lock_if_free, Mine, PerProcess};
 use crate::turn;
@@ -56,7 +57,40 @@ fn pool() -> Arc<Mine<Pool>> {
 /// manager). The connection is kept afterwards unless it broke or timed out.
 /// A session bus that says the manager is not on it (it may have left since the connection was
 /// made) is passed over for the route's private socket: the questions asked here only read.
+///
+/// A manager away for a moment (re-executing, restarting: [`Route::manager_away`]) is waited for
+/// within `deadline` and asked again (`comeback`); so is, once and at once, a question the
+/// manager left unanswered (its name's owner left the bus, the connection broke): these questions
+/// change nothing, so asking again is always safe.
 pub(crate) fn with_connection<T>(
+    route: &Route,
+    deadline: Instant,
+    mut ask: impl FnMut(&mut Connection, bool) -> Result<T, BusError>,
+) -> Result<T, BusError> {
+    let mut comeback = Comeback::new(route);
+    let mut asked_again = false;
+    loop {
+        match with_connection_or_private(route, deadline, &mut ask) {
+            Err(e) if route.manager_away(&e) && comeback.wait(deadline) => {}
+            Err(e)
+                if !asked_again && (e.means_owner_left() || matches!(e, BusError::Broken(_))) =>
+            {
+                tracing::debug!(target: crate::diag::TARGET, "{e}; asking again");
+                asked_again = true;
+            }
+            outcome => {
+                if !matches!(&outcome, Err(e) if route.manager_away(e)) {
+                    comeback.reached();
+                }
+                return outcome;
+            }
+        }
+    }
+}
+
+/// [`with_connection`] along `route`, and along its private socket when its session bus says the
+/// manager is not on it.
+fn with_connection_or_private<T>(
     route: &Route,
     deadline: Instant,
     mut ask: impl FnMut(&mut Connection, bool) -> Result<T, BusError>,
@@ -105,17 +139,22 @@ fn with_connection_along<T>(
 
 /// A kept connection for `route`, renewed for `deadline`, else a new one: for a conversation that
 /// ends with the connection let go (a scope made for the calling process, which then execs).
+/// A kept one is taken only once the broker has said that the manager's name has the owner it
+/// had (one round trip to the broker): the call that follows changes something, and must go to
+/// the manager that this connection greeted.
 pub(crate) fn take_or_open(route: &Route, deadline: Instant) -> Result<Connection, BusError> {
-    match take_renewed(route, deadline) {
-        Some(connection) => Ok(connection),
-        None => Connection::open(route, deadline),
+    if let Some(mut connection) = take_renewed(route, deadline) {
+        if connection.authenticated().is_ok() {
+            return Ok(connection);
+        }
     }
+    Connection::open(route, deadline)
 }
 
 /// A kept connection for `route`, its conversations now bounded by `deadline`.
 fn take_renewed(route: &Route, deadline: Instant) -> Option<Connection> {
     let mut connection = take(route)?;
-    connection.renew(deadline);
+    connection.renew(deadline).ok()?;
     Some(connection)
 }
 

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use super::address::escape_address_value;
 use super::broker_silence::{self, Heard};
 use super::connection::{
-    connect_private, connect_session, BusError, Connection, Expected, Socket, READ_SIZE,
+    connect_private, connect_session, manager_listens_in, BusError, Connection, Expected, Socket,
+    Unconnected, READ_SIZE,
 };
 use crate::inputs::UserBus;
 
@@ -159,12 +160,67 @@ impl Route {
         }
     }
 
+    /// The way to fall back to when the session bus's broker fails its greeting: the private
+    /// socket, where one is there (a container given only the bus socket has none, and its broker
+    /// then gets the request's whole bound).
+    fn private_to_fall_back_to(&self) -> Option<Route> {
+        self.without_session_bus()
+            .filter(|_| self.runtime_dir().is_some_and(manager_listens_in))
+    }
+
     /// What the runtime directory says of the session bus's broker (`broker_silence`), where the
-    /// private socket is there to take instead; else nothing (nor is anything read).
+    /// private socket is there to take instead; else nothing (nor is a mark of silence heeded).
     fn broker_heard(&self) -> Heard {
-        match (self.without_session_bus(), self.runtime_dir()) {
+        match (self.private_to_fall_back_to(), self.runtime_dir()) {
             (Some(_), Some(runtime)) => broker_silence::heard(runtime),
             _ => Heard::Nothing,
+        }
+    }
+
+    /// Whether a manager has lived where this route leads: the runtime directory (or, without
+    /// one, the directory of the session bus's socket) holds the `systemd` directory a user
+    /// manager makes there. Only then is a socket that refuses, or a name without an owner, a
+    /// manager away for a moment rather than no manager at all.
+    pub(crate) fn manager_has_lived(&self) -> bool {
+        let dir = match (&self.runtime, &self.session) {
+            (Some(runtime), _) => Some(std::path::PathBuf::from(runtime)),
+            (None, Some(list)) => super::address::parse(list).ok().and_then(|addresses| {
+                addresses.into_iter().find_map(|address| match address {
+                    super::address::Address::Path(path) => {
+                        std::path::Path::new(&path).parent().map(|p| p.to_owned())
+                    }
+                    super::address::Address::Abstract(_) => None,
+                })
+            }),
+            (None, None) => None,
+        };
+        dir.is_some_and(|dir| dir.join("systemd").is_dir())
+    }
+
+    /// Whether `error` means the manager is away for a moment with nothing sent to it
+    /// (`comeback`): [`BusError::Away`], or a broker that says nobody owns the manager's name
+    /// where a manager has lived.
+    pub(crate) fn manager_away(&self, error: &BusError) -> bool {
+        matches!(error, BusError::Away(_))
+            || (error.means_no_manager_on_bus() && self.manager_has_lived())
+    }
+
+    /// The failure to connect along this route, from each way's: the manager away (`comeback`)
+    /// where nobody listened on a way and a manager has lived here.
+    fn unconnected(&self, failures: &[Unconnected]) -> BusError {
+        let why = if failures.is_empty() {
+            "no bus address".to_owned()
+        } else {
+            failures
+                .iter()
+                .map(|f| f.why.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        if failures.iter().any(|f| f.nobody_listens) && self.manager_has_lived() {
+            BusError::Away(format!("could not connect to the user manager: {why}"))
+        } else {
+            BusError::Connect(why)
         }
     }
 
@@ -234,7 +290,7 @@ impl Connection {
         heard: &Heard,
     ) -> Result<Self, BusError> {
         let expected = route.expected_manager();
-        let Some(private) = route.without_session_bus() else {
+        let Some(private) = route.private_to_fall_back_to() else {
             return Connection::over(socket, Some(expected), READ_SIZE, started, deadline);
         };
         let now = Instant::now();
@@ -256,7 +312,12 @@ impl Connection {
                 tracing::debug!(target: crate::diag::TARGET, "session bus: {on_bus}; trying the private socket");
                 let mut connection =
                     Connection::open(&private, deadline).map_err(|on_private| {
-                        BusError::Connect(format!("session bus: {on_bus}; then {on_private}"))
+                        let why = format!("session bus: {on_bus}; then {on_private}");
+                        if route.manager_away(&on_bus) || route.manager_away(&on_private) {
+                            BusError::Away(format!("could not connect to the user manager: {why}"))
+                        } else {
+                            BusError::Connect(why)
+                        }
                     })?;
                 connection.passed_over = Some(on_bus.to_string());
                 Ok(connection)
@@ -268,44 +329,42 @@ impl Connection {
     /// began.
     fn connect(route: &Route) -> Result<(Socket, bool, Instant), BusError> {
         let started = Instant::now();
+        let mut why_not = Vec::new();
         if route.session_first {
-            let mut why_not = Vec::new();
             if let Some(list) = &route.session {
                 match connect_session(list) {
                     Ok(socket) => return Ok((socket, true, started)),
-                    Err(why) => {
-                        tracing::debug!(target: crate::diag::TARGET, "{why}; trying the private socket");
-                        why_not.push(why);
+                    Err(no) => {
+                        tracing::debug!(target: crate::diag::TARGET, "{}; trying the private socket", no.why);
+                        why_not.push(no);
                     }
                 }
             }
             if let Some(path) = &route.private {
                 match connect_private(path) {
                     Ok(socket) => return Ok((socket, false, started)),
-                    Err(why) => why_not.push(why),
+                    Err(no) => why_not.push(no),
                 }
             }
-            return Err(BusError::Connect(if why_not.is_empty() {
-                "no bus address".to_owned()
-            } else {
-                why_not.join("; ")
-            }));
+            return Err(route.unconnected(&why_not));
         }
         if let Some(path) = &route.private {
             match connect_private(path) {
                 Ok(socket) => return Ok((socket, false, started)),
-                Err(why) if route.fallback && route.session.is_some() => {
-                    tracing::debug!(target: crate::diag::TARGET, "{why}; trying the session bus");
+                Err(no) if route.fallback && route.session.is_some() => {
+                    tracing::debug!(target: crate::diag::TARGET, "{}; trying the session bus", no.why);
+                    why_not.push(no);
                 }
-                Err(why) => return Err(BusError::Connect(why)),
+                Err(no) => return Err(route.unconnected(&[no])),
             }
         }
-        let list = route
-            .session
-            .as_deref()
-            .ok_or_else(|| BusError::Connect("no bus address".to_owned()))?;
-        let socket = connect_session(list).map_err(BusError::Connect)?;
-        Ok((socket, true, started))
+        if let Some(list) = &route.session {
+            match connect_session(list) {
+                Ok(socket) => return Ok((socket, true, started)),
+                Err(no) => why_not.push(no),
+            }
+        }
+        Err(route.unconnected(&why_not))
     }
 }
 

@@ -34,7 +34,7 @@ pub struct Manager {
     child: Option<Child>,
     pub runtime_dir: PathBuf,
     cgroup: PathBuf,
-    _scratch: TempDir,
+    scratch: TempDir,
 }
 
 impl Manager {
@@ -50,27 +50,13 @@ impl Manager {
         ));
         let service = cgroup.join("user@0.service");
         fs::create_dir_all(&service).unwrap();
-        let log = fs::File::create(scratch.path().join("manager.log")).unwrap();
-        let child = Command::new("sh")
-            .args([
-                "-c",
-                "echo $$ > \"$1/cgroup.procs\" && exec \"$2\" --user",
-                "sh",
-            ])
-            .arg(&service)
-            .arg(&rig.manager)
-            .env("XDG_RUNTIME_DIR", &runtime_dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start a user manager");
         let log = scratch.path().join("manager.log");
+        let child = spawn_manager(rig, &cgroup, &runtime_dir, &log);
         let mut manager = Manager {
             child: Some(child),
             runtime_dir,
             cgroup,
-            _scratch: scratch,
+            scratch,
         };
         // Ready means answering, not just a socket file: a test that stops or kills a manager
         // must be acting on one that has finished starting.
@@ -98,6 +84,14 @@ impl Manager {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Kills the manager (as a crash would) and starts another in its place, at once: same
+    /// cgroup, same runtime directory; not waiting for it to be ready.
+    pub fn restart(&mut self, rig: &Rig) {
+        self.kill();
+        let log = self.scratch.path().join("manager.log");
+        self.child = Some(spawn_manager(rig, &self.cgroup, &self.runtime_dir, &log));
     }
 
     pub fn pid(&self) -> u32 {
@@ -208,6 +202,30 @@ impl Drop for Manager {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Starts `systemd --user` of the rig's version in `cgroup`'s `user@0.service`, with
+/// `runtime_dir`, its output appended to `log`.
+fn spawn_manager(rig: &Rig, cgroup: &Path, runtime_dir: &Path, log: &Path) -> Child {
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    Command::new("sh")
+        .args([
+            "-c",
+            "echo $$ > \"$1/cgroup.procs\" && exec \"$2\" --user",
+            "sh",
+        ])
+        .arg(cgroup.join("user@0.service"))
+        .arg(&rig.manager)
+        .env("XDG_RUNTIME_DIR", runtime_dir)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("start a user manager")
 }
 
 /// `systemctl --user list-units --all --plain --no-legend ARGS` with `env`: one unit per line.
