@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::bus::comeback::Comeback;
 use crate::bus::wire::{Call, Property};
-use crate::bus::{pool, BusError, Connection, Fallback, Route};
+use crate::bus::{pool, sender_on, BusError, Connection, Fallback, Route, Sender};
 use crate::cgroup;
 use crate::inputs::NO_USER_BUS;
 use crate::turn::{self, Turn};
@@ -265,6 +265,25 @@ fn make_own_scope_over(
     deadline: Instant,
 ) -> Result<(), NotMade> {
     let before = |e: BusError| NotMade::unsent(route, e);
+    // "The sender" must name this process (A7): where the broker names another, or one that
+    // cannot be told from another, the private socket is taken, whose credentials are this
+    // process's own; where there is none, a relay's is never sent.
+    let private = route.private_to_fall_back_to();
+    let doubt = match (sender_on(&mut bus).map_err(before)?, &private) {
+        (Sender::ThisProcess, _) | (Sender::Unknown(_), None) => None,
+        (Sender::Unknown(why) | Sender::Another(why), Some(_)) => Some(why),
+        (Sender::Another(why), None) => {
+            return Err(NotMade::before_sending(format!(
+                "{why}; no private socket of the manager to take instead"
+            )))
+        }
+    };
+    if let (Some(why), Some(private)) = (doubt, private) {
+        tracing::debug!(target: crate::diag::TARGET, "{why}; taking the private socket");
+        drop(bus);
+        let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
+        return make_own_scope_over(&private, bus, turn, request, deadline);
+    }
     // Both ways here (a new connection, or a kept one taken renewed) bound it by `deadline`.
     bus.listen_for_jobs();
     bus.subscribe_job_removed().map_err(before)?;

@@ -6,7 +6,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use crate::bus::wire::Call;
-use crate::bus::{pool, BusError, Connection, Route};
+use crate::bus::{pool, sender_on, BusError, Connection, Route, Sender};
 use crate::per_process::{lock, PerProcess};
 
 /// What a probe that reached the manager found beside its verdict.
@@ -125,6 +125,15 @@ struct Answer {
 /// One probe: a conversation of this request's own.
 fn ask(route: &Route, unit_slice: Option<&str>, deadline: Instant) -> Result<Reached, String> {
     pool::with_connection(route, deadline, |bus, fresh| {
+        // The launch takes the private socket where the session bus names another process as
+        // the sender; where there is none, it cannot be scoped, and says so now.
+        if route.is_the_launcher_programs() && route.private_to_fall_back_to().is_none() {
+            if let Sender::Another(why) = sender_on(bus)? {
+                return Ok(Err(format!(
+                    "{why}; no private socket of the manager to take instead"
+                )));
+            }
+        }
         let verdict = match unit_slice {
             Some(slice) => slice_verdict(bus, slice)?,
             // A new connection has already heard from a running manager: on the private socket

@@ -149,12 +149,18 @@ pub(crate) struct Connection {
     /// Why this connection is to the private socket although the route tries the session bus
     /// first: the session bus was passed over, for this reason.
     pub(crate) passed_over: Option<String>,
+    /// This connection's unique name on the bus (through a broker, once greeted).
+    unique_name: Option<String>,
+    /// The pid the broker names as this connection's process, once asked.
+    sender_pid: Option<u32>,
 }
 
 /// What a call sent ahead asks.
 enum Ahead {
     /// Its answer need only be a return.
     Return,
+    /// The broker's answer to `Hello`: this connection's unique name.
+    Hello,
     /// Who owns `org.freedesktop.systemd1` on the bus.
     Owner,
     /// The owner's unit path, which tells which manager it is (`Expected`).
@@ -264,6 +270,8 @@ impl Connection {
             early: Vec::new(),
             owner: None,
             passed_over: None,
+            unique_name: None,
+            sender_pid: None,
         }
     }
 
@@ -383,6 +391,7 @@ impl Connection {
             let reply = self.reply_keeping(serial, left);
             match asked {
                 Ahead::Return => drop(reply?),
+                Ahead::Hello => self.unique_name = reply?.first_str().map(str::to_owned),
                 Ahead::Owner => self.owner = reply?.first_str().map(str::to_owned),
                 Ahead::WhichManager(_) if reply.as_ref().is_err_and(BusError::means_owner_left) => {
                     return Err(BusError::Away(
@@ -421,7 +430,7 @@ impl Connection {
         let hello = self.send_to_broker("Hello", Call::new())?;
         let owner = self.send_to_broker("GetNameOwner", Call::new().string(SYSTEMD))?;
         self.answers_ahead
-            .extend([(hello, Ahead::Return), (owner, Ahead::Owner)]);
+            .extend([(hello, Ahead::Hello), (owner, Ahead::Owner)]);
         if expected != Expected::Any {
             let unit_path = self.send_get(MANAGER_PATH, MANAGER, "UnitPath")?;
             self.answers_ahead
@@ -654,6 +663,35 @@ impl Connection {
     /// by a pidfd.
     pub(crate) fn peer_outside_our_pid_namespace(&self) -> bool {
         self.peer_pid == 0
+    }
+
+    /// Through a broker: the pid the broker names as this connection's process, which is what the
+    /// manager is told when it asks who sent a call (`PIDs=[0]`, "the sender"). It is this
+    /// process's own pid only where this process is the broker's peer and both count pids alike;
+    /// through a relay (a byte relay, a sandbox's or container's bus proxy, a forwarded socket) it
+    /// is the relay's, and from a pid namespace the broker is outside of, this process's pid
+    /// there. None on the private socket, where the manager reads the socket's own credentials.
+    pub(crate) fn sender_pid_as_the_broker_names_it(&mut self) -> Result<Option<u32>, BusError> {
+        if !self.via_broker {
+            return Ok(None);
+        }
+        if self.sender_pid.is_some() {
+            return Ok(self.sender_pid);
+        }
+        let me = self
+            .unique_name
+            .clone()
+            .ok_or_else(|| BusError::Broken("the broker gave this connection no name".into()))?;
+        let reply = self.call_broker("GetConnectionUnixProcessID", Call::new().string(&me))?;
+        let pid = reply
+            .body
+            .first()
+            .and_then(wire::Value::as_u64)
+            .ok_or_else(|| {
+                BusError::Broken("the broker's GetConnectionUnixProcessID gave no pid".into())
+            })?;
+        self.sender_pid = Some(u32::try_from(pid).unwrap_or(0));
+        Ok(self.sender_pid)
     }
 
     /// `org.freedesktop.DBus.Peer.Ping` to the manager: answered by its own event loop, so a reply

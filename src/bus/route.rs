@@ -131,6 +131,12 @@ impl Route {
         })
     }
 
+    /// Whether this is the launcher program's route (and its probe's), which names its process
+    /// to the manager as the sender of the call (systemd-run sends its pid, or a pidfd).
+    pub(crate) fn is_the_launcher_programs(&self) -> bool {
+        self.session_first
+    }
+
     /// The order this route tries its ways in, in words.
     pub(crate) fn order(&self) -> &'static str {
         if self.session_first {
@@ -163,7 +169,7 @@ impl Route {
     /// The way to fall back to when the session bus's broker fails its greeting: the private
     /// socket, where one is there (a container given only the bus socket has none, and its broker
     /// then gets the request's whole bound).
-    fn private_to_fall_back_to(&self) -> Option<Route> {
+    pub(crate) fn private_to_fall_back_to(&self) -> Option<Route> {
         self.without_session_bus()
             .filter(|_| self.runtime_dir().is_some_and(manager_listens_in))
     }
@@ -233,6 +239,38 @@ impl Route {
     pub(crate) fn is_configured(&self) -> bool {
         self.private.is_some() || self.session.is_some()
     }
+}
+
+/// Whom the manager names when asked who sent a call (`PIDs=[0]`, "the sender").
+pub(crate) enum Sender {
+    /// This process: on the private socket the manager reads the socket's own credentials;
+    /// through a broker, the broker names this process by the pid this process has.
+    ThisProcess,
+    /// Another process (in words): a relay or proxy in this process's pid namespace stands
+    /// between this process and the broker, which names the relay. The manager would move it
+    /// (and with it every bus connection of the host behind it) into the scope.
+    Another(String),
+    /// Not known (in words): the broker's end of the socket is outside this process's pid
+    /// namespace, and the pid it names cannot be compared with this process's.
+    Unknown(String),
+}
+
+/// Whom the manager would name as the sender of a call on `bus`.
+pub(crate) fn sender_on(bus: &mut Connection) -> Result<Sender, BusError> {
+    let me = std::process::id();
+    Ok(match bus.sender_pid_as_the_broker_names_it()? {
+        None => Sender::ThisProcess,
+        Some(pid) if pid == me => Sender::ThisProcess,
+        Some(pid) if bus.peer_outside_our_pid_namespace() => Sender::Unknown(format!(
+            "the session bus's broker is outside this process's pid namespace and names pid \
+             {pid} as the sender of its calls, which cannot be told from a relay's here"
+        )),
+        Some(pid) => Sender::Another(format!(
+            "the session bus names pid {pid}, not this process ({me}), as the sender of its \
+             calls: a relay or proxy stands between, and the manager would move that process \
+             into the scope"
+        )),
+    })
 }
 
 /// Why a route's session bus is passed over while its broker's silence is fresh.

@@ -396,6 +396,57 @@ impl Drop for Squatter {
     }
 }
 
+/// A one-process byte relay in front of a bus socket (`tests/tools/bus_relay.py`), as socat, a
+/// sandbox's bus proxy or a forwarded socket is: the broker names it as the sender of whatever
+/// comes through. Killed when dropped.
+pub struct Relay {
+    child: Child,
+    pub socket: PathBuf,
+    _dir: TempDir,
+}
+
+impl Relay {
+    /// A relay to the socket at `target`.
+    pub fn to(target: &Path) -> Relay {
+        use std::io::BufRead;
+        let dir = TempDir::new("relay");
+        let socket = dir.path().join("bus");
+        let mut child = Command::new("python3")
+            .arg(test_tool("bus_relay.py"))
+            .arg(&socket)
+            .arg(target)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the bus relay");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "the relay did not listen");
+        Relay {
+            child,
+            socket,
+            _dir: dir,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A D-Bus address of the relay's socket.
+    pub fn address(&self) -> OsString {
+        format!("unix:path={}", self.socket.display()).into()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The test tool `name` (`tests/tools/`), found from whichever crate of the workspace runs.
 fn test_tool(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

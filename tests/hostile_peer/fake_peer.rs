@@ -58,16 +58,45 @@ pub(crate) fn every_peer() -> impl Iterator<Item = (Flood, Way)> {
         .flat_map(|flood| WAYS.map(|way| (flood, way)))
 }
 
-/// Reads the next whole message the client sends; None when it went away.
-pub(crate) fn read_call(stream: &mut UnixStream) -> Option<(u8, u32, bool)> {
+/// What a call the client sent asks for, as far as the fake peer tells calls apart.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Asks {
+    /// `Get(Manager, UnitPath)`: which manager owns the name.
+    UnitPath,
+    /// The broker's `GetConnectionUnixProcessID`: which process sent the client's calls.
+    SenderPid,
+    /// Anything else.
+    Other,
+}
+
+/// Reads the next whole message the client sends (its type, serial, and what it asks); None
+/// when it went away.
+pub(crate) fn read_call(stream: &mut UnixStream) -> Option<(u8, u32, Asks)> {
     let mut fixed = [0u8; 16];
     stream.read_exact(&mut fixed).ok()?;
     let word = |at: usize| u32::from_le_bytes(fixed[at..at + 4].try_into().unwrap()) as usize;
     let rest = (word(12) + 7) / 8 * 8 + word(4);
     let mut skip = vec![0u8; rest];
     stream.read_exact(&mut skip).ok()?;
-    let asks_unit_path = skip.windows(8).any(|w| w == b"UnitPath");
-    Some((fixed[1], word(8) as u32, asks_unit_path))
+    let has = |name: &[u8]| skip.windows(name.len()).any(|w| w == name);
+    let asks = if has(b"UnitPath") {
+        Asks::UnitPath
+    } else if has(b"GetConnectionUnixProcessID") {
+        Asks::SenderPid
+    } else {
+        Asks::Other
+    };
+    Some((fixed[1], word(8) as u32, asks))
+}
+
+/// A return for `reply_serial` carrying the pid `pid` (`u`), as the broker answers
+/// `GetConnectionUnixProcessID`.
+pub(crate) fn pid_return(serial: u32, reply_serial: u32, pid: u32) -> Vec<u8> {
+    let mut fields = vec![5, 1, b'u', 0];
+    fields.extend_from_slice(&reply_serial.to_le_bytes());
+    pad(&mut fields, 8);
+    fields.extend_from_slice(&[8, 1, b'g', 0, 1, b'u', 0]);
+    message(2, serial, fields, &pid.to_le_bytes())
 }
 
 /// A return for `reply_serial` carrying the unit path `[transient]` in a variant, as a manager
@@ -243,7 +272,7 @@ pub(crate) fn serve(
             while !stop.load(Ordering::Relaxed) && stream.read(&mut byte).is_ok_and(|n| n > 0) {}
         }
         Flood::Lie => {
-            while let Some((kind, call, asks_unit_path)) = read_call(&mut stream) {
+            while let Some((kind, call, asks)) = read_call(&mut stream) {
                 if stop.load(Ordering::Relaxed) {
                     return;
                 }
@@ -251,7 +280,16 @@ pub(crate) fn serve(
                     continue;
                 }
                 serial += 2;
-                if asks_unit_path {
+                if asks == Asks::SenderPid {
+                    // The client is the broker's peer: its own pid.
+                    let pid = rustix::net::sockopt::socket_peercred(&stream)
+                        .map_or(0, |cred| cred.pid.as_raw_nonzero().get() as u32);
+                    if stream.write_all(&pid_return(serial, call, pid)).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                if asks == Asks::UnitPath {
                     // The greeting's question of which manager owns the name: this one, it says.
                     if stream
                         .write_all(&unit_path_return(serial, call, transient))
