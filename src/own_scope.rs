@@ -52,6 +52,10 @@ pub(crate) enum Next {
     /// The manager had the unit and dropped it before its start job moved this process: the
     /// command has not run, so the scope is made again at once.
     StartAgain,
+    /// The owner of the manager's name on the session bus turned out not to be the manager (it
+    /// refused the start as a method it does not have, or said the scope was made when this
+    /// process was not moved): the start goes to the private socket, if there is one.
+    TakePrivate,
 }
 
 impl NotMade {
@@ -123,28 +127,30 @@ pub fn make_own_scope(
         return Err(NotMade::before_sending(NO_USER_BUS));
     }
     let mut turn = Some(take_turn(&route, deadline)?);
-    until_made(&route, request, deadline, || {
+    until_made(&route, request, deadline, |along| {
         let bus =
-            Connection::open_pipelined(&route, deadline).map_err(|e| NotMade::unsent(&route, e))?;
-        make_own_scope_over(&route, bus, &mut turn, request, deadline)
+            Connection::open_pipelined(along, deadline).map_err(|e| NotMade::unsent(along, e))?;
+        make_own_scope_over(along, bus, &mut turn, request, deadline)
     })
 }
 
-/// Runs `attempt` until the scope is made or a try's outcome is final, within `deadline`: a
-/// manager that was away (re-executing, restarting) is waited for and tried again, since nothing
-/// reached it; a start left unanswered by a manager that left the bus is settled by asking the
-/// manager, once back, whether it made the scope ([`settle`]). The command has not run: a try
-/// again runs it once, scoped, and a second start of the same unit could never make a second
-/// scope (the manager refuses a unit name it has).
+/// Runs `attempt` along `route` until the scope is made or a try's outcome is final, within
+/// `deadline`: a manager that was away (re-executing, restarting) is waited for and tried again,
+/// since nothing reached it; a start left unanswered by a manager that left the bus is settled by
+/// asking the manager, once back, whether it made the scope ([`settle`]); an owner of the
+/// manager's name that turned out not to be the manager sends the tries to the private socket.
+/// The command has not run: a try again runs it once, scoped, and a second start of the same
+/// unit could never make a second scope (the manager refuses a unit name it has).
 fn until_made(
     route: &Route,
     request: &ScopeRequest<'_>,
     deadline: Instant,
-    mut attempt: impl FnMut() -> Result<(), NotMade>,
+    mut attempt: impl FnMut(&Route) -> Result<(), NotMade>,
 ) -> Result<(), NotMade> {
     let mut comeback = Comeback::new(route);
+    let mut along = route.clone();
     loop {
-        let not_made = match attempt() {
+        let not_made = match attempt(&along) {
             Ok(()) => {
                 comeback.reached();
                 return Ok(());
@@ -154,6 +160,13 @@ fn until_made(
         match not_made.next {
             Next::TryAgain if comeback.wait(deadline) => {}
             Next::StartAgain => {}
+            Next::TakePrivate => match along.private_to_fall_back_to() {
+                Some(private) => {
+                    tracing::debug!(target: crate::diag::TARGET, "{}; taking the private socket", not_made.why);
+                    along = private;
+                }
+                None => return Err(not_made),
+            },
             Next::AskWhetherMade => match settle(route, request.unit, deadline) {
                 Settled::NotMade => {}
                 Settled::Made => {
@@ -234,9 +247,9 @@ pub(crate) fn enter_own_scope(
         Some(turn) => turn,
         None => take_turn(route, deadline)?,
     });
-    until_made(route, request, deadline, || {
-        let bus = pool::take_or_open(route, deadline).map_err(|e| NotMade::unsent(route, e))?;
-        make_own_scope_over(route, bus, &mut turn, request, deadline)
+    until_made(route, request, deadline, |along| {
+        let bus = pool::take_or_open(along, deadline).map_err(|e| NotMade::unsent(along, e))?;
+        make_own_scope_over(along, bus, &mut turn, request, deadline)
     })
 }
 
@@ -303,6 +316,15 @@ fn make_own_scope_over(
         Err((BusError::Refused { name, .. }, true)) if name == UNIT_EXISTS => {
             drop(turn.take());
             return watch_own_cgroup(route, request.unit, deadline);
+        }
+        Err((e, true)) if bus.via_broker && e.means_no_such_method() => {
+            return Err(NotMade {
+                why: format!(
+                    "the owner of the manager's name on the session bus is no manager: {e}"
+                ),
+                may_yet_be_made: false,
+                next: Next::TakePrivate,
+            })
         }
         Err((e, _)) if bus.via_broker && e.means_no_manager_on_bus() => {
             let Some(private) = route.without_session_bus() else {
@@ -422,6 +444,7 @@ fn wait_for_start(
     deadline: Instant,
 ) -> Result<(), NotMade> {
     let unit = request.unit;
+    let via_broker = bus.via_broker;
     let cgroup_readable = cgroup::own_is_in_unit(unit).is_some();
     let listen_until = if cgroup_readable {
         deadline.min(Instant::now() + LISTEN_FOR_JOB_END)
@@ -443,9 +466,16 @@ fn wait_for_start(
         Ok(JobEnd::Reported(result))
             if result == "done" && cgroup::own_is_in_unit(unit) == Some(false) =>
         {
-            return Err(NotMade::before_sending(format!(
-                "the start job of {unit} was reported done, yet this process is not in it"
-            )))
+            return Err(NotMade {
+                next: if via_broker {
+                    Next::TakePrivate
+                } else {
+                    Next::Final
+                },
+                ..NotMade::before_sending(format!(
+                    "the start job of {unit} was reported done, yet this process is not in it"
+                ))
+            });
         }
         Ok(JobEnd::Reported(result))
             if result == "done" && request.required && !cgroup_readable =>

@@ -251,3 +251,51 @@ fn the_launcher_program_takes_the_session_bus_first_and_the_private_socket_when_
     assert!(String::from_utf8_lossy(&out.stdout)
         .contains("/synaps-tool-0000000000000000000000000000a0a0.scope"));
 }
+
+/// A program of the user that owns `org.freedesktop.systemd1` on the session bus and answers the
+/// greeting's `Get(UnitPath)` with the real manager's list (a copy any process of the user can
+/// make) passes the greeting; what it does with the start gives it away: it refuses it as a
+/// method it does not have, or says the scope was made when the launcher was not moved. Either
+/// way the launch goes to the private socket within the same bound, before the command runs,
+/// and lands in its scope, once.
+#[test]
+fn an_owner_that_copies_the_managers_unit_path_is_found_out_at_the_start() {
+    let Some(_rig) = rig() else { return };
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").expect("the rig's XDG_RUNTIME_DIR");
+    let unit_path = common::systemctl_value(None, "UnitPath").replace(' ', ":");
+    assert!(unit_path.contains("/systemd/transient"), "{unit_path}");
+    let base = with_wrapper(&synaps_scope::inherited_env(), "synaps-scope-exec");
+    for says_done in [false, true] {
+        let case = if says_done {
+            "an owner that says every start is done"
+        } else {
+            "an owner that refuses the start as unknown"
+        };
+        let dir = TempDir::new("copied-unit-path");
+        let bus = BareBus::start(&dir);
+        let _copier = Squatter::copying(&bus.address, &unit_path, says_done);
+        let env = with_bus(&base, &runtime, &bus.address);
+        lands_in_its_scope(case, &env, Duration::from_secs(2));
+
+        // The launcher program straight from a command line, under `--required`.
+        let mut cmd = Command::new(common::exec_program());
+        cmd.args([
+            "--unit=synaps-tool-0000000000000000000000000000c0c0.scope",
+            "--description=copied",
+            "--timeout-ms=2000",
+            "--required",
+            "--",
+            "/bin/cat",
+            "cat",
+            "/proc/self/cgroup",
+        ]);
+        synaps_scope::set_env(&mut cmd, &env);
+        let out = cmd.stdin(Stdio::null()).output().unwrap();
+        assert!(out.status.success(), "{case}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout)
+                .contains("/synaps-tool-0000000000000000000000000000c0c0.scope"),
+            "{case}: {out:?}"
+        );
+    }
+}

@@ -69,6 +69,14 @@ impl BusError {
             || name == "org.freedesktop.DBus.Error.ServiceUnknown")
     }
 
+    /// The owner of the manager's name answered that it has no such method, interface or object:
+    /// a program that owns the name but is no manager.
+    pub(crate) fn means_no_such_method(&self) -> bool {
+        matches!(self, BusError::Refused { name, .. } if name == "org.freedesktop.DBus.Error.UnknownMethod"
+            || name == "org.freedesktop.DBus.Error.UnknownInterface"
+            || name == "org.freedesktop.DBus.Error.UnknownObject")
+    }
+
     /// The broker says the owner of the manager's name left the bus with this call unanswered.
     /// Whether the manager acted on the call first is not known.
     pub(crate) fn means_owner_left(&self) -> bool {

@@ -96,13 +96,15 @@ fn with_connection_or_private<T>(
     mut ask: impl FnMut(&mut Connection, bool) -> Result<T, BusError>,
 ) -> Result<T, BusError> {
     match with_connection_along(route, deadline, &mut ask) {
-        Err(e) if e.means_no_manager_on_bus() => match route.without_session_bus() {
-            Some(private) => {
-                tracing::debug!(target: crate::diag::TARGET, "session bus: {e}; asking on the private socket");
-                with_connection_along(&private, deadline, &mut ask)
+        Err(e) if e.means_no_manager_on_bus() || e.means_no_such_method() => {
+            match route.without_session_bus() {
+                Some(private) => {
+                    tracing::debug!(target: crate::diag::TARGET, "session bus: {e}; asking on the private socket");
+                    with_connection_along(&private, deadline, &mut ask)
+                }
+                None => Err(e),
             }
-            None => Err(e),
-        },
+        }
         outcome => outcome,
     }
 }

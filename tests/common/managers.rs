@@ -373,10 +373,24 @@ pub struct Squatter(Child);
 
 impl Squatter {
     pub fn start(address: &OsString) -> Squatter {
+        Squatter::with_options(address, &[])
+    }
+
+    /// A squatter that answers `Get(UnitPath)` with the manager's own list (`unit_path`), and,
+    /// if `says_done`, says every start worked and its job is done.
+    pub fn copying(address: &OsString, unit_path: &str, says_done: bool) -> Squatter {
+        let unit_path = format!("--unit-path={unit_path}");
+        let mut options = vec![unit_path.as_str()];
+        options.extend(says_done.then_some("--says-done"));
+        Squatter::with_options(address, &options)
+    }
+
+    fn with_options(address: &OsString, options: &[&str]) -> Squatter {
         use std::io::BufRead;
         let mut child = Command::new("python3")
             .arg(test_tool("name_squatter.py"))
             .arg(address)
+            .args(options)
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 runs the name squatter");

@@ -4,7 +4,12 @@ tests: it connects to the bus at ADDRESS (a unix:path= address), takes the name,
 stdout, and answers every method call made to it with org.freedesktop.DBus.Error.UnknownMethod, as
 a program that implements none of the manager's interfaces would. Runs until killed.
 
-    name_squatter.py unix:path=/run/user/1000/bus
+With --unit-path=P1:P2:..., it answers Get(..., "UnitPath") with that list, as a program that
+copies the real manager's answer would; with --says-done as well, it answers every other call
+with a job path and then a JobRemoved signal saying that job is "done", as a program that says a
+scope was made when nothing was.
+
+    name_squatter.py unix:path=/run/user/1000/bus [--unit-path=P1:P2 [--says-done]]
 """
 import os
 import socket
@@ -131,8 +136,66 @@ def unknown_method(serial: int, call_message: bytes, text: str) -> bytes:
     )
 
 
+def put_variant_strings(body: bytearray, items: list) -> None:
+    """A variant holding the string array `items` (`v` of `as`)."""
+    put_sig(body, "as")
+    pad(body, 4)
+    at = len(body)
+    put_u32(body, 0)
+    start = len(body)
+    for item in items:
+        put_str(body, item)
+    body[at : at + 4] = struct.pack("<I", len(body) - start)
+
+
+def unit_path_return(serial: int, call_message: bytes, paths: list) -> bytes:
+    body = bytearray()
+    put_variant_strings(body, paths)
+    return message(
+        2,
+        serial,
+        [(5, "u", struct.unpack("<I", call_message[8:12])[0]), (6, "s", header_fields(call_message)[7])],
+        "v",
+        bytes(body),
+    )
+
+
+def job_done(serial: int, call_message: bytes) -> bytes:
+    """A job path answering `call_message`, then JobRemoved saying that job is done."""
+    job = f"/org/freedesktop/systemd1/job/{serial}"
+    body = bytearray()
+    put_str(body, job)
+    answer = message(
+        2,
+        serial,
+        [(5, "u", struct.unpack("<I", call_message[8:12])[0]), (6, "s", header_fields(call_message)[7])],
+        "o",
+        bytes(body),
+    )
+    removed = bytearray()
+    put_u32(removed, serial)
+    put_str(removed, job)
+    put_str(removed, "x.scope")
+    put_str(removed, "done")
+    signal = message(
+        4,
+        serial + 1,
+        [
+            (1, "o", "/org/freedesktop/systemd1"),
+            (2, "s", "org.freedesktop.systemd1.Manager"),
+            (3, "s", "JobRemoved"),
+        ],
+        "uoss",
+        bytes(removed),
+    )
+    return answer + signal
+
+
 def main() -> None:
     address = sys.argv[1]
+    options = dict(arg.split("=", 1) if "=" in arg else (arg, "") for arg in sys.argv[2:])
+    unit_path = options.get("--unit-path")
+    says_done = "--says-done" in options
     assert address.startswith("unix:path="), address
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(address[len("unix:path=") :])
@@ -167,7 +230,13 @@ def main() -> None:
         if whole[1] != 1 or whole[2] & 1:  # not a call, or no reply expected
             continue
         fields = header_fields(whole)
-        sock.sendall(unknown_method(serial, whole, f"{NAME} here implements no method {fields.get(3)}"))
+        if unit_path is not None and fields.get(3) == "Get" and b"UnitPath" in whole:
+            sock.sendall(unit_path_return(serial, whole, unit_path.split(":")))
+        elif says_done and fields.get(3) != "Get":
+            sock.sendall(job_done(serial, whole))
+            serial += 1
+        else:
+            sock.sendall(unknown_method(serial, whole, f"{NAME} here implements no method {fields.get(3)}"))
         serial += 1
 
 
