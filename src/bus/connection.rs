@@ -2,7 +2,7 @@
 //! single deadline with `poll`, so a stopped or dead manager costs a request its bound and no more.
 
 use std::collections::VecDeque;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fmt;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -161,6 +161,8 @@ pub(crate) struct Connection {
     unique_name: Option<String>,
     /// The pid the broker names as this connection's process, once asked.
     sender_pid: Option<u32>,
+    /// The owner's answer to the greeting's `Get(Manager, UnitPath)`, until taken.
+    unit_path: Option<Result<Message, BusError>>,
 }
 
 /// What a call sent ahead asks.
@@ -171,21 +173,19 @@ enum Ahead {
     Hello,
     /// Who owns `org.freedesktop.systemd1` on the bus.
     Owner,
-    /// The owner's unit path, which tells which manager it is (`Expected`).
-    WhichManager(Expected),
+    /// The owner's unit path, which tells which manager it is (`bus::owner`): kept for the
+    /// route to judge.
+    UnitPath,
     /// Whether `org.freedesktop.systemd1` is still owned by the connection greeted (a kept
     /// connection's new conversation): a manager that re-executed owns it anew.
     OwnerStill(Option<String>),
 }
 
-/// Which manager a connection through a broker must reach.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Expected {
-    /// The user manager whose runtime directory is this (`XDG_RUNTIME_DIR`), or, where none is
-    /// set, any user manager.
-    UserManagerOf(Option<OsString>),
-    /// Any manager (the system manager, on the system bus).
-    Any,
+/// What a connection's greeting of its broker asks besides `Hello` and the name's owner.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BrokerGreeting {
+    /// The owner's unit path, which tells which manager it is (`bus::owner`).
+    pub(super) asks_unit_path: bool,
 }
 
 /// The broker's own name, the sender of its answers.
@@ -219,13 +219,13 @@ impl Connection {
     }
 
     /// Starts a conversation over the connected socket `fd` (begun at `started`): authenticates
-    /// and, through a broker (`broker`: the manager its `org.freedesktop.systemd1` must be), says
-    /// Hello and checks who owns the name, by `deadline`. Each read takes at most `read_size`
+    /// and, through a broker (`broker`: what the greeting asks), says Hello and asks who owns the
+    /// name, by `deadline`. Each read takes at most `read_size`
     /// bytes (1 to 16 KiB; the fuzz target makes it small, so a peer's bytes arrive split
     /// anywhere).
     pub(super) fn over(
         socket: Socket,
-        broker: Option<Expected>,
+        broker: Option<BrokerGreeting>,
         read_size: usize,
         started: Instant,
         deadline: Instant,
@@ -234,8 +234,8 @@ impl Connection {
             Connection::unauthenticated(socket, broker.is_some(), read_size, started, deadline);
         connection.send_authentication()?;
         connection.finish_authentication()?;
-        if let Some(expected) = broker {
-            connection.greet_broker(expected)?;
+        if let Some(greeting) = broker {
+            connection.greet_broker(greeting)?;
             connection.authenticated()?;
         }
         Ok(connection)
@@ -280,6 +280,7 @@ impl Connection {
             passed_over: None,
             unique_name: None,
             sender_pid: None,
+            unit_path: None,
         }
     }
 
@@ -401,16 +402,13 @@ impl Connection {
                 Ahead::Return => drop(reply?),
                 Ahead::Hello => self.unique_name = reply?.first_str().map(str::to_owned),
                 Ahead::Owner => self.owner = reply?.first_str().map(str::to_owned),
-                Ahead::WhichManager(_) if reply.as_ref().is_err_and(BusError::means_owner_left) => {
+                Ahead::UnitPath if reply.as_ref().is_err_and(BusError::means_owner_left) => {
                     return Err(BusError::Away(
                         "the user manager left the session bus while asked which manager it is"
                             .to_owned(),
                     ));
                 }
-                Ahead::WhichManager(expected) => {
-                    which_manager(reply, &expected, manager_listens_in)
-                        .map_err(BusError::NotTheManager)?;
-                }
+                Ahead::UnitPath => self.unit_path = Some(reply),
                 Ahead::OwnerStill(greeted) => {
                     let now = reply?.first_str().map(str::to_owned);
                     if now != greeted {
@@ -428,23 +426,27 @@ impl Connection {
     }
 
     /// Sends the broker `Hello` (the first message a bus client must send), asks it who owns the
-    /// manager's name, and asks the owner for its unit path, which says which manager it is
-    /// (`expected`), all without waiting: a session bus the manager is not on answers
-    /// `NameHasNoOwner` ([`BusError::means_no_manager_on_bus`]) before any call is made, and one
-    /// where another manager or another program owns the name answers
-    /// [`BusError::NotTheManager`] before any call that changes anything is made. A property's
-    /// `Get` changes nothing in whoever owns the name, and the answers all come in one round trip.
-    fn greet_broker(&mut self, expected: Expected) -> Result<(), BusError> {
+    /// manager's name and, if `greeting` says so, asks the owner for its unit path (which tells
+    /// which manager it is: `bus::owner`, judged by the route once answered), all without
+    /// waiting: a session bus the manager is not on answers `NameHasNoOwner`
+    /// ([`BusError::means_no_manager_on_bus`]) before any call is made. A property's `Get`
+    /// changes nothing in whoever owns the name, and the answers all come in one round trip.
+    fn greet_broker(&mut self, greeting: BrokerGreeting) -> Result<(), BusError> {
         let hello = self.send_to_broker("Hello", Call::new())?;
         let owner = self.send_to_broker("GetNameOwner", Call::new().string(SYSTEMD))?;
         self.answers_ahead
             .extend([(hello, Ahead::Hello), (owner, Ahead::Owner)]);
-        if expected != Expected::Any {
+        if greeting.asks_unit_path {
             let unit_path = self.send_get(MANAGER_PATH, MANAGER, "UnitPath")?;
-            self.answers_ahead
-                .push((unit_path, Ahead::WhichManager(expected)));
+            self.answers_ahead.push((unit_path, Ahead::UnitPath));
         }
         Ok(())
+    }
+
+    /// The owner's answer to the greeting's `Get(Manager, UnitPath)`, once (None if it was not
+    /// asked).
+    pub(super) fn take_unit_path_answer(&mut self) -> Option<Result<Message, BusError>> {
+        self.unit_path.take()
     }
 
     /// Reads the server's answer to the authentication: OK, or why not.
@@ -789,89 +791,6 @@ fn answer(message: Message) -> Result<Message, BusError> {
     }
 }
 
-/// Whether the owner of `org.freedesktop.systemd1` on a bus is the manager `expected`, from its
-/// answer to `Get(Manager, UnitPath)`: a manager keeps its transient units in
-/// `$XDG_RUNTIME_DIR/systemd/transient` (a user manager) or `/run/systemd/transient` (the
-/// system manager), and lists that directory in its unit path. So a user manager of another
-/// runtime directory, of another user, the system manager, and a program that is no systemd
-/// manager (it cannot answer) are each told apart from ours. Another user manager is taken only
-/// where no manager listens in our runtime directory (`listens_in`: its private socket is
-/// there), as systemd-run up to 256 and `ScopeHandle::from_manager` then take it too: with a
-/// stale `XDG_RUNTIME_DIR`, the session bus's manager is the one manager there is. Err says
-/// which it was.
-fn which_manager(
-    answer: Result<Message, BusError>,
-    expected: &Expected,
-    listens_in: impl FnOnce(&OsStr) -> bool,
-) -> Result<(), String> {
-    const SYSTEM_TRANSIENT: &str = "/run/systemd/transient";
-    let reply = answer.map_err(|e| {
-        format!("the owner of {SYSTEMD} there does not answer as a systemd manager ({e})")
-    })?;
-    let paths: &[wire::Value] = match reply.body.first() {
-        Some(wire::Value::Variant(inner)) => match inner.as_ref() {
-            wire::Value::List(items) => items,
-            _ => &[],
-        },
-        _ => &[],
-    };
-    let transient = paths
-        .iter()
-        .filter_map(wire::Value::as_str)
-        .find(|path| path.ends_with("/systemd/transient"));
-    let Expected::UserManagerOf(runtime) = expected else {
-        return Ok(());
-    };
-    let theirs = match transient {
-        None => {
-            return Err(format!(
-                "the owner of {SYSTEMD} there lists no transient units' directory in its unit \
-                 path: not a systemd manager"
-            ))
-        }
-        Some(SYSTEM_TRANSIENT) => return Err(format!("{SYSTEMD} there is the system manager")),
-        Some(theirs) => theirs,
-    };
-    let Some(runtime) = runtime else {
-        return Ok(());
-    };
-    let ours = transient_dir_of(runtime.as_bytes());
-    // The runtime directory as the manager may have resolved it, looked up only where the plain
-    // name differs (a greeting is on every launch's path).
-    let canonical_matches = || {
-        std::fs::canonicalize(runtime)
-            .is_ok_and(|dir| theirs.as_bytes() == transient_dir_of(dir.as_os_str().as_bytes()))
-    };
-    if theirs.as_bytes() == ours.as_slice() || canonical_matches() || !listens_in(runtime) {
-        return Ok(());
-    }
-    Err(format!(
-        "{SYSTEMD} there is another manager: its transient units are in {theirs}, not in {}",
-        String::from_utf8_lossy(&ours)
-    ))
-}
-
-/// Whether a manager's private socket is in the runtime directory `runtime` (a socket file at
-/// `systemd/private`; one a dead manager left is not told apart, and fails when connected).
-pub(super) fn manager_listens_in(runtime: &OsStr) -> bool {
-    let mut private = runtime.to_owned();
-    private.push("/systemd/private");
-    rustix::fs::stat(private.as_os_str()).is_ok_and(|st| {
-        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Socket
-    })
-}
-
-/// `<runtime>/systemd/transient`, the transient units' directory of the user manager whose
-/// runtime directory is `runtime`.
-fn transient_dir_of(runtime: &[u8]) -> Vec<u8> {
-    let mut dir = runtime.to_vec();
-    while dir.len() > 1 && dir.ends_with(b"/") {
-        dir.pop();
-    }
-    dir.extend_from_slice(b"/systemd/transient");
-    dir
-}
-
 /// Why a socket could not be connected.
 #[derive(Debug)]
 pub(super) struct Unconnected {
@@ -967,79 +886,6 @@ fn peer_credentials(fd: &OwnedFd) -> nix::Result<nix::sys::socket::UnixCredentia
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A manager's answer to `Get(Manager, UnitPath)` listing `paths`.
-    fn unit_path_answer(paths: &[&str]) -> Result<Message, BusError> {
-        Ok(Message {
-            kind: Kind::Return,
-            serial: 9,
-            reply_serial: Some(3),
-            path: None,
-            interface: None,
-            member: None,
-            error_name: None,
-            sender: Some(":1.4".into()),
-            signature: "v".into(),
-            body: vec![wire::Value::Variant(Box::new(wire::Value::List(
-                paths
-                    .iter()
-                    .map(|p| wire::Value::Str((*p).to_owned()))
-                    .collect(),
-            )))],
-        })
-    }
-
-    #[test]
-    fn the_owner_of_the_managers_name_is_told_by_its_transient_units_directory() {
-        let ours = Expected::UserManagerOf(Some("/run/user/7/".into()));
-        let listens = |_: &OsStr| true;
-        let user = [
-            "/home/u/.config/systemd/user",
-            "/run/user/7/systemd/transient",
-        ];
-        assert_eq!(
-            which_manager(unit_path_answer(&user), &ours, listens),
-            Ok(())
-        );
-        let other = ["/run/user/8/systemd/transient", "/usr/lib/systemd/user"];
-        let why = which_manager(unit_path_answer(&other), &ours, listens).unwrap_err();
-        assert!(
-            why.contains("another manager") && why.contains("/run/user/8/systemd/transient"),
-            "{why}"
-        );
-        let system = ["/etc/systemd/system", "/run/systemd/transient"];
-        let why = which_manager(unit_path_answer(&system), &ours, listens).unwrap_err();
-        assert!(why.contains("the system manager"), "{why}");
-        let stranger = Err(BusError::Refused {
-            name: "org.freedesktop.DBus.Error.UnknownMethod".into(),
-            message: "no such method".into(),
-        });
-        let why = which_manager(stranger, &ours, listens).unwrap_err();
-        assert!(
-            why.contains("does not answer as a systemd manager"),
-            "{why}"
-        );
-        let why = which_manager(unit_path_answer(&[]), &ours, listens).unwrap_err();
-        assert!(why.contains("not a systemd manager"), "{why}");
-        // Where no manager listens in the runtime directory (a stale one), the session bus's
-        // manager is the one there is.
-        assert_eq!(
-            which_manager(unit_path_answer(&other), &ours, |_: &OsStr| false),
-            Ok(())
-        );
-        // Without a runtime directory any user manager is the user's; the system bus's route
-        // takes the system manager.
-        let any_user = Expected::UserManagerOf(None);
-        assert_eq!(
-            which_manager(unit_path_answer(&other), &any_user, listens),
-            Ok(())
-        );
-        assert!(which_manager(unit_path_answer(&system), &any_user, listens).is_err());
-        assert_eq!(
-            which_manager(unit_path_answer(&system), &Expected::Any, listens),
-            Ok(())
-        );
-    }
 
     /// A message as a broker would pass it on: little-endian, from `sender`, with the
     /// `fields` given as (code, signature, text), a reply serial, and a body already marshalled.
@@ -1211,10 +1057,13 @@ mod tests {
         });
         let started = Instant::now();
         let deadline = started + Duration::from_secs(5);
-        let expected = Expected::UserManagerOf(Some("/run/user/7".into()));
         let socket = Socket::of_this_process(ours.into());
-        let mut bus = Connection::over(socket, Some(expected), READ_SIZE, started, deadline)
-            .expect("the owner's answer says it is our manager");
+        let greeting = BrokerGreeting {
+            asks_unit_path: true,
+        };
+        let mut bus = Connection::over(socket, Some(greeting), READ_SIZE, started, deadline)
+            .expect("the greeting is answered");
+        assert!(matches!(bus.take_unit_path_answer(), Some(Ok(_))));
         assert_eq!(bus.owner.as_deref(), Some(OWNER));
         let reply = bus
             .call_manager("StartTransientUnit", Call::new().string("x.scope"))

@@ -10,6 +10,7 @@ mod address;
 mod broker_silence;
 pub(crate) mod comeback;
 mod connection;
+mod owner;
 pub(crate) mod pool;
 mod route;
 pub(crate) mod wire;

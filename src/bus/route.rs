@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use super::address::escape_address_value;
 use super::broker_silence::{self, Heard};
 use super::connection::{
-    connect_private, connect_session, manager_listens_in, BusError, Connection, Expected, Socket,
-    Unconnected, READ_SIZE,
+    connect_private, connect_session, BrokerGreeting, BusError, Connection, Socket, Unconnected,
+    READ_SIZE,
 };
+use super::owner::{manager_listens_in, which_manager, Expected};
 use crate::inputs::UserBus;
 
 /// The longest a greeting of the session bus's broker may take when the private socket is there
@@ -327,15 +328,14 @@ impl Connection {
         deadline: Instant,
         heard: &Heard,
     ) -> Result<Self, BusError> {
-        let expected = route.expected_manager();
         let Some(private) = route.private_to_fall_back_to() else {
-            return Connection::over(socket, Some(expected), READ_SIZE, started, deadline);
+            return Connection::greeting(route, socket, started, deadline);
         };
         let now = Instant::now();
         let broker_deadline =
             now + (deadline.saturating_duration_since(now) / 2).min(BROKER_PATIENCE);
         let runtime = route.runtime_dir();
-        match Connection::over(socket, Some(expected), READ_SIZE, started, broker_deadline) {
+        match Connection::greeting(route, socket, started, broker_deadline) {
             Ok(mut connection) => {
                 if let (Some(runtime), Heard::Silent | Heard::SilentLongAgo) = (runtime, heard) {
                     broker_silence::note_answered(runtime);
@@ -361,6 +361,28 @@ impl Connection {
                 Ok(connection)
             }
         }
+    }
+
+    /// Authenticates over the broker's connected socket and greets it, by `deadline`, and judges
+    /// the owner of the manager's name by its unit path: another manager, the system manager or a
+    /// program that is no manager is [`BusError::NotTheManager`].
+    fn greeting(
+        route: &Route,
+        socket: Socket,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Self, BusError> {
+        let expected = route.expected_manager();
+        let greeting = BrokerGreeting {
+            asks_unit_path: expected != Expected::Any,
+        };
+        let mut connection =
+            Connection::over(socket, Some(greeting), READ_SIZE, started, deadline)?;
+        if let Some(answer) = connection.take_unit_path_answer() {
+            which_manager(answer, &expected, manager_listens_in)
+                .map_err(BusError::NotTheManager)?;
+        }
+        Ok(connection)
     }
 
     /// A connected socket along `route`, whether it is through a bus broker, and when connecting
