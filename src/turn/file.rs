@@ -12,9 +12,11 @@
 //! outlives its parent would keep the ticket, and every launch of the user would then wait out the
 //! no-turn rule). Such a lock is also released when its process closes any file descriptor of that
 //! file: so the tickets file is opened once per process and turn file ([`tickets_file`]) and
-//! closed only once no ticket of the process uses it, and nothing else opens it. Waits for the
-//! ticket ahead are open file description locks, which the kernel grants once the holder's record
-//! lock is gone, whichever process asks.
+//! closed only once no ticket of the process uses it. A host's own code may still open and close
+//! it without knowing (an indexer, a clean-up of the runtime directory), so a ticket whose turn
+//! has come is guarded as well, by an open file description lock in the guards file beside it
+//! ([`Ticket`]). Waits for the ticket ahead are open file description locks, which the kernel
+//! grants once the holder's record lock and its guard are gone, whichever process asks.
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -59,41 +61,76 @@ const HEADER_RETRY_MAX: Duration = Duration::from_millis(10);
 /// What the tickets file's name adds to the turn file's.
 const TICKETS_SUFFIX: &str = ".tickets";
 
+/// What the guards file's name adds to the turn file's.
+const GUARDS_SUFFIX: &str = ".guards";
+
 /// A place in the queue: its byte of the tickets file, locked by this process until the ticket is
 /// dropped.
+///
+/// A ticket whose turn has come is also guarded: the same byte of the guards file beside it,
+/// locked through an open file description of the ticket's own. A record lock is released when
+/// its process closes any descriptor of the file, which a host may do without knowing it (its
+/// own code opening and closing every file of the runtime directory, or a request of its own that
+/// spells the directory another way); the guard's lock is released only by the ticket's end, or
+/// when the last copy of its description closes. Waiters wait for both, so a turn is held until
+/// its holder lets it go. The guard's description is opened for the ticket alone and taken only
+/// when its turn comes, so a child forked at another moment holds no copy of a guard that is
+/// locked: only one forked during the turn, which does not exec and outlives a holder that died
+/// in its turn, keeps the guard, and the waiters behind it then talk after the no-turn rule.
 pub(super) struct Ticket {
     number: u64,
     /// The turn file (its header and counters).
     pub(super) file: OwnedFd,
     /// The tickets file, shared by every ticket of the process for this turn file.
     tickets: Arc<OwnedFd>,
+    /// The guards file, opened for this ticket alone (None where it could not be opened: the
+    /// ticket is then guarded by its record lock alone).
+    guards: Option<OwnedFd>,
+    /// The guard is locked: the ticket's turn has come.
+    guarded: bool,
     /// The process that drew it.
     pid: u32,
 }
 
 impl Ticket {
-    fn new(number: u64, file: OwnedFd, tickets: Arc<OwnedFd>) -> Self {
+    fn new(number: u64, file: OwnedFd, tickets: Arc<OwnedFd>, guards: Option<OwnedFd>) -> Self {
         Ticket {
             number,
             file,
             tickets,
+            guards,
+            guarded: false,
             pid: std::process::id(),
+        }
+    }
+
+    /// Locks this ticket's guard: its turn has come (best effort: without it, the record lock
+    /// alone holds the turn).
+    pub(super) fn guard(&mut self) {
+        if let Some(guards) = &self.guards {
+            self.guarded = set_lock(
+                guards,
+                Lock::Write,
+                Span::Place(self.number),
+                Wait::No,
+                Owner::File,
+            )
+            .unwrap_or(false);
         }
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        // A forked child's copy of a ticket holds no lock (its parent's record lock is the
-        // parent's alone) and unlocks nothing.
+        // A forked child's copy of a ticket holds no record lock (its parent's is the parent's
+        // alone) and unlocks nothing: the guard's lock, through a description the child shares,
+        // is the parent's to release.
         if self.pid == std::process::id() {
-            let _ = set_lock(
-                &self.tickets,
-                Lock::Unlock,
-                Span::Place(self.number),
-                Wait::No,
-                Owner::Process,
-            );
+            let place = Span::Place(self.number);
+            if let (true, Some(guards)) = (self.guarded, &self.guards) {
+                let _ = set_lock(guards, Lock::Unlock, place, Wait::No, Owner::File);
+            }
+            let _ = set_lock(&self.tickets, Lock::Unlock, place, Wait::No, Owner::Process);
         }
     }
 }
@@ -149,6 +186,9 @@ pub(super) enum Drawn {
 pub(super) fn draw(path: &OsString, stop: Instant) -> Result<Option<Drawn>, Errno> {
     let file = open_lock(path).map_err(|e| Errno::from_raw(e.raw_os_error()))?;
     let tickets = tickets_file(path)?;
+    let mut guards_path = path.clone();
+    guards_path.push(GUARDS_SUFFIX);
+    let guards = open_lock(&guards_path).ok();
     let Some(header) = Header::lock_by(&file, stop)? else {
         return Ok(None);
     };
@@ -158,12 +198,12 @@ pub(super) fn draw(path: &OsString, stop: Instant) -> Result<Option<Drawn>, Errn
         return Ok(Some(Drawn::Crowded));
     }
     header.write(NEXT_AT, number.wrapping_add(1));
-    let ahead = header.held_ahead_of(&tickets, number);
+    let ahead = header.held_ahead_of(&tickets, guards.as_ref(), number);
     if let Ok(None) = ahead {
         header.write(SERVED_AT, number);
     }
     drop(header);
-    let ticket = Ticket::new(number, file, tickets);
+    let ticket = Ticket::new(number, file, tickets, guards);
     Ok(Some(match ahead? {
         None => Drawn::Now(ticket),
         Some(ahead) => Drawn::Behind(ticket, ahead),
@@ -178,8 +218,14 @@ pub(super) fn wait_for_turn(ticket: &Ticket, mut ahead: u64) -> Result<(), Errno
         let place = Span::Place(ahead);
         set_lock(&ticket.tickets, Lock::Read, place, Wait::Yes, Owner::File)?;
         set_lock(&ticket.tickets, Lock::Unlock, place, Wait::No, Owner::File)?;
+        // Its record lock may have gone with a descriptor its host closed: its guard holds the
+        // turn until the ticket ends.
+        if let Some(guards) = &ticket.guards {
+            set_lock(guards, Lock::Read, place, Wait::Yes, Owner::File)?;
+            set_lock(guards, Lock::Unlock, place, Wait::No, Owner::File)?;
+        }
         let header = Header::wait(&ticket.file)?;
-        match header.held_ahead_of(&ticket.tickets, ticket.number)? {
+        match header.held_ahead_of(&ticket.tickets, ticket.guards.as_ref(), ticket.number)? {
             Some(next) => ahead = next,
             None => {
                 header.write(SERVED_AT, ticket.number);
@@ -229,13 +275,19 @@ impl<'a> Header<'a> {
     }
 
     /// The latest ticket before `number`, from the last served on, that its holder still holds
-    /// (in `tickets`).
-    fn held_ahead_of(&self, tickets: &OwnedFd, number: u64) -> Result<Option<u64>, Errno> {
+    /// (in `tickets`, or its guard in `guards`).
+    fn held_ahead_of(
+        &self,
+        tickets: &OwnedFd,
+        guards: Option<&OwnedFd>,
+        number: u64,
+    ) -> Result<Option<u64>, Errno> {
         let served = self.read(SERVED_AT);
         // Tickets more than PLACES back share bytes with later ones; they ended long ago.
         let oldest = served.max(number.saturating_sub(PLACES - 1));
         for earlier in (oldest..number).rev() {
-            if is_locked(tickets, Span::Place(earlier))? {
+            let place = Span::Place(earlier);
+            if is_locked(tickets, place)? || guards.map_or(Ok(false), |g| is_locked(g, place))? {
                 return Ok(Some(earlier));
             }
         }

@@ -33,6 +33,8 @@ pub(crate) struct NoTurn {
 /// One process's side of one turn lock.
 pub(super) struct Local {
     path: OsString,
+    /// The device and inode of the directory the turn file is in, where it could be looked at.
+    identity: Option<(u64, u64)>,
     state: Mutex<State>,
     changed: Condvar,
 }
@@ -54,6 +56,7 @@ pub(super) struct State {
 impl Local {
     pub(super) fn new(path: OsString) -> Arc<Self> {
         Arc::new(Local {
+            identity: directory_identity(&path),
             path,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
@@ -99,10 +102,21 @@ pub(super) static LOCALS: PerProcess<Mutex<Vec<Arc<Local>>>> = PerProcess::new()
 
 /// This process's side of the lock at `path`. A forked child starts afresh: its parent's tickets
 /// and waiting threads are not its own.
+/// However the runtime directory is spelt (a slash more, a symlink), one turn file is one side:
+/// found by the directory's device and inode where it can be looked at, else by the path.
 pub(super) fn local_for(path: OsString) -> Arc<Local> {
     let all = LOCALS.get();
     let mut locals = lock(&all);
-    if let Some(local) = locals.iter().find(|local| local.path == path) {
+    let identity = directory_identity(&path);
+    // A directory removed and made again may get the inode of the one before: a side is taken
+    // for it only while its own path still leads to that directory.
+    let same = |local: &&Arc<Local>| match (identity, local.identity) {
+        (Some(ours), Some(theirs)) => {
+            local.path == path || (ours == theirs && directory_identity(&local.path) == identity)
+        }
+        _ => local.path == path,
+    };
+    if let Some(local) = locals.iter().find(same) {
         return Arc::clone(local);
     }
     if locals.len() >= LOCALS_KEPT {
@@ -111,6 +125,13 @@ pub(super) fn local_for(path: OsString) -> Arc<Local> {
     let local = Local::new(path);
     locals.push(Arc::clone(&local));
     local
+}
+
+/// The device and inode of the directory that holds the turn file at `path`.
+fn directory_identity(path: &OsString) -> Option<(u64, u64)> {
+    let dir = std::path::Path::new(path).parent()?;
+    let stat = rustix::fs::stat(dir).ok()?;
+    Some((stat.st_dev, stat.st_ino))
 }
 
 /// [`Local::turn_for_request`].
@@ -200,8 +221,9 @@ fn wait_in(local: &Arc<Local>, deadline: Instant) -> Result<Option<Ticket>, NoTu
     };
     state.waiting.remove(&me);
     let not_had = match outcome {
-        Waited::Turn(ticket) => {
+        Waited::Turn(mut ticket) => {
             drop(state);
+            ticket.guard();
             count_turn(&ticket.file);
             return Ok(Some(ticket));
         }

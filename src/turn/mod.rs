@@ -17,14 +17,17 @@
 //! `$XDG_RUNTIME_DIR/synaps-scope.turn.tickets`, locked by the process that drew it (a POSIX
 //! record lock, `F_SETLK`) from the draw to the end of its turn. The kernel releases it however
 //! that process ends, so a ticket whose holder died holds no one back, and a child it forked does
-//! not inherit it (`file`). The turn file `$XDG_RUNTIME_DIR/synaps-scope.turn` counts the tickets
+//! not inherit it (`file`). Once its turn has come it is also guarded by a lock no other
+//! descriptor's close releases, so a turn is held until its holder lets it go, whatever else the
+//! host opens and closes (`file::Ticket`). The turn file `$XDG_RUNTIME_DIR/synaps-scope.turn` counts the tickets
 //! drawn and names the last whose turn came; it is read and written under a lock of its own, held
 //! for the few system calls of a draw. Waiting costs no CPU: a ticket waits (in one thread per
 //! process) blocked on the lock of the live ticket just ahead of it, so the end of a turn wakes
 //! the next in line and no other. An `flock`, which these turns were before, wakes every waiter
 //! and lets the first to run win: in a burst of 256, one launch lost every draw for 2.7 s while
-//! the others went through, and ran before its scope was made. Within a process, requests are
-//! served in the order they came, one ticket at a time. A turn is held from the connection to the
+//! the others went through, and ran before its scope was made. Within a process (one side of the
+//! lock per turn file, however its directory is spelt), requests are served in the order they
+//! came, one ticket at a time. A turn is held from the connection to the
 //! last answer the conversation needs; a scope made in place keeps it until its job has run
 //! ([`keeping`]), so that the next launch's first message cannot hold that job back.
 //!

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::file::{
     count_turn, draw, open_lock, read_field, Drawn, Header, Ticket, LOCK_NAME, NEXT_AT,
 };
-use super::local::{LOCALS, LOCALS_KEPT, LOOK_EVERY, STALL};
+use super::local::{local_for, LOCALS, LOCALS_KEPT, LOOK_EVERY, STALL};
 use super::*;
 use crate::per_process::lock;
 
@@ -418,4 +418,27 @@ fn without_a_runtime_directory_or_a_usable_one_there_is_no_turn_and_no_wait() {
         .unwrap()
         .is_held());
     assert!(started.elapsed() < Duration::from_millis(50));
+}
+
+#[test]
+fn one_turn_file_is_one_side_of_the_lock_however_its_directory_is_spelt() {
+    let dir = scratch("spelt");
+    let link = dir.with_extension("link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&dir, &link).unwrap();
+    let plain = dir.join(LOCK_NAME).into_os_string();
+    let mut slash = dir.clone().into_os_string();
+    slash.push("//");
+    slash.push(LOCK_NAME);
+    let linked = link.join(LOCK_NAME).into_os_string();
+    let first = local_for(plain);
+    assert!(Arc::ptr_eq(&first, &local_for(slash)));
+    assert!(Arc::ptr_eq(&first, &local_for(linked)));
+    // A directory made again where one was removed is another, whatever inode it gets.
+    std::fs::remove_file(&link).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let again = scratch("spelt-again");
+    let other = local_for(again.join(LOCK_NAME).into_os_string());
+    assert!(!Arc::ptr_eq(&first, &other));
+    std::fs::remove_dir_all(again).unwrap();
 }
