@@ -241,6 +241,29 @@ fn a_child_of_a_host_that_stopped_waiting_for_a_turn_holds_no_ticket_once_the_ho
     scenario_with_env("fork_host_ticket", &env);
 }
 
+/// A turn held by a request of the host (C `held_turn`), its first authentication held 600 ms by
+/// the stand-in, while the host closes every file of the runtime directory or spells it
+/// otherwise: another process's request waits for the held turn. Each case with a stand-in of its
+/// own, whose first authentication is the holder's.
+#[test]
+fn a_held_turn_is_waited_for_whatever_the_host_closes_or_how_it_spells_the_directory() {
+    let Some(_rig) = rig() else { return };
+    for case in ["0", "1", "2", "3"] {
+        let slow = common::SlowManager::holding_first_in_front_of_the_rig("AUTH", "0.6");
+        let env = synaps_scope::with_overrides(
+            &common::env_without(
+                &synaps_scope::inherited_env(),
+                &["DBUS_SESSION_BUS_ADDRESS"],
+            ),
+            &[
+                ("XDG_RUNTIME_DIR".into(), slow.runtime_dir()),
+                ("SYNAPS_TEST_TURN_CASE".into(), case.into()),
+            ],
+        );
+        scenario_with_env("held_turn", &env);
+    }
+}
+
 #[test]
 fn a_scope_that_holds_the_caller_is_never_handed_out() {
     let Some(_rig) = rig() else { return };

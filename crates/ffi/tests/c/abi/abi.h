@@ -80,5 +80,6 @@ int scenario_removed_while_read(void);
 int scenario_ending(void);
 int scenario_fork(void);
 int scenario_fork_host_ticket(void);
+int scenario_held_turn(void);
 
 #endif
