@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::bus::comeback::Comeback;
 use crate::bus::wire::{Call, Property};
-use crate::bus::{pool, sender_on, BusError, Connection, Fallback, Route, Sender};
+use crate::bus::{
+    own_pid_names_this_process, pool, sender_on, BusError, Connection, Fallback, Route, Sender,
+};
 use crate::cgroup;
 use crate::inputs::NO_USER_BUS;
 use crate::turn::{self, Turn};
@@ -282,13 +284,19 @@ fn make_own_scope_over(
     // cannot be told from another, the private socket is taken, whose credentials are this
     // process's own; where there is none, a relay's is never sent.
     let private = route.private_to_fall_back_to();
-    let doubt = match (sender_on(&mut bus).map_err(before)?, &private) {
-        (Sender::ThisProcess, _) | (Sender::Unknown(_), None) => None,
-        (Sender::Unknown(why) | Sender::Another(why), Some(_)) => Some(why),
+    let (pid, doubt) = match (sender_on(&mut bus).map_err(before)?, &private) {
+        (Sender::ThisProcess, _) | (Sender::Unknown(_), None) => (THE_SENDER, None),
+        (Sender::Unknown(why) | Sender::Another(why), Some(_)) => (THE_SENDER, Some(why)),
+        // Without a private socket, the pid number, where the manager counts pids as this
+        // process does.
         (Sender::Another(why), None) => {
-            return Err(NotMade::before_sending(format!(
-                "{why}; no private socket of the manager to take instead"
-            )))
+            if !own_pid_names_this_process(&mut bus).map_err(before)? {
+                return Err(NotMade::before_sending(format!(
+                    "{why}; no private socket of the manager to take instead, and the manager's \
+                     pid namespace is not known to be this process's"
+                )));
+            }
+            (std::process::id(), None)
         }
     };
     if let (Some(why), Some(private)) = (doubt, private) {
@@ -301,7 +309,7 @@ fn make_own_scope_over(
     bus.listen_for_jobs();
     bus.subscribe_job_removed().map_err(before)?;
     let serial = bus
-        .send_manager("StartTransientUnit", start_scope_call(request, THE_SENDER))
+        .send_manager("StartTransientUnit", start_scope_call(request, pid))
         .map_err(NotMade::after_sending)?;
     // On a pipelined connection the call went out with the authentication; refused, it was
     // never read as a call.
@@ -356,7 +364,9 @@ fn make_own_scope_over(
 /// its own (`unshare --pid`, bwrap, a container) it names another process, which would be moved.
 const THE_SENDER: u32 = 0;
 
-/// `StartTransientUnit` of the scope `request` for `pid` ([`THE_SENDER`] for the caller), with the properties systemd-run sends
+/// `StartTransientUnit` of the scope `request` for `pid` ([`THE_SENDER`] for the caller; through
+/// a relay with no private socket, this process's pid where the manager counts pids as this
+/// process does: `bus::own_pid_names_this_process`), with the properties systemd-run sends
 /// for `--scope --collect`, but for `AddRef`: systemd-run sends it through a broker to pin the
 /// unit for as long as its bus name lives, which for the launcher program ends at its `execve`,
 /// while the scope holds the command's pid from its start job on (and a unit with a job or a

@@ -6,7 +6,9 @@ use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use crate::bus::wire::Call;
-use crate::bus::{pool, sender_on, BusError, Connection, Route, Sender};
+use crate::bus::{
+    own_pid_names_this_process, pool, sender_on, BusError, Connection, Route, Sender,
+};
 use crate::per_process::{lock, PerProcess};
 
 /// What a probe that reached the manager found beside its verdict.
@@ -129,9 +131,12 @@ fn ask(route: &Route, unit_slice: Option<&str>, deadline: Instant) -> Result<Rea
         // the sender; where there is none, it cannot be scoped, and says so now.
         if route.is_the_launcher_programs() && route.private_to_fall_back_to().is_none() {
             if let Sender::Another(why) = sender_on(bus)? {
-                return Ok(Err(format!(
-                    "{why}; no private socket of the manager to take instead"
-                )));
+                if !own_pid_names_this_process(bus)? {
+                    return Ok(Err(format!(
+                        "{why}; no private socket of the manager to take instead, and the \
+                         manager's pid namespace is not known to be this process's"
+                    )));
+                }
             }
         }
         let verdict = match unit_slice {

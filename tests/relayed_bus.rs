@@ -3,16 +3,18 @@
 //! so a scope asked for "the sender" (`PIDs=[0]`) would take the relay, and a kill of the scope
 //! every bus connection behind it. The launcher program sends "the sender" only where the broker
 //! names its own process; through a relay it takes the manager's private socket, whose
-//! credentials are its own, and where there is none it makes no scope: the launch is direct with
-//! the reason, and refused under `required`. The relay never leaves its cgroup.
+//! credentials are its own; where there is none, its pid number where the manager counts pids as
+//! it does, and else no scope: the launch is direct with the reason, and refused under
+//! `required`. The relay never leaves its cgroup.
 
 mod common;
 
 use std::ffi::OsString;
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use common::{cgroup_of, list_units, rig, Manager, Relay, TempDir};
-use synaps_scope::{decide, set_env, Decision, DirectReason, LauncherOptions, ScopeKind};
+use synaps_scope::{decide, set_env, Decision, LauncherOptions, ScopeKind};
 
 const UNIT: &str = "synaps-tool-000000000000000000000000000000aa.scope";
 
@@ -58,50 +60,90 @@ fn through_a_relay_with_the_private_socket_beside_the_scope_takes_the_launcher_n
     assert_eq!(cgroup_of(relay.pid()), relay_cgroup, "the relay was moved");
 }
 
+/// A container given only the (relayed) bus socket, beside `relay`: its environment.
+fn bus_only_through(relay: &Relay, container: &TempDir) -> Vec<(OsString, OsString)> {
+    std::os::unix::fs::symlink(&relay.socket, container.path().join("bus")).unwrap();
+    let env = common::env_with(&[("XDG_RUNTIME_DIR", &container.path().as_os_str().to_owned())]);
+    common::env_without(&env, &["DBUS_SESSION_BUS_ADDRESS"])
+}
+
+/// Without a private socket, through a relay in the launcher's own pid namespace, and a broker
+/// and manager there too (the broker names the relay by the pid it has here, and the manager's
+/// pid namespace is this one): the launcher program names itself by its pid number, which names
+/// it alone to the manager.
 #[test]
-fn through_a_relay_with_no_private_socket_no_scope_is_made_and_the_launch_says_why() {
+fn through_a_relay_with_no_private_socket_the_pid_names_the_launcher_where_the_manager_counts_pids_alike(
+) {
     let Some(rig) = rig() else { return };
     let manager = Manager::with_session_bus(&rig);
     let relay = Relay::to(&manager.runtime_dir.join("bus"));
     let relay_cgroup = cgroup_of(relay.pid());
-    // A container given only the (relayed) bus socket.
     let container = TempDir::new("relayed-runtime");
-    std::os::unix::fs::symlink(&relay.socket, container.path().join("bus")).unwrap();
-    let env = common::env_with(&[("XDG_RUNTIME_DIR", &container.path().as_os_str().to_owned())]);
-    let env = common::env_without(&env, &["DBUS_SESSION_BUS_ADDRESS"]);
+    let env = bus_only_through(&relay, &container);
 
-    let refused = launch(&env, true);
-    assert_eq!(refused.status.code(), Some(125), "{refused:?}");
-    assert!(refused.stdout.is_empty(), "the command ran: {refused:?}");
-    let said = String::from_utf8_lossy(&refused.stderr);
+    let out = launch(&env, true);
+    assert!(out.status.success(), "{out:?}");
     assert!(
-        said.contains("a relay or proxy stands between") && said.contains("no private socket"),
-        "{said}"
+        String::from_utf8_lossy(&out.stdout).contains(&format!("/{UNIT}")),
+        "{out:?}"
     );
-
-    let direct = launch(&env, false);
-    assert!(direct.status.success(), "{direct:?}");
-    assert!(
-        !String::from_utf8_lossy(&direct.stdout).contains(UNIT),
-        "{direct:?}"
-    );
-    assert!(
-        String::from_utf8_lossy(&direct.stderr).contains("without a scope"),
-        "{direct:?}"
-    );
-
     let env = common::with_wrapper(&env, "synaps-scope-exec");
-    match decide(&env, ScopeKind::Tool, &LauncherOptions::default()) {
-        Ok(Decision::Direct(DirectReason::ProbeFailed { detail, .. })) => {
-            assert!(
-                detail.contains("a relay or proxy stands between"),
-                "{detail}"
-            );
-        }
-        other => panic!("the probe through the relay: {other:?}"),
-    }
-
+    assert!(
+        matches!(
+            decide(&env, ScopeKind::Tool, &LauncherOptions::default()),
+            Ok(Decision::Scoped(_))
+        ),
+        "the probe through the relay"
+    );
     assert_eq!(cgroup_of(relay.pid()), relay_cgroup, "the relay was moved");
+}
+
+/// The relay and the launcher program in a pid namespace of their own (a sandbox's), the broker
+/// and manager outside it, and no private socket: the broker names the relay by another pid than
+/// the relay has in the namespace, so neither "the sender" nor a pid number can be trusted. No
+/// scope is made: 125 under `required`, with the reason; the command never runs, no unit is
+/// made, and the relay stays where it was.
+#[test]
+fn through_a_relay_in_a_pid_namespace_with_no_private_socket_no_scope_is_made_and_the_launch_says_why(
+) {
+    let Some(rig) = rig() else { return };
+    let manager = Manager::with_session_bus(&rig);
+    let container = TempDir::new("sandboxed-runtime");
+    let socket = container.path().join("bus");
+    let relay_script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/bus_relay.py");
+    let script = format!(
+        "python3 '{relay}' '{socket}' '{target}' > '{ready}' & relay=$!
+         until [ -s '{ready}' ]; do sleep 0.02; done
+         before=$(grep ^0:: /proc/$relay/cgroup)
+         '{exec}' --unit={UNIT} --description=sandboxed --timeout-ms=3000 --required -- /bin/cat cat /proc/self/cgroup
+         echo \"exit $?\"
+         after=$(grep ^0:: /proc/$relay/cgroup)
+         [ \"$before\" = \"$after\" ] && echo 'relay unmoved' || echo \"relay moved: $before -> $after\"
+         kill $relay",
+        relay = relay_script.display(),
+        socket = socket.display(),
+        target = manager.runtime_dir.join("bus").display(),
+        ready = container.path().join("ready").display(),
+        exec = common::exec_program().display(),
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script]);
+    let env = common::env_with(&[("XDG_RUNTIME_DIR", &container.path().as_os_str().to_owned())]);
+    set_env(
+        &mut cmd,
+        &common::env_without(&env, &["DBUS_SESSION_BUS_ADDRESS"]),
+    );
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("exit 125"), "{said}\n{stderr}");
+    assert!(!said.contains(UNIT), "the command ran: {said}");
+    assert!(said.contains("relay unmoved"), "{said}");
+    assert!(
+        stderr.contains("a relay or proxy stands between")
+            && stderr.contains("not known to be this process's"),
+        "{stderr}"
+    );
     assert!(
         !list_units(&manager.env(), &["synaps-tool-*"]).contains(UNIT),
         "a scope was made"

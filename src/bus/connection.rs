@@ -675,6 +675,26 @@ impl Connection {
         self.peer_pid == 0
     }
 
+    /// The pid of the process at the other end of the socket, as this process counts pids (0:
+    /// outside its pid namespace).
+    pub(crate) fn peer_pid(&self) -> i32 {
+        self.peer_pid
+    }
+
+    /// Through a broker: the pid the broker names as the process of the connection that owns the
+    /// manager's name (None on the private socket, or before the greeting named the owner).
+    pub(crate) fn owner_pid_as_the_broker_names_it(&mut self) -> Result<Option<u32>, BusError> {
+        let Some(owner) = self.owner.clone().filter(|_| self.via_broker) else {
+            return Ok(None);
+        };
+        let reply = self.call_broker("GetConnectionUnixProcessID", Call::new().string(&owner))?;
+        Ok(reply
+            .body
+            .first()
+            .and_then(wire::Value::as_u64)
+            .and_then(|pid| u32::try_from(pid).ok()))
+    }
+
     /// Through a broker: the pid the broker names as this connection's process, which is what the
     /// manager is told when it asks who sent a call (`PIDs=[0]`, "the sender"). It is this
     /// process's own pid only where this process is the broker's peer and both count pids alike;

@@ -16,7 +16,7 @@ mod route;
 pub(crate) mod wire;
 
 pub(crate) use connection::{BusError, Connection, Socket, MANAGER, MANAGER_PATH};
-pub(crate) use route::{sender_on, Fallback, Route, Sender};
+pub(crate) use route::{own_pid_names_this_process, sender_on, Fallback, Route, Sender};
 
 /// The fuzz target's conversation (`crate::__fuzz::converse_with_peer`): a socket pair whose far
 /// end a thread fills with `stream` and then shuts for writing (reading on until the client is

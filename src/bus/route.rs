@@ -274,6 +274,37 @@ pub(crate) fn sender_on(bus: &mut Connection) -> Result<Sender, BusError> {
     })
 }
 
+/// Through a relay or proxy in this process's pid namespace ([`Sender::Another`]): whether this
+/// process's own pid number names it to the manager, which is so where the manager is in this
+/// process's pid namespace. That is known only where the broker counts pids as this process does
+/// (it names the relay by the pid the relay has here): then the pid it names for the manager's
+/// connection is the manager's here, and that process's pid namespace is compared with this
+/// process's.
+pub(crate) fn own_pid_names_this_process(bus: &mut Connection) -> Result<bool, BusError> {
+    let relay_here = bus.peer_pid();
+    let Some(relay_as_named) = bus.sender_pid_as_the_broker_names_it()? else {
+        return Ok(false);
+    };
+    if relay_here <= 0 || i64::from(relay_as_named) != i64::from(relay_here) {
+        return Ok(false);
+    }
+    Ok(bus
+        .owner_pid_as_the_broker_names_it()?
+        .is_some_and(in_this_pid_namespace))
+}
+
+/// Whether the process `pid` (as this process counts pids) is in this process's pid namespace.
+fn in_this_pid_namespace(pid: u32) -> bool {
+    let namespace = |path: &str| rustix::fs::stat(path).ok().map(|st| (st.st_dev, st.st_ino));
+    match (
+        namespace(&format!("/proc/{pid}/ns/pid")),
+        namespace("/proc/self/ns/pid"),
+    ) {
+        (Some(theirs), Some(ours)) => theirs == ours,
+        _ => false,
+    }
+}
+
 /// Why a route's session bus is passed over while its broker's silence is fresh.
 const SILENT_A_MOMENT_AGO: &str = "its broker did not answer a moment ago";
 
