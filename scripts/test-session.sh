@@ -110,9 +110,10 @@ grep -q "^user manager:  systemd $SYNAPS_SESSION_SYSTEMD[ .~-]" <<<"$report" || 
 grep -qx 'verdict: *scopes will be used (exit 0)' <<<"$report" || fail "doctor does not say scopes will be used: $report"
 pass "synaps-scope doctor: systemd $SYNAPS_SESSION_SYSTEMD, scopes will be used"
 
-echo "== three bursts of 64 launches, each amid a re-exec of alice's manager (as a distribution's upgrade does)"
-for delay in 0 0.04 0.08; do
-  log="$work/reexec-$delay.log"
+echo "== bursts of 64 launches, each amid a re-exec or a reload of alice's manager (as a distribution's upgrade does)"
+for event in daemon-reexec:0 daemon-reexec:0.04 daemon-reexec:0.08 daemon-reload:0.04; do
+  delay=${event#*:}
+  log="$work/${event/:/-}.log"
   : >"$log"
   pids=()
   for _ in $(seq 64); do
@@ -121,14 +122,14 @@ for delay in 0 0.04 0.08; do
     pids+=($!)
   done
   sleep "$delay"
-  systemctl --user daemon-reexec
+  systemctl --user "${event%:*}"
   failed=0
   for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
   scoped=$(grep -c "^0::/user.slice/user-$uid.slice/user@$uid.service/app.slice/synaps-tool-.*\.scope$" "$log" || true)
   [ "$failed" = 0 ] && [ "$scoped" = 64 ] \
-    || fail "a re-exec ${delay} s into 64 launches: $scoped of 64 scoped, $failed failed: $(head -c 2000 "$work/reexec.err")"
+    || fail "${event%:*} ${delay} s into 64 launches: $scoped of 64 scoped, $failed failed: $(head -c 2000 "$work/reexec.err")"
 done
-pass "192 of 192 launches scoped amid re-executions of the manager (required mode, the session bus and the private socket)"
+pass "256 of 256 launches scoped amid three re-executions and a reload of the manager (required mode, the session bus and the private socket)"
 
 echo "== bob (uid 1001) starts a scope of his own, for the handle checks"
 bob_pid=$(sudo-bob "mkdir -p c && tar -C c -xzf /srv/synaps/dist/synaps-scope-$version-$(uname -m)-linux-gnu.tar.gz && { c/*/bin/synaps-scope run -- sleep 120 </dev/null >/dev/null 2>&1 & echo \$!; }")

@@ -53,6 +53,7 @@ for (const [name, meanwhile] of Object.entries(CASES)) {
       proxy.stdout.once('data', resolve);
       proxy.once('exit', (code) => reject(new Error(`slow_manager.py exited ${code}`)));
     });
+    /** @type {NodeJS.ProcessEnv} */
     const env = { ...process.env, XDG_RUNTIME_DIR: runtime };
     delete env.DBUS_SESSION_BUS_ADDRESS;
     const began = Date.now();
