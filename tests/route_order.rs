@@ -234,9 +234,18 @@ fn the_launcher_program_takes_the_session_bus_first_and_the_private_socket_when_
 
     // The launcher program straight from a command line, its own process's cgroup read by the
     // command it execs: through the session bus with a stale XDG_RUNTIME_DIR.
+    launcher_program_lands(
+        "a stale XDG_RUNTIME_DIR",
+        "synaps-tool-0000000000000000000000000000a0a0.scope",
+        &stale_runtime,
+    );
+}
+
+/// The launcher program straight from a command line, `--required`, with `env`: the command it
+/// execs reads its own cgroup, which must be `unit`'s.
+fn launcher_program_lands(case: &str, unit: &str, env: &[(OsString, OsString)]) {
     let mut cmd = Command::new(common::exec_program());
-    cmd.args([
-        "--unit=synaps-tool-0000000000000000000000000000a0a0.scope",
+    cmd.arg(format!("--unit={unit}")).args([
         "--description=route",
         "--timeout-ms=2000",
         "--required",
@@ -245,11 +254,13 @@ fn the_launcher_program_takes_the_session_bus_first_and_the_private_socket_when_
         "cat",
         "/proc/self/cgroup",
     ]);
-    synaps_scope::set_env(&mut cmd, &stale_runtime);
+    synaps_scope::set_env(&mut cmd, env);
     let out = cmd.stdin(Stdio::null()).output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout)
-        .contains("/synaps-tool-0000000000000000000000000000a0a0.scope"));
+    assert!(out.status.success(), "{case}: {out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("/{unit}")),
+        "{case}: {out:?}"
+    );
 }
 
 /// A program of the user that owns `org.freedesktop.systemd1` on the session bus and answers the
@@ -277,25 +288,10 @@ fn an_owner_that_copies_the_managers_unit_path_is_found_out_at_the_start() {
         let env = with_bus(&base, &runtime, &bus.address);
         lands_in_its_scope(case, &env, Duration::from_secs(2));
 
-        // The launcher program straight from a command line, under `--required`.
-        let mut cmd = Command::new(common::exec_program());
-        cmd.args([
-            "--unit=synaps-tool-0000000000000000000000000000c0c0.scope",
-            "--description=copied",
-            "--timeout-ms=2000",
-            "--required",
-            "--",
-            "/bin/cat",
-            "cat",
-            "/proc/self/cgroup",
-        ]);
-        synaps_scope::set_env(&mut cmd, &env);
-        let out = cmd.stdin(Stdio::null()).output().unwrap();
-        assert!(out.status.success(), "{case}: {out:?}");
-        assert!(
-            String::from_utf8_lossy(&out.stdout)
-                .contains("/synaps-tool-0000000000000000000000000000c0c0.scope"),
-            "{case}: {out:?}"
+        launcher_program_lands(
+            case,
+            "synaps-tool-0000000000000000000000000000c0c0.scope",
+            &env,
         );
     }
 }

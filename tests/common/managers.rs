@@ -290,25 +290,14 @@ impl SlowManager {
     fn start(real_runtime: &Path, needle: &str, seconds: &str, first_only: bool) -> SlowManager {
         let runtime = TempDir::new("slow-manager");
         fs::create_dir(runtime.path().join("systemd")).unwrap();
-        let mut cmd = Command::new("python3");
-        cmd.arg(test_tool("slow_manager.py"))
-            .arg("--listen")
-            .arg(runtime.path().join("systemd/private"))
-            .arg("--to")
-            .arg(real_runtime.join("systemd/private"))
-            .args(["--needle", needle, "--delay", seconds])
-            .args(first_only.then_some("--first-only"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .expect("python3 runs tests/tools/slow_manager.py");
-        let mut ready = String::new();
-        use std::io::BufRead;
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut ready)
-            .unwrap();
-        assert_eq!(ready.trim(), "ready", "slow_manager.py did not start");
+        let child = started_tool("slow_manager.py", |cmd| {
+            cmd.arg("--listen")
+                .arg(runtime.path().join("systemd/private"))
+                .arg("--to")
+                .arg(real_runtime.join("systemd/private"))
+                .args(["--needle", needle, "--delay", seconds])
+                .args(first_only.then_some("--first-only"));
+        });
         SlowManager { child, runtime }
     }
 
@@ -386,20 +375,9 @@ impl Squatter {
     }
 
     fn with_options(address: &OsString, options: &[&str]) -> Squatter {
-        use std::io::BufRead;
-        let mut child = Command::new("python3")
-            .arg(test_tool("name_squatter.py"))
-            .arg(address)
-            .args(options)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs the name squatter");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready", "the squatter did not take the name");
-        Squatter(child)
+        Squatter(started_tool("name_squatter.py", |cmd| {
+            cmd.arg(address).args(options);
+        }))
     }
 }
 
@@ -422,21 +400,11 @@ pub struct Relay {
 impl Relay {
     /// A relay to the socket at `target`.
     pub fn to(target: &Path) -> Relay {
-        use std::io::BufRead;
         let dir = TempDir::new("relay");
         let socket = dir.path().join("bus");
-        let mut child = Command::new("python3")
-            .arg(test_tool("bus_relay.py"))
-            .arg(&socket)
-            .arg(target)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs the bus relay");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready", "the relay did not listen");
+        let child = started_tool("bus_relay.py", |cmd| {
+            cmd.arg(&socket).arg(target);
+        });
         Relay {
             child,
             socket,
@@ -459,6 +427,26 @@ impl Drop for Relay {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The Python test tool `name` (`tests/tools/`) with the arguments `args` adds, once it has said
+/// on stdout that it is ready.
+fn started_tool(name: &str, args: impl FnOnce(&mut Command)) -> Child {
+    use std::io::BufRead;
+    let mut cmd = Command::new("python3");
+    cmd.arg(test_tool(name));
+    args(&mut cmd);
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("python3 runs tests/tools/{name}: {e}"));
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready", "tests/tools/{name} did not start");
+    child
 }
 
 /// The test tool `name` (`tests/tools/`), found from whichever crate of the workspace runs.
