@@ -687,12 +687,18 @@ impl Connection {
         let Some(owner) = self.owner.clone().filter(|_| self.via_broker) else {
             return Ok(None);
         };
-        let reply = self.call_broker("GetConnectionUnixProcessID", Call::new().string(&owner))?;
+        self.pid_of_connection(&owner)
+    }
+
+    /// The pid the broker names as the process of the bus connection `name`, if its answer holds
+    /// one.
+    fn pid_of_connection(&mut self, name: &str) -> Result<Option<u32>, BusError> {
+        let reply = self.call_broker("GetConnectionUnixProcessID", Call::new().string(name))?;
         Ok(reply
             .body
             .first()
             .and_then(wire::Value::as_u64)
-            .and_then(|pid| u32::try_from(pid).ok()))
+            .map(|pid| u32::try_from(pid).unwrap_or(0)))
     }
 
     /// Through a broker: the pid the broker names as this connection's process, which is what the
@@ -712,15 +718,10 @@ impl Connection {
             .unique_name
             .clone()
             .ok_or_else(|| BusError::Broken("the broker gave this connection no name".into()))?;
-        let reply = self.call_broker("GetConnectionUnixProcessID", Call::new().string(&me))?;
-        let pid = reply
-            .body
-            .first()
-            .and_then(wire::Value::as_u64)
-            .ok_or_else(|| {
-                BusError::Broken("the broker's GetConnectionUnixProcessID gave no pid".into())
-            })?;
-        self.sender_pid = Some(u32::try_from(pid).unwrap_or(0));
+        let pid = self.pid_of_connection(&me)?.ok_or_else(|| {
+            BusError::Broken("the broker's GetConnectionUnixProcessID gave no pid".into())
+        })?;
+        self.sender_pid = Some(pid);
         Ok(self.sender_pid)
     }
 

@@ -175,10 +175,11 @@ impl Route {
             .filter(|_| self.runtime_dir().is_some_and(manager_listens_in))
     }
 
-    /// What the runtime directory says of the session bus's broker (`broker_silence`), where the
-    /// private socket is there to take instead; else nothing (nor is a mark of silence heeded).
+    /// What the runtime directory says of the session bus's broker (`broker_silence`), on a route
+    /// that may take the private socket instead; else nothing (nor is anything read). A mark of
+    /// silence is heeded only where the private socket is there ([`Connection::open_as`]).
     fn broker_heard(&self) -> Heard {
-        match (self.private_to_fall_back_to(), self.runtime_dir()) {
+        match (self.without_session_bus(), self.runtime_dir()) {
             (Some(_), Some(runtime)) => broker_silence::heard(runtime),
             _ => Heard::Nothing,
         }
@@ -331,10 +332,12 @@ impl Connection {
     /// over at once, and one that answers now clears what was said of it.
     fn open_as(route: &Route, deadline: Instant, pipelined: bool) -> Result<Self, BusError> {
         let heard = route.broker_heard();
-        if let (Heard::Silent, Some(private)) = (&heard, route.without_session_bus()) {
-            let mut connection = Connection::open_as(&private, deadline, pipelined)?;
-            connection.passed_over = Some(SILENT_A_MOMENT_AGO.to_owned());
-            return Ok(connection);
+        if let Heard::Silent = heard {
+            if let Some(private) = route.private_to_fall_back_to() {
+                let mut connection = Connection::open_as(&private, deadline, pipelined)?;
+                connection.passed_over = Some(SILENT_A_MOMENT_AGO.to_owned());
+                return Ok(connection);
+            }
         }
         let (socket, via_broker, started) = Self::connect(route)?;
         if via_broker {
@@ -359,18 +362,24 @@ impl Connection {
         deadline: Instant,
         heard: &Heard,
     ) -> Result<Self, BusError> {
+        let runtime = route.runtime_dir();
+        // A broker that answers clears what was said of its silence.
+        let answered = || {
+            if let (Some(runtime), Heard::Silent | Heard::SilentLongAgo) = (runtime, heard) {
+                broker_silence::note_answered(runtime);
+            }
+        };
         let Some(private) = route.private_to_fall_back_to() else {
-            return Connection::greeting(route, socket, started, deadline);
+            let connection = Connection::greeting(route, socket, started, deadline)?;
+            answered();
+            return Ok(connection);
         };
         let now = Instant::now();
         let broker_deadline =
             now + (deadline.saturating_duration_since(now) / 2).min(BROKER_PATIENCE);
-        let runtime = route.runtime_dir();
         match Connection::greeting(route, socket, started, broker_deadline) {
             Ok(mut connection) => {
-                if let (Some(runtime), Heard::Silent | Heard::SilentLongAgo) = (runtime, heard) {
-                    broker_silence::note_answered(runtime);
-                }
+                answered();
                 connection.set_deadline(deadline);
                 Ok(connection)
             }
