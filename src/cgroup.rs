@@ -95,7 +95,13 @@ pub(crate) fn own() -> Result<String, CgroupError> {
 /// Whether this process is in the cgroup of `unit` in any hierarchy /proc/self/cgroup lists (the
 /// unified one, or systemd's own named one on a legacy system); None when it cannot be read.
 pub(crate) fn own_is_in_unit(unit: &str) -> Option<bool> {
-    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    is_in_unit("self", unit)
+}
+
+/// Whether the process `pid` (a number, or `self`) is in the cgroup of `unit`, as
+/// [`own_is_in_unit`] tells it.
+pub(crate) fn is_in_unit(pid: &str, unit: &str) -> Option<bool> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     Some(
         text.lines()
             .filter_map(|line| line.splitn(3, ':').nth(2))

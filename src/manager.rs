@@ -165,6 +165,11 @@ mod tests {
             "/org/freedesktop/systemd1/unit/_31x_2eslice"
         );
         assert_eq!(unit_path(""), "/org/freedesktop/systemd1/unit/_");
+        // The manager's own unit, whose path `bus::route` compares answers with.
+        assert_eq!(
+            unit_path("init.scope"),
+            "/org/freedesktop/systemd1/unit/init_2escope"
+        );
     }
 
     #[test]

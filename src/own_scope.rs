@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use crate::bus::comeback::Comeback;
 use crate::bus::wire::{Call, Property};
 use crate::bus::{
-    own_pid_names_this_process, pool, sender_on, BusError, Connection, Fallback, Route, Sender,
+    identity_on, own_pidfd, pool, BusError, Connection, Fallback, Identity, Route, MANAGER,
+    MANAGER_PATH,
 };
 use crate::cgroup;
 use crate::inputs::NO_USER_BUS;
@@ -280,37 +281,47 @@ fn make_own_scope_over(
     deadline: Instant,
 ) -> Result<(), NotMade> {
     let before = |e: BusError| NotMade::unsent(route, e);
-    // "The sender" must name this process (A7): where the broker names another, or one that
-    // cannot be told from another, the private socket is taken, whose credentials are this
-    // process's own; where there is none, a relay's is never sent.
-    let private = route.private_to_fall_back_to();
-    let (pid, doubt) = match (sender_on(&mut bus).map_err(before)?, &private) {
-        (Sender::ThisProcess, _) | (Sender::Unknown(_), None) => (THE_SENDER, None),
-        (Sender::Unknown(why) | Sender::Another(why), Some(_)) => (THE_SENDER, Some(why)),
-        // Without a private socket, the pid number, where the manager counts pids as this
-        // process does.
-        (Sender::Another(why), None) => {
-            if !own_pid_names_this_process(&mut bus).map_err(before)? {
-                return Err(NotMade::before_sending(format!(
-                    "{why}; no private socket of the manager to take instead, and the manager's \
-                     pid namespace is not known to be this process's"
-                )));
-            }
-            (std::process::id(), None)
+    // The manager must move this process and no other (A7): "the sender" only where this process
+    // is the peer the manager asks about; else its pid, where the manager counts pids alike; else
+    // a pidfd; else the private socket, whose credentials are this process's own; else nothing.
+    let (who, mut bus) = match identity_on(route, &mut bus, deadline).map_err(before)? {
+        Identity::TheSender => (Who::Pid(THE_SENDER), bus),
+        Identity::OwnPid => (Who::Pid(std::process::id()), bus),
+        Identity::PidFd(by_pidfd) => (Who::PidFd, *by_pidfd),
+        Identity::TakePrivate(why) => {
+            let private = route
+                .private_to_fall_back_to()
+                .ok_or_else(|| NotMade::before_sending(why.clone()))?;
+            tracing::debug!(target: crate::diag::TARGET, "{why}; taking the private socket");
+            drop(bus);
+            let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
+            return make_own_scope_over(&private, bus, turn, request, deadline);
         }
+        Identity::Nothing(why) => return Err(NotMade::before_sending(why)),
     };
-    if let (Some(why), Some(private)) = (doubt, private) {
-        tracing::debug!(target: crate::diag::TARGET, "{why}; taking the private socket");
-        drop(bus);
-        let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
-        return make_own_scope_over(&private, bus, turn, request, deadline);
-    }
     // Both ways here (a new connection, or a kept one taken renewed) bound it by `deadline`.
     bus.listen_for_jobs();
     bus.subscribe_job_removed().map_err(before)?;
-    let serial = bus
-        .send_manager("StartTransientUnit", start_scope_call(request, pid))
-        .map_err(NotMade::after_sending)?;
+    let call = start_scope_call(request, who);
+    let sent = match who {
+        Who::Pid(_) => bus.send_manager("StartTransientUnit", call),
+        Who::PidFd => match own_pidfd() {
+            Ok(pidfd) => bus.send_with_fd(
+                call,
+                std::os::fd::AsFd::as_fd(&pidfd),
+                crate::bus::SYSTEMD,
+                MANAGER_PATH,
+                MANAGER,
+                "StartTransientUnit",
+            ),
+            Err(e) => {
+                return Err(NotMade::before_sending(format!(
+                    "no pidfd of this process: {e}"
+                )))
+            }
+        },
+    };
+    let serial = sent.map_err(NotMade::after_sending)?;
     // On a pipelined connection the call went out with the authentication; refused, it was
     // never read as a call.
     let answered = match bus.authenticated() {
@@ -364,16 +375,26 @@ fn make_own_scope_over(
 /// its own (`unshare --pid`, bwrap, a container) it names another process, which would be moved.
 const THE_SENDER: u32 = 0;
 
-/// `StartTransientUnit` of the scope `request` for `pid` ([`THE_SENDER`] for the caller; through
-/// a relay with no private socket, this process's pid where the manager counts pids as this
-/// process does: `bus::own_pid_names_this_process`), with the properties systemd-run sends
+/// How the scope's process is named in `StartTransientUnit` (`bus::Identity`).
+#[derive(Clone, Copy)]
+enum Who {
+    /// `PIDs=[pid]`: [`THE_SENDER`], or this process's own pid.
+    Pid(u32),
+    /// `PIDFDs=[a pidfd of this process]`, attached to the call.
+    PidFd,
+}
+
+/// `StartTransientUnit` of the scope `request` for `who`, with the properties systemd-run sends
 /// for `--scope --collect`, but for `AddRef`: systemd-run sends it through a broker to pin the
 /// unit for as long as its bus name lives, which for the launcher program ends at its `execve`,
 /// while the scope holds the command's pid from its start job on (and a unit with a job or a
 /// process is never collected). It costs the manager a match on the broker and the name's
 /// disappearance to handle: 0.29 ms a launch and a quarter of its CPU per launch, measured.
-fn start_scope_call(request: &ScopeRequest<'_>, pid: u32) -> Call {
-    let pid = [pid];
+fn start_scope_call(request: &ScopeRequest<'_>, who: Who) -> Call {
+    let pid = match who {
+        Who::Pid(pid) => [pid],
+        Who::PidFd => [0],
+    };
     let mut properties = vec![
         ("Description", Property::Str(request.description)),
         ("CollectMode", Property::Str("inactive-or-failed")),
@@ -381,7 +402,10 @@ fn start_scope_call(request: &ScopeRequest<'_>, pid: u32) -> Call {
     if let Some(slice) = request.slice {
         properties.push(("Slice", Property::Str(slice)));
     }
-    properties.push(("PIDs", Property::Pids(&pid)));
+    properties.push(match who {
+        Who::Pid(_) => ("PIDs", Property::Pids(&pid)),
+        Who::PidFd => ("PIDFDs", Property::OnePidFd),
+    });
     Call::new()
         .string(request.unit)
         .string("fail")
@@ -415,7 +439,7 @@ impl KeptConnection {
         deadline: Instant,
     ) -> Result<(), String> {
         self.bus.renew(deadline).map_err(|e| e.to_string())?;
-        let call = start_scope_call(request, pid);
+        let call = start_scope_call(request, Who::Pid(pid));
         let serial = self
             .bus
             .send_manager("StartTransientUnit", call)

@@ -6,9 +6,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use crate::bus::wire::Call;
-use crate::bus::{
-    own_pid_names_this_process, pool, sender_on, BusError, Connection, Route, Sender,
-};
+use crate::bus::{identity_on, pool, BusError, Connection, Identity, Route};
 use crate::per_process::{lock, PerProcess};
 
 /// What a probe that reached the manager found beside its verdict.
@@ -127,16 +125,14 @@ struct Answer {
 /// One probe: a conversation of this request's own.
 fn ask(route: &Route, unit_slice: Option<&str>, deadline: Instant) -> Result<Reached, String> {
     pool::with_connection(route, deadline, |bus, fresh| {
-        // The launch takes the private socket where the session bus names another process as
-        // the sender; where there is none, it cannot be scoped, and says so now.
-        if route.is_the_launcher_programs() && route.private_to_fall_back_to().is_none() {
-            if let Sender::Another(why) = sender_on(bus)? {
-                if !own_pid_names_this_process(bus)? {
-                    return Ok(Err(format!(
-                        "{why}; no private socket of the manager to take instead, and the \
-                         manager's pid namespace is not known to be this process's"
-                    )));
-                }
+        // The launch takes the private socket where the session bus cannot name its process
+        // as the sender; on the private socket, and where there is none, it cannot be scoped
+        // unless some identity names it alone (the sender, its pid, a pidfd), and says so now.
+        if route.is_the_launcher_programs()
+            && (!bus.via_broker || route.private_to_fall_back_to().is_none())
+        {
+            if let Identity::Nothing(why) = identity_on(route, bus, deadline)? {
+                return Ok(Err(why));
             }
         }
         let verdict = match unit_slice {

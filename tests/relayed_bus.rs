@@ -5,7 +5,9 @@
 //! names its own process; through a relay it takes the manager's private socket, whose
 //! credentials are its own; where there is none, its pid number where the manager counts pids as
 //! it does, and else no scope: the launch is direct with the reason, and refused under
-//! `required`. The relay never leaves its cgroup.
+//! `required`. A relay in front of the manager's private socket is named by the manager too (the
+//! socket's other end is the relay): the launcher's pid where the manager counts pids alike, else
+//! no scope. The relay never leaves its cgroup.
 
 mod common;
 
@@ -98,18 +100,58 @@ fn through_a_relay_with_no_private_socket_the_pid_names_the_launcher_where_the_m
     assert_eq!(cgroup_of(relay.pid()), relay_cgroup, "the relay was moved");
 }
 
-/// The relay and the launcher program in a pid namespace of their own (a sandbox's), the broker
-/// and manager outside it, and no private socket: the broker names the relay by another pid than
-/// the relay has in the namespace, so neither "the sender" nor a pid number can be trusted. No
-/// scope is made: 125 under `required`, with the reason; the command never runs, no unit is
-/// made, and the relay stays where it was.
+/// A runtime directory whose private socket is `relay`'s (a forwarded or proxied private socket),
+/// with no session bus: its environment.
+fn private_socket_only_through(relay: &Relay, container: &TempDir) -> Vec<(OsString, OsString)> {
+    std::fs::create_dir(container.path().join("systemd")).unwrap();
+    std::os::unix::fs::symlink(&relay.socket, container.path().join("systemd/private")).unwrap();
+    let env = common::env_with(&[("XDG_RUNTIME_DIR", &container.path().as_os_str().to_owned())]);
+    common::env_without(&env, &["DBUS_SESSION_BUS_ADDRESS"])
+}
+
+/// A relay in front of the manager's private socket: the manager would name the relay as the
+/// sender, for the socket's other end is the relay, not the manager (which is in its own
+/// `init.scope`). The manager is in the launcher's pid namespace here, so the launcher's pid names
+/// it alone: the command runs in its scope, the library's probe agrees, and the relay stays put.
 #[test]
-fn through_a_relay_in_a_pid_namespace_with_no_private_socket_no_scope_is_made_and_the_launch_says_why(
-) {
+fn through_a_relay_in_front_of_the_private_socket_the_pid_names_the_launcher_not_the_relay() {
     let Some(rig) = rig() else { return };
     let manager = Manager::with_session_bus(&rig);
-    let container = TempDir::new("sandboxed-runtime");
-    let socket = container.path().join("bus");
+    let relay = Relay::to(&manager.runtime_dir.join("systemd/private"));
+    let relay_cgroup = cgroup_of(relay.pid());
+    let container = TempDir::new("relayed-private");
+    let env = private_socket_only_through(&relay, &container);
+
+    for _ in 0..3 {
+        let out = launch(&env, true);
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&format!("/{UNIT}")),
+            "{out:?}"
+        );
+    }
+    let env = common::with_wrapper(&env, "synaps-scope-exec");
+    assert!(
+        matches!(
+            decide(&env, ScopeKind::Tool, &LauncherOptions::default()),
+            Ok(Decision::Scoped(_))
+        ),
+        "the probe through the relay"
+    );
+    assert_eq!(cgroup_of(relay.pid()), relay_cgroup, "the relay was moved");
+}
+
+/// The same relay and the launcher program in a pid namespace of their own, the manager outside
+/// it: neither "the sender" (the relay) nor a pid number (the manager counts pids otherwise) names
+/// the launcher. No scope is made: 125 under `required` with the reason, the command never run,
+/// the relay unmoved.
+#[test]
+fn through_a_relay_in_front_of_the_private_socket_from_a_pid_namespace_no_scope_is_made() {
+    let Some(rig) = rig() else { return };
+    let manager = Manager::with_session_bus(&rig);
+    let container = TempDir::new("sandboxed-private");
+    std::fs::create_dir(container.path().join("systemd")).unwrap();
+    let socket = container.path().join("systemd/private");
     let relay_script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/bus_relay.py");
     let script = format!(
         "python3 '{relay}' '{socket}' '{target}' > '{ready}' & relay=$!
@@ -122,7 +164,7 @@ fn through_a_relay_in_a_pid_namespace_with_no_private_socket_no_scope_is_made_an
          kill $relay",
         relay = relay_script.display(),
         socket = socket.display(),
-        target = manager.runtime_dir.join("bus").display(),
+        target = manager.runtime_dir.join("systemd/private").display(),
         ready = container.path().join("ready").display(),
         exec = common::exec_program().display(),
     );
@@ -140,12 +182,98 @@ fn through_a_relay_in_a_pid_namespace_with_no_private_socket_no_scope_is_made_an
     assert!(!said.contains(UNIT), "the command ran: {said}");
     assert!(said.contains("relay unmoved"), "{said}");
     assert!(
+        stderr.contains("which is not the manager")
+            && stderr.contains("not known to be this process's"),
+        "{stderr}"
+    );
+}
+
+/// The relay (passing descriptors too where `pass_fds`) and the launcher program in a pid
+/// namespace of their own (a sandbox's), the broker and manager outside it, and no private socket:
+/// the launcher program runs `cat /proc/self/cgroup` in [`UNIT`] under `required`. Returns what it
+/// printed (its cgroup, its exit status, and whether the relay was moved) and its stderr.
+fn in_sandbox_through_a_relay(manager: &Manager, pass_fds: bool) -> (String, String) {
+    let container = TempDir::new("sandboxed-runtime");
+    let socket = container.path().join("bus");
+    let relay_script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/bus_relay.py");
+    let script = format!(
+        "python3 '{relay}' {pass_fds} '{socket}' '{target}' > '{ready}' & relay=$!
+         until [ -s '{ready}' ]; do sleep 0.02; done
+         before=$(grep ^0:: /proc/$relay/cgroup)
+         '{exec}' --unit={UNIT} --description=sandboxed --timeout-ms=3000 --required -- /bin/cat cat /proc/self/cgroup
+         echo \"exit $?\"
+         after=$(grep ^0:: /proc/$relay/cgroup)
+         [ \"$before\" = \"$after\" ] && echo 'relay unmoved' || echo \"relay moved: $before -> $after\"
+         kill $relay",
+        relay = relay_script.display(),
+        pass_fds = if pass_fds { "--pass-fds" } else { "" },
+        socket = socket.display(),
+        target = manager.runtime_dir.join("bus").display(),
+        ready = container.path().join("ready").display(),
+        exec = common::exec_program().display(),
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script]);
+    let env = common::env_with(&[("XDG_RUNTIME_DIR", &container.path().as_os_str().to_owned())]);
+    set_env(
+        &mut cmd,
+        &common::env_without(&env, &["DBUS_SESSION_BUS_ADDRESS"]),
+    );
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A byte relay in a sandbox's pid namespace, the broker and manager outside it, and no private
+/// socket: the broker names the relay by another pid than the relay has in the namespace, so
+/// neither "the sender" nor a pid number can be trusted, and a pidfd sent through the relay is
+/// dropped on the way (a manager from 257 on would take one). No scope is made: 125 under
+/// `required`, with the reason; the command never runs, no unit is made, and the relay stays
+/// where it was.
+#[test]
+fn through_a_relay_in_a_pid_namespace_with_no_private_socket_no_scope_is_made_and_the_launch_says_why(
+) {
+    let Some(rig) = rig() else { return };
+    let manager = Manager::with_session_bus(&rig);
+    let (said, stderr) = in_sandbox_through_a_relay(&manager, false);
+    assert!(said.contains("exit 125"), "{said}\n{stderr}");
+    assert!(!said.contains(UNIT), "the command ran: {said}");
+    assert!(said.contains("relay unmoved"), "{said}");
+    assert!(
         stderr.contains("a relay or proxy stands between")
             && stderr.contains("not known to be this process's"),
         "{stderr}"
     );
+    let why_no_pidfd = if rig.version >= 257 {
+        "a descriptor sent on the session bus did not reach its broker"
+    } else {
+        "takes no pidfd"
+    };
+    assert!(stderr.contains(why_no_pidfd), "{stderr}");
     assert!(
         !list_units(&manager.env(), &["synaps-tool-*"]).contains(UNIT),
         "a scope was made"
     );
+}
+
+/// The same sandbox behind a proxy that passes descriptors (as xdg-dbus-proxy does): a manager
+/// that takes a pidfd (257 on) is sent one of the launcher program, which alone is moved; an
+/// older one is not, and the launch is refused with the reason. The relay never moves.
+#[test]
+fn through_a_proxy_that_passes_descriptors_a_pidfd_names_the_launcher_where_the_manager_takes_one()
+{
+    let Some(rig) = rig() else { return };
+    let manager = Manager::with_session_bus(&rig);
+    let (said, stderr) = in_sandbox_through_a_relay(&manager, true);
+    assert!(said.contains("relay unmoved"), "{said}\n{stderr}");
+    if rig.version >= 257 {
+        assert!(said.contains("exit 0"), "{said}\n{stderr}");
+        assert!(said.contains(&format!("/{UNIT}")), "{said}\n{stderr}");
+    } else {
+        assert!(said.contains("exit 125"), "{said}\n{stderr}");
+        assert!(!said.contains(UNIT), "the command ran: {said}");
+        assert!(stderr.contains("takes no pidfd"), "{stderr}");
+    }
 }

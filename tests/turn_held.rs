@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 use common::{env_without, rig, SlowManager, TempDir};
 use synaps_scope::{decide, set_env, with_overrides, LauncherOptions, ScopeKind};
 
+/// The launcher program's scope.
+const UNIT: &str = "synaps-tool-0000000000000000000000000000d0d0.scope";
+
 /// How long the stand-in holds the first authentication, and so the first request's turn.
 const HELD: Duration = Duration::from_millis(600);
 
@@ -58,18 +61,26 @@ fn launcher_ends_after(case: &str, meanwhile: impl FnOnce(&OsString)) -> Duratio
     meanwhile(&runtime);
     let mut cmd = Command::new(common::exec_program());
     cmd.args([
-        "--unit=synaps-tool-0000000000000000000000000000d0d0.scope",
+        &format!("--unit={UNIT}"),
         "--description=turn held",
         "--timeout-ms=3000",
+        "--required",
         "--",
-        "/bin/true",
-        "true",
+        "/bin/cat",
+        "cat",
+        "/proc/self/cgroup",
     ]);
     set_env(&mut cmd, &env);
     let out = cmd.stdin(Stdio::null()).output().unwrap();
     let ended = began.elapsed();
     holder.join().unwrap();
     assert!(out.status.success(), "{case}: {out:?}");
+    // Through the stand-in (a relay in front of the private socket) the launcher is named by its
+    // pid, and lands in its scope.
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("/{UNIT}")),
+        "{case}: not in its scope: {out:?}"
+    );
     eprintln!("{case}: the launcher program ended {ended:?} after the turn was taken");
     ended
 }

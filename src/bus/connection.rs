@@ -4,14 +4,16 @@
 use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::fmt;
-use std::os::fd::OwnedFd;
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 use rustix::event::PollFlags;
 use rustix::io::Errno;
 use rustix::net::{
-    self, AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+    self, AddressFamily, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
+    SocketAddrUnix, SocketFlags, SocketType,
 };
 
 use super::address::{self, Address};
@@ -163,6 +165,10 @@ pub(crate) struct Connection {
     sender_pid: Option<u32>,
     /// The owner's answer to the greeting's `Get(Manager, UnitPath)`, until taken.
     unit_path: Option<Result<Message, BusError>>,
+    /// The authentication asks to pass descriptors (`NEGOTIATE_UNIX_FD`).
+    negotiates_fds: bool,
+    /// The server agreed to pass descriptors.
+    pub(crate) fds_agreed: bool,
 }
 
 /// What a call sent ahead asks.
@@ -281,7 +287,27 @@ impl Connection {
             unique_name: None,
             sender_pid: None,
             unit_path: None,
+            negotiates_fds: false,
+            fds_agreed: false,
         }
+    }
+
+    /// [`Connection::over`] a broker's connected socket, asking in the authentication to pass
+    /// descriptors ([`Connection::fds_agreed`] says whether the broker agreed).
+    pub(super) fn over_passing_fds(
+        socket: Socket,
+        greeting: BrokerGreeting,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Self, BusError> {
+        let mut connection =
+            Connection::unauthenticated(socket, true, READ_SIZE, started, deadline);
+        connection.negotiates_fds = true;
+        connection.send_authentication()?;
+        connection.finish_authentication()?;
+        connection.greet_broker(greeting)?;
+        connection.authenticated()?;
+        Ok(connection)
     }
 
     /// Starts a new conversation on this connection, bounded by `deadline`. Through a broker it
@@ -380,8 +406,13 @@ impl Connection {
     fn send_authentication(&mut self) -> Result<(), BusError> {
         let uid = rustix::process::geteuid().as_raw().to_string();
         let hex: String = uid.bytes().map(|b| format!("{b:02x}")).collect();
+        let fds = if self.negotiates_fds {
+            "NEGOTIATE_UNIX_FD\r\n"
+        } else {
+            ""
+        };
         self.send_all(
-            format!("\0AUTH EXTERNAL {hex}\r\nBEGIN\r\n").as_bytes(),
+            format!("\0AUTH EXTERNAL {hex}\r\n{fds}BEGIN\r\n").as_bytes(),
             "authentication",
         )
     }
@@ -449,20 +480,35 @@ impl Connection {
         self.unit_path.take()
     }
 
-    /// Reads the server's answer to the authentication: OK, or why not.
+    /// Reads the server's answer to the authentication: OK, or why not; and, where asked, its
+    /// answer to passing descriptors.
     fn finish_authentication(&mut self) -> Result<(), BusError> {
         self.authenticating = false;
+        let line = self.auth_line()?;
+        if !line.starts_with(b"OK ") {
+            return Err(BusError::Broken(format!(
+                "authentication refused: {}",
+                String::from_utf8_lossy(&line).trim_end()
+            )));
+        }
+        if self.negotiates_fds {
+            let line = self.auth_line()?;
+            self.fds_agreed = line == b"AGREE_UNIX_FD\r\n";
+            if !self.fds_agreed && !line.starts_with(b"ERROR") {
+                return Err(BusError::Broken(format!(
+                    "an answer to NEGOTIATE_UNIX_FD that is neither AGREE_UNIX_FD nor ERROR: {}",
+                    String::from_utf8_lossy(&line).trim_end()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The server's next line of the authentication, with its CRLF.
+    fn auth_line(&mut self) -> Result<Vec<u8>, BusError> {
         loop {
             if let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") {
-                let line = self.buf.drain(..end + 2).collect::<Vec<u8>>();
-                return if line.starts_with(b"OK ") {
-                    Ok(())
-                } else {
-                    Err(BusError::Broken(format!(
-                        "authentication refused: {}",
-                        String::from_utf8_lossy(&line).trim_end()
-                    )))
-                };
+                return Ok(self.buf.drain(..end + 2).collect());
             }
             if self.buf.len() > 4096 {
                 return Err(BusError::Broken("no authentication reply".into()));
@@ -540,6 +586,58 @@ impl Connection {
         };
         let bytes = call.finish(self.serial, flags, destination, path, interface, member);
         self.send_all(&bytes, "sending a call")?;
+        Ok(self.serial)
+    }
+
+    /// [`Connection::send`] of a call whose descriptors ([`Call::unix_fds`], one here) are `fd`,
+    /// on a connection whose server agreed to pass descriptors.
+    pub(crate) fn send_with_fd(
+        &mut self,
+        call: Call,
+        fd: BorrowedFd<'_>,
+        destination: &str,
+        path: &str,
+        interface: &str,
+        member: &str,
+    ) -> Result<u32, BusError> {
+        if !self.fds_agreed || call.unix_fds() != 1 {
+            return Err(BusError::Broken(
+                "a descriptor to send on a connection that does not pass them".into(),
+            ));
+        }
+        self.serial += 1;
+        let flags = if destination == BROKER {
+            0
+        } else {
+            NO_AUTO_START
+        };
+        let bytes = call.finish(
+            self.serial,
+            flags,
+            Some(destination),
+            path,
+            interface,
+            member,
+        );
+        // The descriptor goes with the message's first bytes; the rest follows as usual.
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let sent = loop {
+            let mut control = SendAncillaryBuffer::new(&mut space);
+            let fds = [fd];
+            control.push(SendAncillaryMessage::ScmRights(&fds));
+            match net::sendmsg(
+                &self.fd,
+                &[std::io::IoSlice::new(&bytes)],
+                &mut control,
+                SendFlags::NOSIGNAL,
+            ) {
+                Ok(n) => break n,
+                Err(Errno::AGAIN) => self.wait(PollFlags::OUT, "sending a call")?,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(BusError::Broken(e.to_string())),
+            }
+        };
+        self.send_all(&bytes[sent..], "sending a call")?;
         Ok(self.serial)
     }
 
@@ -656,6 +754,11 @@ impl Connection {
 
     /// A call to the manager object.
     pub(crate) fn call_manager(&mut self, member: &str, call: Call) -> Result<Message, BusError> {
+        // On a pipelined connection the authentication's answer is read first: sd-bus's server
+        // takes a call that came in the same read as BEGIN only at the socket's next wake-up, and
+        // a short one (a question, unlike a scope's start) fits in that read whole, so it would
+        // wait for the caller to hang up (seen through a relay, which hands both on at once).
+        self.authenticated()?;
         let serial = self.send_manager(member, call)?;
         self.reply(serial)
     }
@@ -723,6 +826,21 @@ impl Connection {
         })?;
         self.sender_pid = Some(pid);
         Ok(self.sender_pid)
+    }
+
+    /// The object path of the unit the manager says the process `pid` (as the manager counts
+    /// pids) is in; None where it is in none of the manager's units.
+    pub(crate) fn unit_of_pid(&mut self, pid: u32) -> Result<Option<String>, BusError> {
+        match self.call_manager("GetUnitByPID", Call::new().uint32(pid)) {
+            Ok(reply) => Ok(reply.first_str().map(str::to_owned)),
+            Err(BusError::Refused { name, .. })
+                if name == "org.freedesktop.systemd1.NoUnitForPID"
+                    || name == "org.freedesktop.systemd1.NoSuchProcess" =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// `org.freedesktop.DBus.Peer.Ping` to the manager: answered by its own event loop, so a reply

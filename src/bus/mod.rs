@@ -15,8 +15,8 @@ pub(crate) mod pool;
 mod route;
 pub(crate) mod wire;
 
-pub(crate) use connection::{BusError, Connection, Socket, MANAGER, MANAGER_PATH};
-pub(crate) use route::{own_pid_names_this_process, sender_on, Fallback, Route, Sender};
+pub(crate) use connection::{BusError, Connection, Socket, MANAGER, MANAGER_PATH, SYSTEMD};
+pub(crate) use route::{identity_on, own_pidfd, Fallback, Identity, Route};
 
 /// The fuzz target's conversation (`crate::__fuzz::converse_with_peer`): a socket pair whose far
 /// end a thread fills with `stream` and then shuts for writing (reading on until the client is

@@ -14,6 +14,7 @@ use super::connection::{
     READ_SIZE,
 };
 use super::owner::{manager_listens_in, which_manager, Expected};
+use super::wire::Call;
 use crate::inputs::UserBus;
 
 /// The longest a greeting of the session bus's broker may take when the private socket is there
@@ -243,6 +244,143 @@ impl Route {
     }
 }
 
+/// How a launch names its process to the manager in `StartTransientUnit`: the first of these that
+/// names this process and no other on the connection at hand.
+pub(crate) enum Identity {
+    /// `PIDs=[0]`, "the sender": this process is the peer the manager asks about (the private
+    /// socket's own credentials, or a broker that names this process by its own pid).
+    TheSender,
+    /// `PIDs=[own pid]`: a relay in this pid namespace stands between, and the manager is shown
+    /// to count pids as this process does ([`own_pid_names_this_process`]).
+    OwnPid,
+    /// `PIDFDs=[pidfd of this process]`, over this connection of its own, whose broker agreed to
+    /// pass descriptors and was shown to get one: where no pid names this process to the manager,
+    /// and the manager takes a pidfd.
+    PidFd(Box<Connection>),
+    /// None on this connection; the private socket, which the route has, names this process by
+    /// the socket's own credentials (why the connection at hand does not).
+    TakePrivate(String),
+    /// None can be right (why): the launch is direct, and refused under `required`.
+    Nothing(String),
+}
+
+/// The systemd release from which a manager takes `PIDFDs` in a scope's `StartTransientUnit`
+/// (257 and 262 do in the rig; 254 and before refuse it as an unknown property). 255 and 256 are
+/// not relied on.
+pub(crate) const PIDFDS_SINCE: u32 = 257;
+
+/// How this process is to be named to the manager on `bus` along `route` (see [`Identity`]),
+/// within `deadline`.
+pub(crate) fn identity_on(
+    route: &Route,
+    bus: &mut Connection,
+    deadline: Instant,
+) -> Result<Identity, BusError> {
+    let why = match sender_on(bus)? {
+        Sender::ThisProcess => return Ok(Identity::TheSender),
+        Sender::Another(why) | Sender::Unknown(why)
+            if bus.via_broker && route.private_to_fall_back_to().is_some() =>
+        {
+            return Ok(Identity::TakePrivate(why))
+        }
+        Sender::Another(why) if !bus.via_broker => {
+            if own_pid_names_this_process(bus)? {
+                return Ok(Identity::OwnPid);
+            }
+            return Ok(Identity::Nothing(format!(
+                "{why}; the manager's pid namespace is not known to be this process's"
+            )));
+        }
+        Sender::Another(why) => {
+            if own_pid_names_this_process(bus)? {
+                return Ok(Identity::OwnPid);
+            }
+            format!(
+                "{why}; no private socket of the manager to take instead, and the manager's pid \
+                 namespace is not known to be this process's"
+            )
+        }
+        Sender::Unknown(why) => {
+            format!("{why}; no private socket of the manager to take instead")
+        }
+    };
+    Ok(match pidfd_connection(route, bus, deadline)? {
+        Ok(connection) => Identity::PidFd(Box::new(connection)),
+        Err(no) => Identity::Nothing(format!("{why}; {no}")),
+    })
+}
+
+/// A pidfd of this process.
+pub(crate) fn own_pidfd() -> std::io::Result<std::os::fd::OwnedFd> {
+    Ok(rustix::process::pidfd_open(
+        rustix::process::getpid(),
+        rustix::process::PidfdFlags::empty(),
+    )?)
+}
+
+/// A connection of its own along `route`'s session bus on which a pidfd of this process reaches
+/// the manager, or why there is none: the manager (asked on `bus`) must take one, the broker
+/// must agree to pass descriptors, and a descriptor sent to the broker must reach it (a relay
+/// that passes bytes only drops it; the broker then hangs up, or waits for it, so the broker
+/// gets at most [`BROKER_PATIENCE`] to answer).
+fn pidfd_connection(
+    route: &Route,
+    bus: &mut Connection,
+    deadline: Instant,
+) -> Result<Result<Connection, String>, BusError> {
+    let version = bus.send_get(
+        super::connection::MANAGER_PATH,
+        super::connection::MANAGER,
+        "Version",
+    )?;
+    let version = bus.reply(version)?;
+    let version = version
+        .first_str()
+        .and_then(crate::version::parse_major)
+        .unwrap_or(0);
+    if version < PIDFDS_SINCE {
+        return Ok(Err(format!(
+            "the manager (systemd {version}) takes no pidfd (PIDFDs, from systemd {PIDFDS_SINCE})"
+        )));
+    }
+    let pidfd = match own_pidfd() {
+        Ok(pidfd) => pidfd,
+        Err(e) => return Ok(Err(format!("no pidfd of this process: {e}"))),
+    };
+    let (socket, via_broker, started) = Connection::connect(route)?;
+    if !via_broker {
+        return Ok(Err(
+            "the session bus could not be connected again".to_owned()
+        ));
+    }
+    let mut connection = Connection::greeting(route, socket, started, deadline, true)?;
+    if !connection.fds_agreed {
+        return Ok(Err("the session bus does not pass descriptors".to_owned()));
+    }
+    let now = Instant::now();
+    connection
+        .set_deadline(now + (deadline.saturating_duration_since(now) / 2).min(BROKER_PATIENCE));
+    let ping = connection.send_with_fd(
+        Call::new().with_an_unnamed_fd(),
+        std::os::fd::AsFd::as_fd(&pidfd),
+        "org.freedesktop.DBus",
+        "/org/freedesktop/DBus",
+        "org.freedesktop.DBus.Peer",
+        "Ping",
+    )?;
+    match connection.reply(ping) {
+        Ok(_) | Err(BusError::Refused { .. }) => {}
+        Err(e) => {
+            return Ok(Err(format!(
+                "a descriptor sent on the session bus did not reach its broker ({e}): a relay \
+                 that passes bytes only stands between"
+            )))
+        }
+    }
+    connection.set_deadline(deadline);
+    Ok(Ok(connection))
+}
+
 /// Whom the manager names when asked who sent a call (`PIDs=[0]`, "the sender").
 pub(crate) enum Sender {
     /// This process: on the private socket the manager reads the socket's own credentials;
@@ -259,14 +397,17 @@ pub(crate) enum Sender {
 
 /// Whom the manager would name as the sender of a call on `bus`.
 pub(crate) fn sender_on(bus: &mut Connection) -> Result<Sender, BusError> {
+    if !bus.via_broker {
+        return private_socket_peer(bus);
+    }
     let me = std::process::id();
     Ok(match bus.sender_pid_as_the_broker_names_it()? {
         None => Sender::ThisProcess,
-        Some(pid) if pid == me => Sender::ThisProcess,
         Some(pid) if bus.peer_outside_our_pid_namespace() => Sender::Unknown(format!(
             "the session bus's broker is outside this process's pid namespace and names pid \
              {pid} as the sender of its calls, which cannot be told from a relay's here"
         )),
+        Some(pid) if pid == me => Sender::ThisProcess,
         Some(pid) => Sender::Another(format!(
             "the session bus names pid {pid}, not this process ({me}), as the sender of its \
              calls: a relay or proxy stands between, and the manager would move that process \
@@ -275,13 +416,52 @@ pub(crate) fn sender_on(bus: &mut Connection) -> Result<Sender, BusError> {
     })
 }
 
+/// The unit a user manager's own process is in, and its object path.
+const MANAGERS_OWN_UNIT: &str = "init.scope";
+const MANAGERS_OWN_UNIT_PATH: &str = "/org/freedesktop/systemd1/unit/init_2escope";
+
+/// On the private socket the manager names as the sender the process at its end of the socket:
+/// this process where the socket's other end is the manager itself (its process is in its own
+/// `init.scope`), a relay where one stands in front of the socket (a forwarded or proxied
+/// socket). The other end's cgroup is read here, or, where it cannot be, the manager is asked
+/// which unit that pid is in. Outside this process's pid namespace the other end cannot be looked
+/// at: it is taken to be the manager (a container or sandbox is given the socket itself).
+fn private_socket_peer(bus: &mut Connection) -> Result<Sender, BusError> {
+    let peer = bus.peer_pid();
+    let Ok(pid) = u32::try_from(peer) else {
+        return Ok(Sender::ThisProcess);
+    };
+    if pid == 0 {
+        return Ok(Sender::ThisProcess);
+    }
+    let is_the_manager = match crate::cgroup::is_in_unit(&pid.to_string(), MANAGERS_OWN_UNIT) {
+        Some(known) => known,
+        None => bus.unit_of_pid(pid)?.as_deref() == Some(MANAGERS_OWN_UNIT_PATH),
+    };
+    Ok(if is_the_manager {
+        Sender::ThisProcess
+    } else {
+        Sender::Another(format!(
+            "the manager's private socket is served by pid {pid}, which is not the manager (not \
+             in its {MANAGERS_OWN_UNIT}): a relay or proxy stands between, and the manager would \
+             move that process into the scope"
+        ))
+    })
+}
+
 /// Through a relay or proxy in this process's pid namespace ([`Sender::Another`]): whether this
 /// process's own pid number names it to the manager, which is so where the manager is in this
-/// process's pid namespace. That is known only where the broker counts pids as this process does
-/// (it names the relay by the pid the relay has here): then the pid it names for the manager's
-/// connection is the manager's here, and that process's pid namespace is compared with this
-/// process's.
+/// process's pid namespace. Through a broker that is known only where the broker counts pids as
+/// this process does (it names the relay by the pid the relay has here): then the pid it names
+/// for the manager's connection is the manager's here, and that process's pid namespace is
+/// compared with this process's. On the private socket the manager names its own cgroup, and a
+/// process of its `init.scope` there must be one of this pid namespace.
 pub(crate) fn own_pid_names_this_process(bus: &mut Connection) -> Result<bool, BusError> {
+    if !bus.via_broker {
+        return Ok(manager_processes_here(bus)?
+            .into_iter()
+            .any(in_this_pid_namespace));
+    }
     let relay_here = bus.peer_pid();
     let Some(relay_as_named) = bus.sender_pid_as_the_broker_names_it()? else {
         return Ok(false);
@@ -292,6 +472,31 @@ pub(crate) fn own_pid_names_this_process(bus: &mut Connection) -> Result<bool, B
     Ok(bus
         .owner_pid_as_the_broker_names_it()?
         .is_some_and(in_this_pid_namespace))
+}
+
+/// The processes of the manager's own `init.scope`, as this process counts pids: the manager
+/// names its cgroup (`ControlGroup`), and the kernel gives that cgroup's pids in the reader's pid
+/// namespace (none where the manager's cgroup cannot be reached from here).
+fn manager_processes_here(bus: &mut Connection) -> Result<Vec<u32>, BusError> {
+    bus.authenticated()?;
+    let asked = bus.send_get(
+        super::connection::MANAGER_PATH,
+        super::connection::MANAGER,
+        "ControlGroup",
+    )?;
+    let reply = bus.reply(asked)?;
+    let Some(root) = reply.first_str() else {
+        return Ok(Vec::new());
+    };
+    let Ok(init) = crate::cgroup::Cgroup::at(&format!("{root}/{MANAGERS_OWN_UNIT}")) else {
+        return Ok(Vec::new());
+    };
+    let procs = std::fs::read_to_string(init.dir().join("cgroup.procs")).unwrap_or_default();
+    Ok(procs
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .filter(|&pid| pid != 0)
+        .collect())
 }
 
 /// Whether the process `pid` (as this process counts pids) is in this process's pid namespace.
@@ -370,14 +575,14 @@ impl Connection {
             }
         };
         let Some(private) = route.private_to_fall_back_to() else {
-            let connection = Connection::greeting(route, socket, started, deadline)?;
+            let connection = Connection::greeting(route, socket, started, deadline, false)?;
             answered();
             return Ok(connection);
         };
         let now = Instant::now();
         let broker_deadline =
             now + (deadline.saturating_duration_since(now) / 2).min(BROKER_PATIENCE);
-        match Connection::greeting(route, socket, started, broker_deadline) {
+        match Connection::greeting(route, socket, started, broker_deadline, false) {
             Ok(mut connection) => {
                 answered();
                 connection.set_deadline(deadline);
@@ -411,13 +616,17 @@ impl Connection {
         socket: Socket,
         started: Instant,
         deadline: Instant,
+        passes_fds: bool,
     ) -> Result<Self, BusError> {
         let expected = route.expected_manager();
         let greeting = BrokerGreeting {
             asks_unit_path: expected != Expected::Any,
         };
-        let mut connection =
-            Connection::over(socket, Some(greeting), READ_SIZE, started, deadline)?;
+        let mut connection = if passes_fds {
+            Connection::over_passing_fds(socket, greeting, started, deadline)?
+        } else {
+            Connection::over(socket, Some(greeting), READ_SIZE, started, deadline)?
+        };
         if let Some(answer) = connection.take_unit_path_answer() {
             which_manager(answer, &expected, manager_listens_in)
                 .map_err(BusError::NotTheManager)?;

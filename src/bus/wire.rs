@@ -408,6 +408,8 @@ fn header(buf: &[u8]) -> Result<(Message, Reader<'_>), WireError> {
 pub(crate) struct Call {
     buf: Vec<u8>,
     signature: String,
+    /// How many descriptors go with the message (its `UNIX_FDS` header field).
+    unix_fds: u32,
 }
 
 impl Call {
@@ -415,6 +417,7 @@ impl Call {
         Call {
             buf: Vec::with_capacity(256),
             signature: String::new(),
+            unix_fds: 0,
         }
     }
 
@@ -448,6 +451,13 @@ impl Call {
         self
     }
 
+    /// A `u` argument.
+    pub(crate) fn uint32(mut self, value: u32) -> Self {
+        self.signature.push('u');
+        self.u32_raw(value);
+        self
+    }
+
     /// A property list `a(sv)` of unit properties.
     pub(crate) fn properties(mut self, props: &[(&str, Property<'_>)]) -> Self {
         self.signature.push_str("a(sv)");
@@ -470,11 +480,29 @@ impl Call {
                         self.u32_raw(*pid);
                     }
                 }
+                Property::OnePidFd => {
+                    self.sig_raw("ah");
+                    self.u32_raw(4);
+                    self.u32_raw(self.unix_fds);
+                    self.unix_fds += 1;
+                }
             }
         }
         let len = u32::try_from(self.buf.len() - start).unwrap_or(u32::MAX);
         self.buf[len_at..len_at + 4].copy_from_slice(&len.to_le_bytes());
         self
+    }
+
+    /// The call with one descriptor attached that its body does not name: sent along to show
+    /// that descriptors reach the peer.
+    pub(crate) fn with_an_unnamed_fd(mut self) -> Self {
+        self.unix_fds += 1;
+        self
+    }
+
+    /// How many descriptors go with the message, in the order its body names them.
+    pub(crate) fn unix_fds(&self) -> u32 {
+        self.unix_fds
     }
 
     /// An empty array of auxiliary units `a(sa(sv))`.
@@ -521,6 +549,12 @@ impl Call {
         if !self.signature.is_empty() {
             field(&mut header, 8, "g", &self.signature);
         }
+        if self.unix_fds > 0 {
+            header.align(8);
+            header.buf.push(9);
+            header.sig_raw("u");
+            header.u32_raw(self.unix_fds);
+        }
         let fields_len = u32::try_from(header.buf.len() - fields_start).unwrap_or(u32::MAX);
         header.buf[12..16].copy_from_slice(&fields_len.to_le_bytes());
         header.align(8);
@@ -533,6 +567,8 @@ impl Call {
 pub(crate) enum Property<'a> {
     Str(&'a str),
     Pids(&'a [u32]),
+    /// `PIDFDs`: one process descriptor, the next one attached to the message.
+    OnePidFd,
 }
 
 #[cfg(test)]
@@ -584,6 +620,25 @@ mod tests {
                 Value::List(vec![]),
             ]
         );
+    }
+
+    #[test]
+    fn a_pidfd_is_named_by_its_index_and_counted_in_the_header() {
+        let bytes = Call::new()
+            .string("synaps-tool-x.scope")
+            .properties(&[("PIDFDs", Property::OnePidFd)])
+            .finish(3, 0, None, "/", "i.f", "M");
+        let message = parse(&bytes).unwrap();
+        let prop = Value::List(vec![
+            Value::Str("PIDFDs".into()),
+            Value::Variant(Box::new(Value::List(vec![Value::Int(0)]))),
+        ]);
+        assert_eq!(message.body[1], Value::List(vec![prop]));
+        // The UNIX_FDS field (9, "u", 1) follows the signature's.
+        let field = [9, 1, b'u', 0, 1, 0, 0, 0];
+        assert!(bytes.windows(8).any(|w| w == field), "{bytes:?}");
+        let ping = Call::new().with_an_unnamed_fd();
+        assert_eq!(ping.unix_fds(), 1);
     }
 
     #[test]

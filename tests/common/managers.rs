@@ -398,11 +398,23 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// A relay to the socket at `target`.
+    /// A relay to the socket at `target` that passes bytes only.
     pub fn to(target: &Path) -> Relay {
+        Relay::started(target, false)
+    }
+
+    /// A relay to the socket at `target` that passes descriptors too, as a bus proxy may.
+    pub fn passing_fds_to(target: &Path) -> Relay {
+        Relay::started(target, true)
+    }
+
+    fn started(target: &Path, pass_fds: bool) -> Relay {
         let dir = TempDir::new("relay");
         let socket = dir.path().join("bus");
         let child = started_tool("bus_relay.py", |cmd| {
+            if pass_fds {
+                cmd.arg("--pass-fds");
+            }
             cmd.arg(&socket).arg(target);
         });
         Relay {

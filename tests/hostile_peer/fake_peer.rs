@@ -65,6 +65,9 @@ pub(crate) enum Asks {
     UnitPath,
     /// The broker's `GetConnectionUnixProcessID`: which process sent the client's calls.
     SenderPid,
+    /// The manager's `GetUnitByPID`: which unit a process is in (asked of the private socket's
+    /// other end where its cgroup cannot be read).
+    UnitOfPid,
     /// Anything else.
     Other,
 }
@@ -83,6 +86,8 @@ pub(crate) fn read_call(stream: &mut UnixStream) -> Option<(u8, u32, Asks)> {
         Asks::UnitPath
     } else if has(b"GetConnectionUnixProcessID") {
         Asks::SenderPid
+    } else if has(b"GetUnitByPID") {
+        Asks::UnitOfPid
     } else {
         Asks::Other
     };
@@ -289,6 +294,14 @@ pub(crate) fn serve(
                     }
                     continue;
                 }
+                if asks == Asks::UnitOfPid {
+                    // Which unit the socket's other end is in: the manager's own, it says.
+                    let init = "/org/freedesktop/systemd1/unit/init_2escope";
+                    if stream.write_all(&job_return(serial, call, init)).is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 if asks == Asks::UnitPath {
                     // The greeting's question of which manager owns the name: this one, it says.
                     if stream
@@ -350,8 +363,35 @@ pub(crate) struct FakeManager {
     way: Way,
 }
 
+/// Puts this process (whose thread is the fake peer) in a cgroup named `init.scope` below its
+/// own, once: a user manager's own process is in its `init.scope`, and the launcher program takes
+/// the other end of the private socket for the manager only there (else for a relay in front of
+/// it). So the fake passes for a manager that misbehaves, which is what these tests are about.
+fn pass_for_the_manager() {
+    static MOVED: std::sync::Once = std::sync::Once::new();
+    MOVED.call_once(|| {
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let own = own
+            .lines()
+            .find_map(|line| line.strip_prefix("0::"))
+            .expect("a cgroup2 line in /proc/self/cgroup");
+        if own.ends_with("/init.scope") {
+            return;
+        }
+        let init = std::path::Path::new("/sys/fs/cgroup")
+            .join(own.trim_start_matches('/'))
+            .join("init.scope");
+        std::fs::create_dir_all(&init).unwrap_or_else(|e| {
+            panic!("this test puts itself in {} (root, cgroup2): {e}", init.display())
+        });
+        std::fs::write(init.join("cgroup.procs"), std::process::id().to_string())
+            .unwrap_or_else(|e| panic!("moving this test into {}: {e}", init.display()));
+    });
+}
+
 impl FakeManager {
     pub(crate) fn start(flood: Flood, way: Way) -> FakeManager {
+        pass_for_the_manager();
         let runtime = TempDir::new("hostile-peer");
         std::fs::create_dir_all(runtime.path().join("systemd")).unwrap();
         let listener = UnixListener::bind(runtime.path().join(way.socket())).unwrap();

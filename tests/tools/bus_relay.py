@@ -2,10 +2,12 @@
 """A one-process byte relay in front of a bus socket, as socat, a sandbox's or container's bus
 proxy, or an ssh-forwarded socket is, for tests: it listens on LISTEN (a socket path), and for
 each client connects to TARGET (a socket path) and copies bytes both ways until either side
-closes. Descriptors passed with a message are not carried (a byte relay reads bytes). Prints
-"ready" on stdout once it listens; runs until killed.
+closes. Descriptors passed with a message are not carried (a byte relay reads bytes), unless
+`--pass-fds` is given: then they go on with the bytes they came with, as a bus proxy that
+passes descriptors (xdg-dbus-proxy) carries them. Prints "ready" on stdout once it listens;
+runs until killed.
 
-    bus_relay.py /tmp/relay.sock /run/user/1000/bus
+    bus_relay.py [--pass-fds] /tmp/relay.sock /run/user/1000/bus
 """
 import os
 import socket
@@ -13,12 +15,20 @@ import sys
 import threading
 
 
-def pump(source: socket.socket, sink: socket.socket) -> None:
+def pump(source: socket.socket, sink: socket.socket, pass_fds: bool) -> None:
     try:
         while True:
-            data = source.recv(65536)
+            if pass_fds:
+                data, fds, _, _ = socket.recv_fds(source, 65536, 16)
+            else:
+                data, fds = source.recv(65536), []
             if not data:
                 break
+            if fds:
+                sent = socket.send_fds(sink, [data], fds)
+                for fd in fds:
+                    os.close(fd)
+                data = data[sent:]
             sink.sendall(data)
     except OSError:
         pass
@@ -30,7 +40,11 @@ def pump(source: socket.socket, sink: socket.socket) -> None:
 
 
 def main() -> None:
-    listen, target = sys.argv[1], sys.argv[2]
+    args = sys.argv[1:]
+    pass_fds = args[0] == "--pass-fds"
+    if pass_fds:
+        args = args[1:]
+    listen, target = args[0], args[1]
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(listen):
         os.unlink(listen)
@@ -45,8 +59,8 @@ def main() -> None:
         except OSError:
             client.close()
             continue
-        threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
-        threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
+        for source, sink in ((client, upstream), (upstream, client)):
+            threading.Thread(target=pump, args=(source, sink, pass_fds), daemon=True).start()
 
 
 if __name__ == "__main__":

@@ -3,13 +3,13 @@
 // Launches from Node against the rig's real user manager: scoped children, their argv and program,
 // direct launches and why.
 const assert = require('node:assert/strict');
-const { spawn, spawnSync } = require('node:child_process');
+const { execFileSync, spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { test } = require('node:test');
 
 const scope = require('..');
-const { CGROUP_OF_SELF, collect, handleOnceInScope, noBusEnv, PRINT_ARGS, requireRig, scratchDir, withLines } = require('./helpers.js');
+const { CGROUP_OF_SELF, collect, handleOnceInScope, Manager, noBusEnv, PRINT_ARGS, requireRig, scratchDir, withLines } = require('./helpers.js');
 
 test('a spawned child runs in its own scope', async (t) => {
   if (!requireRig(t)) return;
@@ -195,6 +195,39 @@ test('from a pid namespace a launch is scoped, or direct with the reason under s
     assert.match(unit, /^synaps-tool-[0-9a-f]{32}\.scope$/);
     assert.ok(cgroup.endsWith(`/${unit}`), cgroup);
     assert.equal(run.stderr, '');
+  }
+});
+
+test('from a pid namespace with the session bus alone a pidfd names the launch, or it is direct with the reason', async (t) => {
+  if (!requireRig(t)) return;
+  // The broker is outside the namespace and there is no private socket: "the sender" cannot be
+  // told from a proxy's, so a manager that takes a pidfd (systemd 257 on) is sent one and the child
+  // is scoped; before 257 the launch is direct and the warning says why.
+  const manager = await new Manager().ready();
+  t.after(() => manager.close());
+  execFileSync('systemctl', ['--user', 'start', 'dbus.socket', 'dbus.service'], { env: manager.env });
+  /** @type {Record<string, string | undefined>} */
+  const env = { ...manager.env, SYNAPS_SCOPE_LAUNCHER: 'synaps-scope-exec', DBUS_SESSION_BUS_ADDRESS: `unix:path=${manager.runtimeDir}/bus` };
+  delete env.XDG_RUNTIME_DIR;
+  const script = `
+    const scope = require(${JSON.stringify(path.join(__dirname, '..'))});
+    scope.spawn('sh', ['-c', ${JSON.stringify(CGROUP_OF_SELF)}], { stdio: ['ignore', 'pipe', 'inherit'] }).then((child) => {
+      let out = '';
+      child.stdout.on('data', (d) => { out += d; });
+      child.on('close', (code) => console.log(String(child.scopeUnit), out.trim(), code));
+    });`;
+  const run = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', '--', process.execPath, '-e', script], { encoding: 'utf8', timeout: 60000, env });
+  assert.equal(run.status, 0, run.stderr);
+  const [unit, cgroup, code] = run.stdout.trim().split(' ');
+  assert.equal(code, '0');
+  if (Number(process.env.SYNAPS_RIG_SYSTEMD_VERSION) >= 257) {
+    assert.match(unit, /^synaps-tool-[0-9a-f]{32}\.scope$/);
+    assert.ok(cgroup.endsWith(`/${unit}`), cgroup);
+    assert.equal(run.stderr, '');
+  } else {
+    assert.equal(unit, 'null');
+    assert.ok(!cgroup.includes('synaps-tool-'), cgroup);
+    assert.match(run.stderr, /synaps-scope: warn: .*takes no pidfd/);
   }
 });
 

@@ -15,6 +15,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 import synaps_scope
+from conftest import Manager
 from helpers import CGROUP_OF_SELF, PRINT_ARGS, handle_once_in_scope, no_bus_env, scope_warnings
 
 
@@ -265,6 +266,44 @@ def test_from_a_pid_namespace_a_launch_is_scoped_or_direct_with_the_reason(rig: 
 
 
 SQUATTER = Path(__file__).resolve().parents[3] / "tests" / "tools" / "name_squatter.py"
+
+
+def test_from_a_pid_namespace_with_the_session_bus_alone_a_pidfd_names_the_launch_or_it_is_direct(
+    manager: Manager,
+) -> None:
+    """From a pid namespace the broker is outside of, with the session bus alone (no private
+    socket), "the sender" cannot be told from a proxy's: a manager that takes a pidfd (systemd 257
+    on) is sent one and the child is scoped; before 257 the launch is direct, and the warning
+    says why."""
+    subprocess.run(["systemctl", "--user", "start", "dbus.socket", "dbus.service"], env=manager.env, check=True)
+    env = {k: v for k, v in manager.env.items() if k != "XDG_RUNTIME_DIR"}
+    env.update(
+        SYNAPS_SCOPE_LAUNCHER="synaps-scope-exec",
+        DBUS_SESSION_BUS_ADDRESS=f"unix:path={manager.runtime_dir}/bus",
+    )
+    script = (
+        "import logging, subprocess, synaps_scope\n"
+        "logging.basicConfig(format='%(levelname)s %(message)s')\n"
+        f"p = synaps_scope.Popen(['sh', '-c', {CGROUP_OF_SELF!r}], stdout=subprocess.PIPE, text=True)\n"
+        "out, _ = p.communicate(timeout=30)\n"
+        "print(p.scope_unit, out.strip(), p.returncode)\n"
+    )
+    proc = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "--", sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    unit, cgroup, status = proc.stdout.split()
+    assert status == "0"
+    if int(os.environ["SYNAPS_RIG_SYSTEMD_VERSION"]) >= 257:
+        assert unit.startswith("synaps-tool-") and cgroup.endswith(f"/{unit}"), proc.stdout
+        assert proc.stderr == ""
+    else:
+        assert unit == "None" and "synaps-tool-" not in cgroup, proc.stdout
+        assert "WARNING" in proc.stderr and "takes no pidfd" in proc.stderr, proc.stderr
 
 
 def test_a_session_bus_where_a_program_that_is_no_manager_owns_its_name_is_passed_over(

@@ -139,6 +139,19 @@ fn from_a_pid_namespace_the_launcher_program_is_scoped_and_systemd_run_is_not_us
     }
 }
 
+/// From a pid namespace the broker is outside of, with the session bus alone (no private
+/// socket): a pidfd names the launcher program's process to a manager that takes one (257 on);
+/// before 257 there is no launcher, and `required` says why.
+#[test]
+fn from_a_pid_namespace_with_the_session_bus_alone_a_pidfd_names_the_launch_or_it_is_direct() {
+    let Some(rig) = rig() else { return };
+    let manager = common::Manager::with_session_bus(&rig);
+    let env = common::with_wrapper(&manager.session_bus_only(), "synaps-scope-exec");
+    let unshare = ["unshare", "--pid", "--fork", "--mount-proc", "--"];
+    let _shared = MACHINE.read().unwrap_or_else(|p| p.into_inner());
+    run_scenario_under(&unshare, "pid_namespace_session_bus_alone", &env, None);
+}
+
 #[test]
 fn no_manager_means_a_null_launcher() {
     let Some(_rig) = rig() else { return };

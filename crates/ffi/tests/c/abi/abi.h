@@ -60,6 +60,7 @@ int scenario_login_shell(void);
 int scenario_nonutf8_argv(void);
 int scenario_direct_no_manager(void);
 int scenario_direct_in_pid_namespace(void);
+int scenario_pid_namespace_session_bus_alone(void);
 int scenario_refused_slice(void);
 int scenario_default_log_stderr(void);
 int scenario_required(void);

@@ -151,6 +151,27 @@ int scenario_direct_in_pid_namespace(void) {
     return 0;
 }
 
+/* Started in a pid namespace the broker is outside of, with the session bus alone and the launcher
+ * program as the wrapper: "the sender" cannot be told from a proxy's there, so a manager that takes
+ * a pidfd (systemd 257 on) is sent one and the child is scoped; before 257 there is no launcher,
+ * and `required` says why. */
+int scenario_pid_namespace_session_bus_alone(void) {
+    const char *version = getenv("SYNAPS_RIG_SYSTEMD_VERSION");
+    CHECK(version != NULL, "SYNAPS_RIG_SYSTEMD_VERSION is set by the rig");
+    if (atoi(version) >= 257) return scenario_scoped_spawn();
+    scope_launcher *launcher = SENTINEL;
+    CHECK(scope_launcher_for_env(NULL, SCOPE_KIND_TOOL, &launcher) == SCOPE_RESULT_OK, "direct is not an error");
+    CHECK(launcher == NULL, "NULL means launch directly");
+    const char *add[] = {"SYNAPS_PROCESS_SCOPES=required", NULL};
+    const char **env = env_edit(NULL, add);
+    launcher = SENTINEL;
+    scope_result r = scope_launcher_for_env(env, SCOPE_KIND_TOOL, &launcher);
+    CHECK(r == SCOPE_RESULT_REQUIRED_UNAVAILABLE && launcher == SENTINEL, "result %u", (unsigned)r);
+    CHECK(strstr(scope_last_error(), "takes no pidfd") != NULL, "message: %s", scope_last_error());
+    free(env);
+    return 0;
+}
+
 int scenario_required(void) {
     const char *add[] = {"SYNAPS_PROCESS_SCOPES=required", NULL};
     const char **env = env_edit(NO_BUS, add);

@@ -11,6 +11,7 @@ int main(int argc, char **argv) {
         {"abi_version", scenario_abi_version},       {"scoped_spawn", scenario_scoped_spawn},
         {"nonutf8_argv", scenario_nonutf8_argv},     {"direct_no_manager", scenario_direct_no_manager},
         {"direct_in_pid_namespace", scenario_direct_in_pid_namespace},
+        {"pid_namespace_session_bus_alone", scenario_pid_namespace_session_bus_alone},
         {"refused_slice", scenario_refused_slice},   {"default_log_stderr", scenario_default_log_stderr},
         {"required", scenario_required},             {"scope_kill", scenario_scope_kill},
         {"bad_input", scenario_bad_input},           {"threads", scenario_threads},

@@ -8,9 +8,11 @@ char sentinel_storage;
 
 static char scratch[256];
 
+/* A directory of this process's own: not named by its pid, which two scenarios run at once in pid
+ * namespaces of their own (`unshare --pid`) share, and so shared each other's report files. */
 static void make_scratch_dir(void) {
-    snprintf(scratch, sizeof scratch, "/tmp/synaps-cabi-%d", (int)getpid());
-    CHECK(mkdir(scratch, 0700) == 0 || errno == EEXIST, "mkdir %s", scratch);
+    snprintf(scratch, sizeof scratch, "/tmp/synaps-cabi-XXXXXX");
+    CHECK(mkdtemp(scratch) != NULL, "mkdtemp %s", scratch);
 }
 
 /* Made once, by whichever thread asks first: the burst's 256 threads ask at once, and a thread
