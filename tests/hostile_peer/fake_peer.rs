@@ -382,7 +382,10 @@ fn pass_for_the_manager() {
             .join(own.trim_start_matches('/'))
             .join("init.scope");
         std::fs::create_dir_all(&init).unwrap_or_else(|e| {
-            panic!("this test puts itself in {} (root, cgroup2): {e}", init.display())
+            panic!(
+                "this test puts itself in {} (root, cgroup2): {e}",
+                init.display()
+            )
         });
         std::fs::write(init.join("cgroup.procs"), std::process::id().to_string())
             .unwrap_or_else(|e| panic!("moving this test into {}: {e}", init.display()));
