@@ -30,7 +30,7 @@ use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
 use crate::manager;
 use crate::oom_watch::{self, OomKills, ScopeWatch};
-use crate::oomd_signal::{self, Said, Subscription};
+use crate::oomd_signal::{self, Claim, Said, Subscription};
 
 /// The extended attributes systemd-oomd writes on a cgroup it kills: before the kill (251 and
 /// later) and after it (every version since 247).
@@ -217,33 +217,39 @@ impl fmt::Display for Ending {
 /// What a handle keeps from the moment it is made, to tell how its scope ended.
 #[derive(Debug)]
 pub(crate) struct Witness {
-    /// The scope's unit name, as oomd's signal names it in the cgroup's path.
-    unit: String,
     /// The scope's cgroup directory, open for its extended attributes.
     dir: OwnedFd,
     /// What is watched while the scope runs: the kernel's OOM kills (with a memory controller)
     /// and the cgroups made below it; None where the watch could not be set up.
     watch: Option<Arc<ScopeWatch>>,
-    /// oomd's `Killed` signal, heard since before the handle was made; None where it cannot be.
-    oomd: Option<Arc<Subscription>>,
+    /// oomd's `Killed` signal, heard since before the handle was made, and the scope's claim on
+    /// the kills it names; None where it cannot be.
+    oomd: Option<(Arc<Subscription>, Arc<Claim>)>,
 }
 
 impl Witness {
-    /// Keeps `dir`, the open cgroup directory of the scope `unit`, starts watching it (first: a
-    /// tool may run out of memory at once, and its count must be watched from the start), and
-    /// subscribes to oomd's signal on the system bus that `env` names. A kill that came before the
-    /// subscription could not be heard: where oomd's mark is already there, the signal is not
-    /// relied on for this scope.
-    pub(crate) fn keep(unit: &str, dir: OwnedFd, env: &[(OsString, OsString)]) -> Witness {
+    /// Keeps `dir`, the open cgroup directory of the scope `unit` at `cgroup`, starts watching it
+    /// (first: a tool may run out of memory at once, and its count must be watched from the
+    /// start), and subscribes to oomd's signal on the system bus that `env` names, claiming the
+    /// kills of this cgroup. A kill that came before the claim could not be heard: where oomd's
+    /// mark is already there once the claim is made, the signal is not relied on for this scope.
+    pub(crate) fn keep(
+        unit: &str,
+        cgroup: &str,
+        dir: OwnedFd,
+        env: &[(OsString, OsString)],
+    ) -> Witness {
         let watch = oom_watch::watch(&dir, unit);
         let mut witness = Witness {
-            unit: unit.to_owned(),
             dir,
             watch,
             oomd: None,
         };
-        witness.oomd =
-            oomd_signal::subscription(env).filter(|_| !witness.marked_anywhere(&OOMD_MARKS));
+        let claimed = oomd_signal::subscription(env).and_then(|subscription| {
+            let claim = subscription.claim(cgroup, &witness.dir)?;
+            Some((subscription, claim))
+        });
+        witness.oomd = claimed.filter(|_| !witness.marked_anywhere(&OOMD_MARKS));
         witness
     }
 
@@ -281,10 +287,10 @@ impl Witness {
             return told(ScopeEnding::Running, Evidence::CgroupEvents);
         }
         let oomd_marked = self.marked_anywhere(&OOMD_MARKS);
-        match self.oomd.as_ref().map(|oomd| {
+        match self.oomd.as_ref().map(|(oomd, claim)| {
             // oomd marks before it kills and signals after: with a mark, the signal may still be
             // on its way.
-            oomd.said_of(&self.unit, oomd_marked.then_some(deadline))
+            oomd.said_of(claim, oomd_marked.then_some(deadline))
         }) {
             Some(Said::Killed(reason)) => {
                 let rule = OomdRule::of_reason(&reason);

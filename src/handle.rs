@@ -295,7 +295,7 @@ impl ScopeHandle {
             unit: unit.to_owned(),
             cgroup,
             cgroup_id: meta.st_ino,
-            witness: Arc::new(Witness::keep(unit, dir, env)),
+            witness: Arc::new(Witness::keep(unit, relative, dir, env)),
             killed_here: Arc::new(AtomicBool::new(false)),
         })
     }

@@ -9,9 +9,18 @@
 //! the first handle that may need it is made (a scope with a memory controller, which oomd needs),
 //! and keeps the subscription (one system bus connection and one thread) while any such handle
 //! lives; the last one dropped hangs it up. A subscription counts only where it was set up: oomd
-//! owns the name and its introspection lists the signal (oomd before 252 sends none).
+//! owns the name and its introspection lists the signal (oomd before 252 sends none). There is one
+//! per system bus a handle names (`DBUS_SYSTEM_BUS_ADDRESS`), each hearing its own oomd.
+//!
+//! A kill belongs to the scope whose cgroup it hit, by identity: oomd names the cgroup by its path
+//! from the root of its cgroup namespace, the initial one, and the kill is a handle's only where
+//! that path is the handle's scope's path or one below it, and the cgroup at the scope's path is,
+//! as the signal is heard, the very one the handle was made for (its inode, which the kernel never
+//! gives to another cgroup), or none (the scope gone since, and no other made in its place). A
+//! cgroup another tool made below its own scope and named after this one, or a later scope of the
+//! same name, is never taken for it. A process in a cgroup namespace of its own cannot tell where
+//! oomd's paths lead, and does not rely on the signal.
 
-use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -35,18 +44,20 @@ const SETUP_BOUND: Duration = Duration::from_millis(250);
 /// After a subscription could not be set up (no system bus, no oomd, an oomd without the signal),
 /// handles made within this long do not try that bus again.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
-/// The most kills kept: oomd kills one cgroup per action, at most one action per interval.
-const KEPT_KILLS: usize = 256;
 
-/// This process's subscription, while a handle holds it, and on which bus and when one last
-/// failed.
-#[derive(Default)]
+/// This process's subscription on one system bus, while a handle holds it, and when one last
+/// failed there.
 struct Slot {
+    address: Vec<u8>,
     current: Weak<Subscription>,
-    failed: Option<(Vec<u8>, Instant)>,
+    failed: Option<Instant>,
 }
 
-static SLOT: PerProcess<Mutex<Slot>> = PerProcess::new();
+/// The most system buses whose subscription (or last failure) a process keeps; beyond it, those
+/// no handle holds are forgotten.
+const KEPT_BUSES: usize = 16;
+
+static SLOTS: PerProcess<Mutex<Vec<Slot>>> = PerProcess::new();
 
 /// A live subscription to oomd's `Killed` signal, and the kills heard.
 #[derive(Debug)]
@@ -61,10 +72,22 @@ pub(crate) struct Subscription {
 
 #[derive(Debug, Default)]
 struct Heard {
-    /// (cgroup, reason) of each kill, oldest first.
-    kills: VecDeque<(String, String)>,
+    /// The scopes whose kills are listened for: one claim per handle's scope, while it lives.
+    claims: Vec<Weak<Claim>>,
     /// False once the connection broke: kills since are not heard.
     broken: bool,
+}
+
+/// One scope's claim on the kills oomd signals: its cgroup, by path and identity, and the reason
+/// of the first kill found to be its.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    /// The scope's cgroup path, from the root of the cgroup hierarchy.
+    cgroup: String,
+    /// The device and inode of the scope's cgroup directory.
+    identity: (u64, u64),
+    /// The reason of oomd's kill of the scope or of a cgroup below it, once heard.
+    reason: Mutex<Option<String>>,
 }
 
 /// What oomd's signal says of a scope.
@@ -80,20 +103,35 @@ pub(crate) enum Said {
 }
 
 impl Subscription {
-    /// What oomd signalled of the scope `unit`: a kill of its cgroup or of one below it, waiting
-    /// for it until `wait_until` where given.
-    pub(crate) fn said_of(&self, unit: &str, wait_until: Option<Instant>) -> Said {
+    /// A claim on oomd's kills of the scope whose cgroup is `cgroup` (from the hierarchy's root)
+    /// and open as `dir`; None where the kills cannot be matched to it by identity (a cgroup
+    /// namespace of this process's own, or a directory that cannot be looked at).
+    pub(crate) fn claim(&self, cgroup: &str, dir: &OwnedFd) -> Option<Arc<Claim>> {
+        if !in_the_initial_cgroup_namespace() {
+            return None;
+        }
+        let meta = rustix::fs::fstat(dir).ok()?;
+        let claim = Arc::new(Claim {
+            cgroup: cgroup.to_owned(),
+            identity: (meta.st_dev, meta.st_ino),
+            reason: Mutex::new(None),
+        });
+        let mut heard = lock(&self.heard);
+        heard.claims.retain(|claim| claim.strong_count() > 0);
+        heard.claims.push(Arc::downgrade(&claim));
+        Some(claim)
+    }
+
+    /// What oomd signalled of the scope of `claim`: a kill of its cgroup or of one below it,
+    /// waiting for it until `wait_until` where given.
+    pub(crate) fn said_of(&self, claim: &Claim, wait_until: Option<Instant>) -> Said {
         if self.pid != std::process::id() {
             return Said::CannotTell;
         }
         let mut heard = lock(&self.heard);
         loop {
-            if let Some((_, reason)) = heard
-                .kills
-                .iter()
-                .find(|(cgroup, _)| names_scope(cgroup, unit))
-            {
-                return Said::Killed(reason.clone());
+            if let Some(reason) = lock(&claim.reason).clone() {
+                return Said::Killed(reason);
             }
             if heard.broken {
                 return Said::CannotTell;
@@ -111,12 +149,15 @@ impl Subscription {
         }
     }
 
-    fn hear(&self, cgroup: String, reason: String) {
+    /// Gives oomd's kill of `cgroup` to the claim whose scope it hit.
+    fn hear(&self, cgroup: &str, reason: &str) {
         let mut heard = lock(&self.heard);
-        if heard.kills.len() == KEPT_KILLS {
-            heard.kills.pop_front();
+        heard.claims.retain(|claim| claim.strong_count() > 0);
+        for claim in heard.claims.iter().filter_map(Weak::upgrade) {
+            if is_at_or_below(cgroup, &claim.cgroup) && claim.is_there_or_gone() {
+                lock(&claim.reason).get_or_insert_with(|| reason.to_owned());
+            }
         }
-        heard.kills.push_back((cgroup, reason));
         self.changed.notify_all();
     }
 
@@ -136,33 +177,73 @@ impl Drop for Subscription {
     }
 }
 
-/// Whether the cgroup path `cgroup` (as oomd names it, from the root of its cgroup namespace) is
-/// the scope `unit`'s or one below it. Compared by the scope's name, which is unique (128 random
-/// bits), so that a caller in a container, whose cgroup paths are shorter, still finds it.
-fn names_scope(cgroup: &str, unit: &str) -> bool {
-    cgroup
-        .split('/')
-        .any(|component| !unit.is_empty() && component == unit)
+impl Claim {
+    /// Whether the cgroup at the claim's path is the one it was made for, or none: a kill heard
+    /// now at that path is this scope's (gone since, with no other made in its place), not a
+    /// later one's of the same name.
+    fn is_there_or_gone(&self) -> bool {
+        let Ok(cgroup) = crate::cgroup::Cgroup::at(&self.cgroup) else {
+            return false;
+        };
+        match rustix::fs::stat(cgroup.dir()) {
+            Ok(meta) => (meta.st_dev, meta.st_ino) == self.identity,
+            Err(_) => true,
+        }
+    }
+}
+
+/// Whether the cgroup path `killed` (oomd's, from the root of the hierarchy) is `scope` or a
+/// cgroup below it: the same components, not a name found anywhere in the path.
+fn is_at_or_below(killed: &str, scope: &str) -> bool {
+    let scope = scope.trim_end_matches('/');
+    !scope.is_empty()
+        && killed
+            .strip_prefix(scope)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// The inode every kernel gives the initial cgroup namespace (`CGROUP_NS_INIT_INO`): only there
+/// are oomd's paths (from its namespace's root, the initial one) this process's paths too.
+const INITIAL_CGROUP_NAMESPACE: u64 = 0xEFFF_FFFB;
+
+/// Whether this process is in the initial cgroup namespace.
+fn in_the_initial_cgroup_namespace() -> bool {
+    rustix::fs::stat("/proc/self/ns/cgroup")
+        .is_ok_and(|meta| meta.st_ino == INITIAL_CGROUP_NAMESPACE)
 }
 
 /// This process's subscription to oomd's `Killed` signal, set up now if there is none; None where
 /// none can be had (no system bus, oomd not running or too old for the signal), or one failed a
 /// moment ago. `env` names the system bus (`DBUS_SYSTEM_BUS_ADDRESS`).
 pub(crate) fn subscription(env: &[(OsString, OsString)]) -> Option<Arc<Subscription>> {
-    let this_process = SLOT.get();
-    let mut slot = lock(&this_process);
-    if let Some(live) = slot.current.upgrade() {
-        return Some(live);
-    }
+    let this_process = SLOTS.get();
+    let mut slots = lock(&this_process);
     let address = system_bus_address(env);
-    if slot
-        .failed
-        .as_ref()
-        .is_some_and(|(bus, at)| *bus == address && at.elapsed() < RETRY_AFTER)
-    {
-        return None;
+    if let Some(slot) = slots.iter().find(|slot| slot.address == address) {
+        if let Some(live) = slot.current.upgrade() {
+            return Some(live);
+        }
+        if slot.failed.is_some_and(|at| at.elapsed() < RETRY_AFTER) {
+            return None;
+        }
     }
-    match subscribe(&address) {
+    let outcome = subscribe(&address);
+    if slots.len() >= KEPT_BUSES {
+        slots.retain(|slot| slot.current.strong_count() > 0);
+    }
+    let at = match slots.iter().position(|slot| slot.address == address) {
+        Some(at) => at,
+        None => {
+            slots.push(Slot {
+                address,
+                current: Weak::new(),
+                failed: None,
+            });
+            slots.len() - 1
+        }
+    };
+    let slot = &mut slots[at];
+    match outcome {
         Ok(subscription) => {
             slot.current = Arc::downgrade(&subscription);
             slot.failed = None;
@@ -170,7 +251,7 @@ pub(crate) fn subscription(env: &[(OsString, OsString)]) -> Option<Arc<Subscript
         }
         Err(why) => {
             tracing::debug!(target: crate::diag::TARGET, "oomd's Killed signal is not heard here: {why}");
-            slot.failed = Some((address, Instant::now()));
+            slot.failed = Some(Instant::now());
             None
         }
     }
@@ -200,24 +281,34 @@ fn subscribe(address: &[u8]) -> Result<Arc<Subscription>, BusError> {
     );
     connection.call_broker("AddMatch", Call::new().string(&killed))?;
     connection.call_broker("AddMatch", Call::new().string(&owner_changes))?;
-    let owner = connection
-        .call_broker("GetNameOwner", Call::new().string(OOMD))?
-        .first_str()
-        .map(str::to_owned);
-    connection.hear_from(owner);
-    let serial = connection.send(
-        Call::new(),
-        Some(OOMD),
-        OOMD_PATH,
-        "org.freedesktop.DBus.Introspectable",
-        "Introspect",
-    )?;
-    let introspection = connection.reply(serial)?;
-    if !lists_killed(introspection.first_str().unwrap_or("")) {
-        return Err(BusError::Refused {
-            name: "org.freedesktop.DBus.Error.UnknownMethod".into(),
-            message: "systemd-oomd here sends no Killed signal (it does from 252 on)".into(),
-        });
+    // The set-up's answers are read past any signal, `NameOwnerChanged` among them: an oomd
+    // replaced meanwhile is found by asking again after its introspection, until the owner asked
+    // is the one that answered and still owns the name.
+    loop {
+        let owner = name_owner(&mut connection)?;
+        connection.hear_from(Some(owner.clone()));
+        let serial = connection.send(
+            Call::new(),
+            Some(&owner),
+            OOMD_PATH,
+            "org.freedesktop.DBus.Introspectable",
+            "Introspect",
+        )?;
+        let introspection = match connection.reply(serial) {
+            Ok(introspection) => introspection,
+            // The owner left before it answered: ask who owns the name now.
+            Err(BusError::Refused { name, .. }) if owner_left(&name) => continue,
+            Err(e) => return Err(e),
+        };
+        if !lists_killed(introspection.first_str().unwrap_or("")) {
+            return Err(BusError::Refused {
+                name: "org.freedesktop.DBus.Error.UnknownMethod".into(),
+                message: "systemd-oomd here sends no Killed signal (it does from 252 on)".into(),
+            });
+        }
+        if name_owner(&mut connection)? == owner {
+            break;
+        }
     }
     let hang_up = connection
         .hang_up_handle()
@@ -238,6 +329,25 @@ fn subscribe(address: &[u8]) -> Result<Arc<Subscription>, BusError> {
     Ok(subscription)
 }
 
+/// The unique name that owns oomd's name now.
+fn name_owner(connection: &mut Connection) -> Result<String, BusError> {
+    connection
+        .call_broker("GetNameOwner", Call::new().string(OOMD))?
+        .first_str()
+        .map(str::to_owned)
+        .ok_or_else(|| BusError::Broken("GetNameOwner gave no name".into()))
+}
+
+/// Whether the broker's error `name` says the peer asked left the bus (or never was on it).
+fn owner_left(name: &str) -> bool {
+    matches!(
+        name,
+        "org.freedesktop.DBus.Error.NoReply"
+            | "org.freedesktop.DBus.Error.ServiceUnknown"
+            | "org.freedesktop.DBus.Error.NameHasNoOwner"
+    )
+}
+
 /// Whether oomd's introspection data lists its `Killed` signal.
 fn lists_killed(xml: &str) -> bool {
     xml.contains(&format!("<interface name=\"{OOMD_MANAGER}\">"))
@@ -255,7 +365,7 @@ fn listen(mut connection: Connection, held: &Weak<Subscription>) {
             (Some(OOMD_MANAGER), Some("Killed")) => {
                 if let Some((cgroup, reason)) = killed(&signal) {
                     tracing::debug!(target: crate::diag::TARGET, "systemd-oomd killed {cgroup} ({reason})");
-                    subscription.hear(cgroup, reason);
+                    subscription.hear(&cgroup, &reason);
                 }
             }
             (Some("org.freedesktop.DBus"), Some("NameOwnerChanged"))
@@ -287,15 +397,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_kill_names_the_scope_by_its_unit_anywhere_in_the_path() {
+    fn a_kill_is_the_scopes_only_at_its_path_or_below_it() {
         let unit = "synaps-tool-0123456789abcdef0123456789abcdef.scope";
-        let path = format!("/user.slice/user-1000.slice/user@1000.service/app.slice/{unit}");
-        assert!(names_scope(&path, unit));
-        assert!(names_scope(&format!("{path}/leaf/deeper"), unit));
-        assert!(names_scope(&format!("/app.slice/{unit}"), unit));
-        assert!(!names_scope(&format!("{path}x"), unit));
-        assert!(!names_scope("/user.slice", unit));
-        assert!(!names_scope("/", ""));
+        let scope = format!("/user.slice/user-1000.slice/user@1000.service/app.slice/{unit}");
+        assert!(is_at_or_below(&scope, &scope));
+        assert!(is_at_or_below(&format!("{scope}/leaf/deeper"), &scope));
+        assert!(!is_at_or_below(&format!("{scope}x"), &scope));
+        assert!(!is_at_or_below("/user.slice", &scope));
+        assert!(!is_at_or_below("/", ""));
+        // Another tool's cgroup named after this scope, below that tool's own scope or spelling
+        // out this scope's whole path there: not this scope's.
+        let other = "/user.slice/user-1000.slice/user@1000.service/app.slice/synaps-tool-aa.scope";
+        assert!(!is_at_or_below(&format!("{other}/{unit}"), &scope));
+        assert!(!is_at_or_below(&format!("{other}{scope}"), &scope));
+        assert!(!is_at_or_below(&format!("/app.slice/{unit}"), &scope));
     }
 
     #[test]

@@ -339,3 +339,138 @@ fn the_subscription_lives_as_long_as_the_handles() {
         oomd_signal_threads() == before
     });
 }
+
+/// Framed by a neighbour: tool A makes a cgroup below its own scope named after B's unit, and
+/// oomd kills it there. The kill is A's (below A's scope), never B's, which exited on its own.
+#[test]
+fn a_kill_of_a_cgroup_named_after_another_scope_is_never_that_scopes() {
+    let Some(setup) = setup(None) else {
+        return;
+    };
+    let (system, mut oomd) = (&setup.system, setup.oomd);
+    let (mut b_child, b, _) = scoped(&["sh", "-c", "read _; exit 0"], &system.env);
+    let (a_child, a, a_cgroup) = scoped(&["sleep", "100"], &system.env);
+    let framed = a.cgroup_dir().join(b.unit());
+    std::fs::create_dir(&framed).unwrap();
+    oomd.killed(&format!("{a_cgroup}/{}", b.unit()), "memory-pressure");
+    drop(b_child.stdin.take());
+    collected(b_child, &b);
+    assert_eq!(b.ending(&system.env, Duration::from_secs(1)), NO_KILL);
+    std::fs::remove_dir(&framed).unwrap();
+    a.kill(ASK).unwrap();
+    collected(a_child, &a);
+    assert_eq!(
+        a.ending(&system.env, ASK),
+        told(
+            ScopeEnding::KilledByOomd {
+                rule: Some(OomdRule::MemoryPressure)
+            },
+            Evidence::OomdSignal
+        )
+    );
+}
+
+/// The same name again: after B's scope is collected, anyone of the user may start a scope of the
+/// same name; oomd's kill of that one is not B's.
+#[test]
+fn a_kill_of_a_later_scope_of_the_same_name_is_not_the_handles() {
+    let Some(setup) = setup(None) else {
+        return;
+    };
+    let (system, mut oomd) = (&setup.system, setup.oomd);
+    let (mut child, b, cgroup) = scoped(&["sh", "-c", "read _; exit 0"], &system.env);
+    drop(child.stdin.take());
+    collected(child, &b);
+    let mut again = Command::new("systemd-run")
+        .args(["--user", "--scope", "--collect", "--quiet"])
+        .arg(format!("--unit={}", b.unit()))
+        .args(["sleep", "100"])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("systemd-run starts a scope of the same name");
+    wait_for("the scope of the same name", || {
+        cgroup_is_empty(b.cgroup_dir()) == Some(false)
+    });
+    // A handle of the new scope hears the kill (oomd marks, kills, then signals) before B's is
+    // asked, so B's answer is given with the kill heard.
+    let later = ScopeHandle::from_manager(b.unit(), &system.env, ASK).unwrap();
+    mark_and_kill(later.cgroup_dir());
+    oomd.killed(&cgroup, "memory-pressure");
+    let _ = again.wait();
+    wait_for("the later scope to be collected", || {
+        !later.cgroup_dir().exists()
+    });
+    assert_eq!(
+        later.ending(&system.env, ASK),
+        told(
+            ScopeEnding::KilledByOomd {
+                rule: Some(OomdRule::MemoryPressure)
+            },
+            Evidence::OomdSignal
+        )
+    );
+    assert_eq!(b.ending(&system.env, Duration::from_secs(1)), NO_KILL);
+}
+
+/// One subscription per system bus: handles made with two buses each hear their own oomd.
+#[test]
+fn handles_on_two_system_buses_each_hear_their_own_oomd() {
+    let Some(setup) = setup(None) else {
+        return;
+    };
+    let (first, mut first_oomd) = (&setup.system, setup.oomd);
+    let second = SystemBus::start();
+    let mut second_oomd = Standin::start(&second.bus.address, None);
+    let (x_child, x, x_cgroup) = scoped(&["sleep", "100"], &first.env);
+    let (y_child, y, y_cgroup) = scoped(&["sleep", "100"], &second.env);
+    mark_and_kill(x.cgroup_dir());
+    first_oomd.killed(&x_cgroup, "memory-used");
+    mark_and_kill(y.cgroup_dir());
+    second_oomd.killed(&y_cgroup, "memory-pressure");
+    collected(x_child, &x);
+    collected(y_child, &y);
+    assert_eq!(
+        x.ending(&first.env, ASK),
+        told(
+            ScopeEnding::KilledByOomd {
+                rule: Some(OomdRule::Swap)
+            },
+            Evidence::OomdSignal
+        )
+    );
+    assert_eq!(
+        y.ending(&second.env, ASK),
+        told(
+            ScopeEnding::KilledByOomd {
+                rule: Some(OomdRule::MemoryPressure)
+            },
+            Evidence::OomdSignal
+        )
+    );
+}
+
+/// oomd replaced while the subscription is set up: the owner gives the name to the next oomd
+/// (queued for it) as it answers the subscription's introspection, so the change of owner comes
+/// amid the set-up's answers. The new owner is followed, and its kill heard.
+#[test]
+fn an_oomd_replaced_during_the_set_up_is_followed() {
+    let Some(setup) = setup(Some("--hand-over")) else {
+        return;
+    };
+    let (system, first) = (&setup.system, setup.oomd);
+    let mut second = Standin::start(&system.bus.address, Some("--queue"));
+    let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
+    mark_and_kill(handle.cgroup_dir());
+    second.killed(&cgroup, "memory-pressure");
+    collected(child, &handle);
+    assert_eq!(
+        handle.ending(&system.env, ASK),
+        told(
+            ScopeEnding::KilledByOomd {
+                rule: Some(OomdRule::MemoryPressure)
+            },
+            Evidence::OomdSignal
+        )
+    );
+    drop(first);
+}

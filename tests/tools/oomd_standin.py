@@ -6,11 +6,15 @@ signal; with --before-252, as older oomd, without it), prints "ready UNIQUE-NAME
 then, for each line "kill CGROUP REASON" on stdin, sends Killed(CGROUP, REASON) as oomd does after a
 kill and prints "sent". Every other call is answered with UnknownMethod.
 
+With --hand-over it gives the name up (ReleaseName) as it answers its first Introspect, as an
+oomd being replaced does while a subscriber sets up; with --queue it asks for the name in the
+bus's queue, and so owns it once the owner before it gives it up.
+
 With --forger it plays a tool that forges the signal instead: it takes no name and, for each
 "kill CGROUP REASON" line, sends Killed(CGROUP, REASON) from its own connection both as a broadcast
 and to every other connection on the bus by name (ListNames), then prints "sent".
 
-    oomd_standin.py ADDRESS [--before-252 | --forger]
+    oomd_standin.py ADDRESS [--before-252 | --hand-over | --queue | --forger]
 """
 import os
 import select
@@ -91,7 +95,7 @@ def main() -> None:
     if mode != "--forger":
         request = bytearray()
         put_str(request, NAME)
-        put_u32(request, 4)  # DBUS_NAME_FLAG_DO_NOT_QUEUE
+        put_u32(request, 0 if mode == "--queue" else 4)  # 4: DBUS_NAME_FLAG_DO_NOT_QUEUE
         sock.sendall(call(serial, "RequestName", "su", bytes(request)))
         while True:
             whole = read_message(sock, buf)
@@ -99,7 +103,8 @@ def main() -> None:
                 sys.exit(f"the bus refused: {header_fields(whole).get(4)}")
             if whole[1] == 2 and header_fields(whole).get(5) == serial:
                 result = struct.unpack("<I", whole[-4:])[0]
-                if result != 1:
+                # 1: the primary owner; 2: in the queue (--queue).
+                if result != 1 and not (mode == "--queue" and result == 2):
                     sys.exit(f"RequestName answered {result}, not 1 (primary owner)")
                 break
         serial += 1
@@ -148,6 +153,13 @@ def main() -> None:
                 if whole[1] != 1 or whole[2] & 1:  # not a call, or no reply expected
                     continue
                 caller_serial = struct.unpack("<I", whole[8:12])[0]
+                if fields.get(3) == "Introspect" and fields.get(1) == PATH and mode == "--hand-over":
+                    # The name goes to the next in the queue before this answer goes out.
+                    release = bytearray()
+                    put_str(release, NAME)
+                    sock.sendall(call(serial, "ReleaseName", "s", bytes(release)))
+                    serial += 1
+                    mode = "handed-over"
                 if fields.get(3) == "Introspect" and fields.get(1) == PATH and mode != "--forger":
                     text = bytearray()
                     put_str(text, introspection(mode != "--before-252"))
