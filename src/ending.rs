@@ -29,14 +29,9 @@ use std::time::Instant;
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
 use crate::manager;
-use crate::oom_watch::{self, OomKills, ScopeWatch};
+use crate::oom_watch::HANDLE_KILL_MARK;
+use crate::oom_watch::{self, OomKills, ScopeWatch, OOMD_MARKS};
 use crate::oomd_signal::{self, Claim, Said, Subscription};
-
-/// The extended attributes systemd-oomd writes on a cgroup it kills: before the kill (251 and
-/// later) and after it (every version since 247).
-const OOMD_MARKS: [&str; 2] = ["user.oomd_ooms", "user.oomd_kill"];
-/// The extended attribute a scope handle's kill writes before it kills.
-pub(crate) const HANDLE_KILL_MARK: &str = "user.synaps_kill";
 
 /// A rule of systemd-oomd's (`systemd.resource-control(5)`, `ManagedOOMSwap=` and
 /// `ManagedOOMMemoryPressure=`).
@@ -287,10 +282,13 @@ impl Witness {
             return told(ScopeEnding::Running, Evidence::CgroupEvents);
         }
         let oomd_marked = self.marked_anywhere(&OOMD_MARKS);
+        // A cgroup below whose marks could not be read (removed as they were written) may have
+        // held oomd's.
+        let maybe_marked = oomd_marked || self.watch.as_ref().is_some_and(|w| w.leaves_missed());
         match self.oomd.as_ref().map(|(oomd, claim)| {
             // oomd marks before it kills and signals after: with a mark, the signal may still be
             // on its way.
-            oomd.said_of(claim, oomd_marked.then_some(deadline))
+            oomd.said_of(claim, maybe_marked.then_some(deadline))
         }) {
             Some(Said::Killed(reason)) => {
                 let rule = OomdRule::of_reason(&reason);
@@ -348,7 +346,7 @@ impl Witness {
             || self
                 .watch
                 .as_ref()
-                .is_some_and(|watch| watch.any_leaf(marked))
+                .is_some_and(|watch| watch.marked_below(names))
     }
 }
 

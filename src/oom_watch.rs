@@ -14,8 +14,10 @@
 //! - once the scope is empty, the count is read a last time; should the manager have removed the
 //!   cgroup first, the parent slice's counts tell its kills (`oom_count`), or say that they
 //!   cannot be told: the answer is then "at least the kills seen", never "none";
-//! - each cgroup made below the scope is opened as it appears (its extended attributes stay
-//!   readable through that descriptor after it is removed).
+//! - each cgroup made below the scope, however many and in whatever order they come and go, is
+//!   watched by inotify as it appears (a watch, not a descriptor): the marks oomd and a handle's
+//!   kill write on a cgroup (an extended attribute, which the kernel tells as `IN_ATTRIB`) are
+//!   read as they are written, while the cgroup is still there, and remembered with the scope.
 //!
 //! What a watch holds is bounded by the scopes still running that have a handle: a scope's files
 //! are closed once it is empty or removed. A forked child starts a watcher of its own on first use
@@ -24,6 +26,8 @@
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -36,11 +40,14 @@ use rustix::fs::{openat, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::oom_count::{field, read_at_start, Counter, Events, Reading};
-use crate::per_process::{lock, lock_if_free, PerProcess};
+use crate::per_process::{lock, PerProcess};
 
-/// The most cgroups below one scope that are kept open for their marks; a tool that makes more
-/// leaves the rest unread, and its watch says so ([`ScopeWatch::leaves_missed`]).
-const MAX_LEAVES: usize = 64;
+/// The marks written on a cgroup that tell how a scope ended: the extended attributes
+/// systemd-oomd writes on a cgroup it kills (before the kill from 251 on, after it on every
+/// version since 247), and the one a scope handle's kill writes before it kills.
+pub(crate) const OOMD_MARKS: [&str; 2] = ["user.oomd_ooms", "user.oomd_kill"];
+pub(crate) const HANDLE_KILL_MARK: &str = "user.synaps_kill";
+const MARKS: [&str; 3] = [OOMD_MARKS[0], OOMD_MARKS[1], HANDLE_KILL_MARK];
 
 /// The epoll token of the inotify instance; scopes' tokens are even (`memory.events`) and odd
 /// (`cgroup.events`) numbers below it.
@@ -71,9 +78,10 @@ pub(crate) struct ScopeWatch {
     counted: bool,
     /// What reads the count, until the last reading ([`ScopeWatch::settle`]) takes it.
     counter: Mutex<Option<Counter>>,
-    /// The directories of the cgroups made below the scope, opened as they appeared.
-    leaves: Mutex<Vec<Arc<OwnedFd>>>,
-    /// More cgroups appeared below the scope than are kept, or inotify dropped events.
+    /// The marks ([`MARKS`], a bit each) seen on cgroups below the scope.
+    marked_below: AtomicU8,
+    /// A cgroup below the scope went unwatched, or its marks could not be read when written
+    /// (inotify dropped events, had no watch left, or the cgroup was gone by then).
     leaves_missed: AtomicBool,
 }
 
@@ -95,7 +103,7 @@ impl ScopeWatch {
             settled: AtomicU8::new(WATCHING),
             counted: counter.is_some(),
             counter: Mutex::new(counter),
-            leaves: Mutex::new(Vec::new()),
+            marked_below: AtomicU8::new(0),
             leaves_missed: AtomicBool::new(false),
         }
     }
@@ -155,30 +163,39 @@ impl ScopeWatch {
         })
     }
 
-    /// Whether any cgroup made below the scope answers `marked`. In a forked child, the parent's
-    /// list is read only if no thread held it at the fork.
-    pub(crate) fn any_leaf(&self, marked: impl Fn(&OwnedFd) -> bool) -> bool {
-        if self.pid != std::process::id() {
-            return lock_if_free(&self.leaves)
-                .is_some_and(|leaves| leaves.iter().any(|leaf| marked(leaf)));
-        }
-        lock(&self.leaves).iter().any(|leaf| marked(leaf))
+    /// Whether any of `names` (of [`MARKS`]) was seen on a cgroup made below the scope.
+    pub(crate) fn marked_below(&self, names: &[&str]) -> bool {
+        let seen = self.marked_below.load(Ordering::Acquire);
+        MARKS
+            .iter()
+            .enumerate()
+            .any(|(bit, mark)| seen & (1 << bit) != 0 && names.contains(mark))
     }
 
-    /// Whether cgroups below the scope went unwatched (more than are kept, or events dropped, or
-    /// this is a forked child's snapshot, which no thread fills).
+    /// Whether cgroups below the scope went unwatched (inotify dropped events or had no watch
+    /// left, or a mark could not be read when written, or this is a forked child's snapshot,
+    /// which no thread fills).
     pub(crate) fn leaves_missed(&self) -> bool {
         self.leaves_missed.load(Ordering::Acquire) || self.pid != std::process::id()
     }
 
-    fn keep_leaf(&self, leaf: &Arc<OwnedFd>) -> bool {
-        let mut leaves = lock(&self.leaves);
-        if leaves.len() >= MAX_LEAVES {
-            self.leaves_missed.store(true, Ordering::Release);
-            return false;
+    /// Reads the marks on the cgroup at `path`, below the scope, into what is seen of it.
+    fn read_marks(&self, path: &Path) {
+        let mut seen = 0u8;
+        for (bit, mark) in MARKS.iter().enumerate() {
+            let mut value = [0u8; 32];
+            match rustix::fs::getxattr(path, *mark, &mut value) {
+                Ok(n) if n > 0 => seen |= 1 << bit,
+                Err(Errno::RANGE) => seen |= 1 << bit,
+                Ok(_) | Err(Errno::NODATA) => {}
+                Err(_) => {
+                    // Gone before it could be read: a mark on it would not be known.
+                    self.leaves_missed.store(true, Ordering::Release);
+                    return;
+                }
+            }
         }
-        leaves.push(Arc::clone(leaf));
-        true
+        self.marked_below.fetch_or(seen, Ordering::AcqRel);
     }
 }
 
@@ -222,9 +239,9 @@ struct Table {
     /// The token of each scope watched, by its cgroup's inode number: handles on one scope share
     /// one watch.
     by_inode: HashMap<u64, u64>,
-    /// Each directory watched for new cgroups (inotify's watch descriptor): its scope's token and
-    /// the directory, to open what appears in it.
-    directories: HashMap<i32, (u64, Arc<OwnedFd>)>,
+    /// Each directory watched for new cgroups and marks (inotify's watch descriptor): its scope's
+    /// token and the directory's path.
+    directories: HashMap<i32, (u64, PathBuf)>,
 }
 
 /// The watcher of this process: its epoll and inotify instances and what each token watches.
@@ -306,13 +323,13 @@ pub(crate) fn watch(dir: &OwnedFd, unit: &str) -> Option<Arc<ScopeWatch>> {
         pressure: first.pressure(),
         hot_until: None,
     };
-    match dir.try_clone() {
-        Ok(own) => watch_directory(
+    match rustix::fs::readlink(format!("/proc/self/fd/{}", dir.as_raw_fd()), Vec::new()) {
+        Ok(path) => watch_directory(
             &watcher.inotify,
             &mut table,
             token,
             &mut scope,
-            Arc::new(own),
+            PathBuf::from(std::ffi::OsString::from_vec(path.into_bytes())),
         ),
         Err(_) => shared.leaves_missed.store(true, Ordering::Release),
     }
@@ -321,65 +338,40 @@ pub(crate) fn watch(dir: &OwnedFd, unit: &str) -> Option<Arc<ScopeWatch>> {
     Some(shared)
 }
 
-/// Watches `directory` (the scope's, or a cgroup below it) for cgroups made in it, and keeps the
-/// ones already there (made before the watch), each watched in turn.
+/// Watches `directory` (the scope's, or a cgroup below it) for cgroups made in it and for marks
+/// written on it, reads the marks already there, and watches each cgroup already in it in turn
+/// (made before the watch).
 fn watch_directory(
     inotify_fd: &OwnedFd,
     table: &mut Table,
     token: u64,
     scope: &mut Watched,
-    directory: Arc<OwnedFd>,
+    directory: PathBuf,
 ) {
-    let path = format!("/proc/self/fd/{}", directory.as_raw_fd());
     let added = inotify::add_watch(
         inotify_fd,
-        path.as_str(),
-        WatchFlags::CREATE | WatchFlags::ONLYDIR,
+        directory.as_path(),
+        WatchFlags::CREATE | WatchFlags::ATTRIB | WatchFlags::ONLYDIR,
     );
     let Ok(wd) = added else {
-        scope.shared.leaves_missed.store(true, Ordering::Release);
+        // Gone already (it held no process worth a mark any more), or no watch left.
+        if directory.exists() {
+            scope.shared.leaves_missed.store(true, Ordering::Release);
+        }
         return;
     };
     scope.watches.push(wd);
-    table
-        .directories
-        .insert(wd, (token, Arc::clone(&directory)));
-    let Ok(mut entries) = rustix::fs::Dir::read_from(&*directory) else {
+    table.directories.insert(wd, (token, directory.clone()));
+    if scope.watches.len() > 1 {
+        scope.shared.read_marks(&directory);
+    }
+    let Ok(entries) = std::fs::read_dir(&directory) else {
         return;
     };
-    while let Some(Ok(entry)) = entries.next() {
-        if entry.file_type() != rustix::fs::FileType::Directory {
-            continue;
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            watch_directory(inotify_fd, table, token, scope, entry.path());
         }
-        let name = entry.file_name();
-        if name.to_bytes() == b"." || name.to_bytes() == b".." {
-            continue;
-        }
-        keep_below(inotify_fd, table, token, scope, &directory, name);
-    }
-}
-
-/// Opens the cgroup `name` made in `parent`, keeps it for its marks, and watches it in turn.
-fn keep_below(
-    inotify_fd: &OwnedFd,
-    table: &mut Table,
-    token: u64,
-    scope: &mut Watched,
-    parent: &OwnedFd,
-    name: &std::ffi::CStr,
-) {
-    let opened = openat(
-        parent,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    );
-    let Ok(leaf) = opened else {
-        return; // Removed already: it held no process worth a mark any more.
-    };
-    let leaf = Arc::new(leaf);
-    if scope.shared.keep_leaf(&leaf) {
-        watch_directory(inotify_fd, table, token, scope, leaf);
     }
 }
 
@@ -489,20 +481,33 @@ fn read_inotify(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &mut MutexGuard
                 .is_some_and(|scope| scope.watches.first() == Some(&wd));
             if is_scope_itself {
                 let_go(epoll_fd, inotify_fd, table, token);
+            } else if let Some(scope) = table.scopes.get_mut(&token) {
+                scope.watches.retain(|watch| *watch != wd);
+            }
+            continue;
+        }
+        let name = event
+            .file_name()
+            .map(|name| directory.join(std::ffi::OsStr::from_bytes(name.to_bytes())));
+        if flags.contains(ReadFlags::ATTRIB) {
+            // A mark written on the directory itself, or on a cgroup in it (told to both).
+            let marked = name.unwrap_or(directory);
+            if let Some(scope) = table.scopes.get(&token) {
+                scope.shared.read_marks(&marked);
             }
             continue;
         }
         if !flags.contains(ReadFlags::CREATE | ReadFlags::ISDIR) {
             continue;
         }
-        let Some(name) = event.file_name().map(std::ffi::CStr::to_owned) else {
+        let Some(made) = name else {
             continue;
         };
         let table = &mut **table;
         let Some(mut scope) = table.scopes.remove(&token) else {
             continue;
         };
-        keep_below(inotify_fd, table, token, &mut scope, &directory, &name);
+        watch_directory(inotify_fd, table, token, &mut scope, made);
         table.scopes.insert(token, scope);
     }
 }

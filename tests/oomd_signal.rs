@@ -474,3 +474,63 @@ fn an_oomd_replaced_during_the_set_up_is_followed() {
     );
     drop(first);
 }
+
+/// The descriptors this process has open.
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Every cgroup below a scope counts, however many: a tool makes 100 cgroups below its scope,
+/// removing every other one as a job runner does, and oomd marks and kills the last one; the
+/// answer, asked before the signal comes, waits for it and tells oomd's kill. Watching the cgroups
+/// costs no descriptor each.
+#[test]
+fn a_kill_in_the_hundredth_cgroup_below_a_scope_is_oomds_and_costs_no_descriptor_per_cgroup() {
+    let Some(setup) = setup(None) else {
+        return;
+    };
+    let (system, mut oomd) = (&setup.system, setup.oomd);
+    let before = open_descriptors();
+    let (mut child, handle, cgroup) = scoped(
+        &[
+            "sh",
+            "-c",
+            r#"read dir; i=0; while [ $i -lt 100 ]; do mkdir "$dir/job$i"; [ $((i % 2)) = 1 ] && rmdir "$dir/job$((i - 1))"; i=$((i + 1)); done; echo $$ > "$dir/job99/cgroup.procs" && exec sleep 100"#,
+        ],
+        &system.env,
+    );
+    let last = handle.cgroup_dir().join("job99");
+    writeln!(
+        child.stdin.take().unwrap(),
+        "{}",
+        handle.cgroup_dir().display()
+    )
+    .unwrap();
+    wait_for("the tool to move into its 100th cgroup", || {
+        cgroup_is_empty(&last) == Some(false)
+    });
+    let held = open_descriptors().saturating_sub(before);
+    assert!(
+        held < 16,
+        "{held} more descriptors open with 50 cgroups below one scope"
+    );
+    mark_and_kill(&last);
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        oomd.killed(&format!("{cgroup}/job99"), "memory-pressure");
+        oomd
+    });
+    let _ = child.wait();
+    std::fs::remove_dir(&last).ok();
+    let ending = handle.ending(&system.env, ASK);
+    drop(sender.join().unwrap());
+    assert_eq!(
+        ending,
+        told(
+            ScopeEnding::KilledByOomd {
+                rule: Some(OomdRule::MemoryPressure)
+            },
+            Evidence::OomdSignal
+        )
+    );
+}
