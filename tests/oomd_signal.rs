@@ -141,6 +141,14 @@ fn oomd_signal_threads() -> usize {
         .count()
 }
 
+/// oomd's kill under `rule`, told by its signal.
+fn oomds(rule: OomdRule) -> Ending {
+    told(
+        ScopeEnding::KilledByOomd { rule: Some(rule) },
+        Evidence::OomdSignal,
+    )
+}
+
 /// No kill known: the rig's tree has no memory controller to count the kernel's by.
 const NO_KILL: Ending = Ending {
     how: ScopeEnding::Unknown,
@@ -164,15 +172,7 @@ fn oomds_signal_names_the_kill_and_its_rule_even_when_it_comes_after_the_questio
     });
     let ending = handle.ending(&system.env, ASK);
     drop(sender.join().unwrap());
-    assert_eq!(
-        ending,
-        told(
-            ScopeEnding::KilledByOomd {
-                rule: Some(OomdRule::Swap)
-            },
-            Evidence::OomdSignal
-        )
-    );
+    assert_eq!(ending, oomds(OomdRule::Swap));
     assert!(!ending.evidence.forgeable());
 }
 
@@ -205,12 +205,7 @@ fn oomds_kill_of_a_cgroup_below_the_scope_is_signalled_for_the_scope() {
     collected(child, &handle);
     assert_eq!(
         handle.ending(&system.env, ASK),
-        told(
-            ScopeEnding::KilledByOomd {
-                rule: Some(OomdRule::MemoryPressure)
-            },
-            Evidence::OomdSignal
-        )
+        oomds(OomdRule::MemoryPressure)
     );
 }
 
@@ -359,15 +354,7 @@ fn a_kill_of_a_cgroup_named_after_another_scope_is_never_that_scopes() {
     std::fs::remove_dir(&framed).unwrap();
     a.kill(ASK).unwrap();
     collected(a_child, &a);
-    assert_eq!(
-        a.ending(&system.env, ASK),
-        told(
-            ScopeEnding::KilledByOomd {
-                rule: Some(OomdRule::MemoryPressure)
-            },
-            Evidence::OomdSignal
-        )
-    );
+    assert_eq!(a.ending(&system.env, ASK), oomds(OomdRule::MemoryPressure));
 }
 
 /// The same name again: after B's scope is collected, anyone of the user may start a scope of the
@@ -402,12 +389,7 @@ fn a_kill_of_a_later_scope_of_the_same_name_is_not_the_handles() {
     });
     assert_eq!(
         later.ending(&system.env, ASK),
-        told(
-            ScopeEnding::KilledByOomd {
-                rule: Some(OomdRule::MemoryPressure)
-            },
-            Evidence::OomdSignal
-        )
+        oomds(OomdRule::MemoryPressure)
     );
     assert_eq!(b.ending(&system.env, Duration::from_secs(1)), NO_KILL);
 }
@@ -429,24 +411,8 @@ fn handles_on_two_system_buses_each_hear_their_own_oomd() {
     second_oomd.killed(&y_cgroup, "memory-pressure");
     collected(x_child, &x);
     collected(y_child, &y);
-    assert_eq!(
-        x.ending(&first.env, ASK),
-        told(
-            ScopeEnding::KilledByOomd {
-                rule: Some(OomdRule::Swap)
-            },
-            Evidence::OomdSignal
-        )
-    );
-    assert_eq!(
-        y.ending(&second.env, ASK),
-        told(
-            ScopeEnding::KilledByOomd {
-                rule: Some(OomdRule::MemoryPressure)
-            },
-            Evidence::OomdSignal
-        )
-    );
+    assert_eq!(x.ending(&first.env, ASK), oomds(OomdRule::Swap));
+    assert_eq!(y.ending(&second.env, ASK), oomds(OomdRule::MemoryPressure));
 }
 
 /// oomd replaced while the subscription is set up: the owner gives the name to the next oomd
@@ -465,12 +431,7 @@ fn an_oomd_replaced_during_the_set_up_is_followed() {
     collected(child, &handle);
     assert_eq!(
         handle.ending(&system.env, ASK),
-        told(
-            ScopeEnding::KilledByOomd {
-                rule: Some(OomdRule::MemoryPressure)
-            },
-            Evidence::OomdSignal
-        )
+        oomds(OomdRule::MemoryPressure)
     );
     drop(first);
 }
@@ -524,13 +485,5 @@ fn a_kill_in_the_hundredth_cgroup_below_a_scope_is_oomds_and_costs_no_descriptor
     std::fs::remove_dir(&last).ok();
     let ending = handle.ending(&system.env, ASK);
     drop(sender.join().unwrap());
-    assert_eq!(
-        ending,
-        told(
-            ScopeEnding::KilledByOomd {
-                rule: Some(OomdRule::MemoryPressure)
-            },
-            Evidence::OomdSignal
-        )
-    );
+    assert_eq!(ending, oomds(OomdRule::MemoryPressure));
 }

@@ -83,13 +83,22 @@ fn through_a_relay_with_no_private_socket_the_pid_names_the_launcher_where_the_m
     let container = TempDir::new("relayed-runtime");
     let env = bus_only_through(&relay, &container);
 
-    let out = launch(&env, true);
-    assert!(out.status.success(), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains(&format!("/{UNIT}")),
-        "{out:?}"
-    );
-    let env = common::with_wrapper(&env, "synaps-scope-exec");
+    scoped_and_probed_scoped(&env, 1);
+    assert_eq!(cgroup_of(relay.pid()), relay_cgroup, "the relay was moved");
+}
+
+/// `launches` launcher programs in a row with `env`, each under `required` and in its scope
+/// [`UNIT`]; then the library's probe with `env`, which says scoped.
+fn scoped_and_probed_scoped(env: &[(OsString, OsString)], launches: usize) {
+    for _ in 0..launches {
+        let out = launch(env, true);
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&format!("/{UNIT}")),
+            "{out:?}"
+        );
+    }
+    let env = common::with_wrapper(env, "synaps-scope-exec");
     assert!(
         matches!(
             decide(&env, ScopeKind::Tool, &LauncherOptions::default()),
@@ -97,7 +106,6 @@ fn through_a_relay_with_no_private_socket_the_pid_names_the_launcher_where_the_m
         ),
         "the probe through the relay"
     );
-    assert_eq!(cgroup_of(relay.pid()), relay_cgroup, "the relay was moved");
 }
 
 /// A runtime directory whose private socket is `relay`'s (a forwarded or proxied private socket),
@@ -122,22 +130,7 @@ fn through_a_relay_in_front_of_the_private_socket_the_pid_names_the_launcher_not
     let container = TempDir::new("relayed-private");
     let env = private_socket_only_through(&relay, &container);
 
-    for _ in 0..3 {
-        let out = launch(&env, true);
-        assert!(out.status.success(), "{out:?}");
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains(&format!("/{UNIT}")),
-            "{out:?}"
-        );
-    }
-    let env = common::with_wrapper(&env, "synaps-scope-exec");
-    assert!(
-        matches!(
-            decide(&env, ScopeKind::Tool, &LauncherOptions::default()),
-            Ok(Decision::Scoped(_))
-        ),
-        "the probe through the relay"
-    );
+    scoped_and_probed_scoped(&env, 3);
     assert_eq!(cgroup_of(relay.pid()), relay_cgroup, "the relay was moved");
 }
 
@@ -149,35 +142,7 @@ fn through_a_relay_in_front_of_the_private_socket_the_pid_names_the_launcher_not
 fn through_a_relay_in_front_of_the_private_socket_from_a_pid_namespace_no_scope_is_made() {
     let Some(rig) = rig() else { return };
     let manager = Manager::with_session_bus(&rig);
-    let container = TempDir::new("sandboxed-private");
-    std::fs::create_dir(container.path().join("systemd")).unwrap();
-    let socket = container.path().join("systemd/private");
-    let relay_script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/bus_relay.py");
-    let script = format!(
-        "python3 '{relay}' '{socket}' '{target}' > '{ready}' & relay=$!
-         until [ -s '{ready}' ]; do sleep 0.02; done
-         before=$(grep ^0:: /proc/$relay/cgroup)
-         '{exec}' --unit={UNIT} --description=sandboxed --timeout-ms=3000 --required -- /bin/cat cat /proc/self/cgroup
-         echo \"exit $?\"
-         after=$(grep ^0:: /proc/$relay/cgroup)
-         [ \"$before\" = \"$after\" ] && echo 'relay unmoved' || echo \"relay moved: $before -> $after\"
-         kill $relay",
-        relay = relay_script.display(),
-        socket = socket.display(),
-        target = manager.runtime_dir.join("systemd/private").display(),
-        ready = container.path().join("ready").display(),
-        exec = common::exec_program().display(),
-    );
-    let mut cmd = Command::new("unshare");
-    cmd.args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script]);
-    let env = common::env_with(&[("XDG_RUNTIME_DIR", &container.path().as_os_str().to_owned())]);
-    set_env(
-        &mut cmd,
-        &common::env_without(&env, &["DBUS_SESSION_BUS_ADDRESS"]),
-    );
-    let out = cmd.stdin(Stdio::null()).output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (said, stderr) = in_sandbox_through_a_relay(&manager, Relayed::PrivateSocket, false);
     assert!(said.contains("exit 125"), "{said}\n{stderr}");
     assert!(!said.contains(UNIT), "the command ran: {said}");
     assert!(said.contains("relay unmoved"), "{said}");
@@ -188,13 +153,37 @@ fn through_a_relay_in_front_of_the_private_socket_from_a_pid_namespace_no_scope_
     );
 }
 
-/// The relay (passing descriptors too where `pass_fds`) and the launcher program in a pid
-/// namespace of their own (a sandbox's), the broker and manager outside it, and no private socket:
-/// the launcher program runs `cat /proc/self/cgroup` in [`UNIT`] under `required`. Returns what it
-/// printed (its cgroup, its exit status, and whether the relay was moved) and its stderr.
-fn in_sandbox_through_a_relay(manager: &Manager, pass_fds: bool) -> (String, String) {
+/// The way to the manager a sandbox's relay stands in front of: the session bus, or the private
+/// socket.
+#[derive(Clone, Copy)]
+enum Relayed {
+    SessionBus,
+    PrivateSocket,
+}
+
+impl Relayed {
+    /// The socket's path in a runtime directory.
+    fn socket(self) -> &'static str {
+        match self {
+            Relayed::SessionBus => "bus",
+            Relayed::PrivateSocket => "systemd/private",
+        }
+    }
+}
+
+/// A relay in front of `relayed` (passing descriptors too where `pass_fds`) and the launcher
+/// program in a pid namespace of their own (a sandbox's), the broker and manager outside it, and
+/// only the relayed socket in the runtime directory: the launcher program runs
+/// `cat /proc/self/cgroup` in [`UNIT`] under `required`. Returns what it printed (its cgroup, its
+/// exit status, and whether the relay was moved) and its stderr.
+fn in_sandbox_through_a_relay(
+    manager: &Manager,
+    relayed: Relayed,
+    pass_fds: bool,
+) -> (String, String) {
     let container = TempDir::new("sandboxed-runtime");
-    let socket = container.path().join("bus");
+    let socket = container.path().join(relayed.socket());
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
     let relay_script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/bus_relay.py");
     let script = format!(
         "python3 '{relay}' {pass_fds} '{socket}' '{target}' > '{ready}' & relay=$!
@@ -208,7 +197,7 @@ fn in_sandbox_through_a_relay(manager: &Manager, pass_fds: bool) -> (String, Str
         relay = relay_script.display(),
         pass_fds = if pass_fds { "--pass-fds" } else { "" },
         socket = socket.display(),
-        target = manager.runtime_dir.join("bus").display(),
+        target = manager.runtime_dir.join(relayed.socket()).display(),
         ready = container.path().join("ready").display(),
         exec = common::exec_program().display(),
     );
@@ -237,7 +226,7 @@ fn through_a_relay_in_a_pid_namespace_with_no_private_socket_no_scope_is_made_an
 ) {
     let Some(rig) = rig() else { return };
     let manager = Manager::with_session_bus(&rig);
-    let (said, stderr) = in_sandbox_through_a_relay(&manager, false);
+    let (said, stderr) = in_sandbox_through_a_relay(&manager, Relayed::SessionBus, false);
     assert!(said.contains("exit 125"), "{said}\n{stderr}");
     assert!(!said.contains(UNIT), "the command ran: {said}");
     assert!(said.contains("relay unmoved"), "{said}");
@@ -266,7 +255,7 @@ fn through_a_proxy_that_passes_descriptors_a_pidfd_names_the_launcher_where_the_
 {
     let Some(rig) = rig() else { return };
     let manager = Manager::with_session_bus(&rig);
-    let (said, stderr) = in_sandbox_through_a_relay(&manager, true);
+    let (said, stderr) = in_sandbox_through_a_relay(&manager, Relayed::SessionBus, true);
     assert!(said.contains("relay unmoved"), "{said}\n{stderr}");
     if rig.version >= 257 {
         assert!(said.contains("exit 0"), "{said}\n{stderr}");

@@ -236,15 +236,20 @@ impl Connection {
         started: Instant,
         deadline: Instant,
     ) -> Result<Self, BusError> {
-        let mut connection =
+        let connection =
             Connection::unauthenticated(socket, broker.is_some(), read_size, started, deadline);
-        connection.send_authentication()?;
-        connection.finish_authentication()?;
+        connection.begin(broker)
+    }
+
+    /// Authenticates (and, through a broker, greets it as `broker` says), by the deadline.
+    fn begin(mut self, broker: Option<BrokerGreeting>) -> Result<Self, BusError> {
+        self.send_authentication()?;
+        self.finish_authentication()?;
         if let Some(greeting) = broker {
-            connection.greet_broker(greeting)?;
-            connection.authenticated()?;
+            self.greet_broker(greeting)?;
+            self.authenticated()?;
         }
-        Ok(connection)
+        Ok(self)
     }
 
     /// [`Connection::over`] a socket to a manager's private socket (no broker), for the fuzz
@@ -303,11 +308,7 @@ impl Connection {
         let mut connection =
             Connection::unauthenticated(socket, true, READ_SIZE, started, deadline);
         connection.negotiates_fds = true;
-        connection.send_authentication()?;
-        connection.finish_authentication()?;
-        connection.greet_broker(greeting)?;
-        connection.authenticated()?;
-        Ok(connection)
+        connection.begin(Some(greeting))
     }
 
     /// Starts a new conversation on this connection, bounded by `deadline`. Through a broker it
@@ -854,6 +855,14 @@ impl Connection {
             "Ping",
         )?;
         self.reply(serial).map(drop)
+    }
+
+    /// The manager's own property `property` (of its `Manager` interface), asked once the
+    /// authentication is answered (as [`Connection::call_manager`] asks).
+    pub(crate) fn manager_property(&mut self, property: &str) -> Result<Message, BusError> {
+        self.authenticated()?;
+        let serial = self.send_get(MANAGER_PATH, MANAGER, property)?;
+        self.reply(serial)
     }
 
     /// Sends `Properties.Get(interface, property)` on `path`; the answer comes with

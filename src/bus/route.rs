@@ -328,12 +328,7 @@ fn pidfd_connection(
     bus: &mut Connection,
     deadline: Instant,
 ) -> Result<Result<Connection, String>, BusError> {
-    let version = bus.send_get(
-        super::connection::MANAGER_PATH,
-        super::connection::MANAGER,
-        "Version",
-    )?;
-    let version = bus.reply(version)?;
+    let version = bus.manager_property("Version")?;
     let version = version
         .first_str()
         .and_then(crate::version::parse_major)
@@ -478,13 +473,7 @@ pub(crate) fn own_pid_names_this_process(bus: &mut Connection) -> Result<bool, B
 /// names its cgroup (`ControlGroup`), and the kernel gives that cgroup's pids in the reader's pid
 /// namespace (none where the manager's cgroup cannot be reached from here).
 fn manager_processes_here(bus: &mut Connection) -> Result<Vec<u32>, BusError> {
-    bus.authenticated()?;
-    let asked = bus.send_get(
-        super::connection::MANAGER_PATH,
-        super::connection::MANAGER,
-        "ControlGroup",
-    )?;
-    let reply = bus.reply(asked)?;
+    let reply = bus.manager_property("ControlGroup")?;
     let Some(root) = reply.first_str() else {
         return Ok(Vec::new());
     };

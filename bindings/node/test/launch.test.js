@@ -176,6 +176,25 @@ test('from a pid namespace a launch is scoped, or direct with the reason under s
   // A sandbox's `unshare --pid`: the manager is outside it. The launcher program names its process
   // as the sender and is scoped; systemd-run cannot reach the manager from there, so the launch is
   // direct and the warning (the library's default sink, stderr) says why.
+  const { unit, cgroup, stderr } = spawnInAPidNamespace(process.env);
+  if (process.env.SYNAPS_SCOPE_LAUNCHER === 'systemd-run') {
+    assert.equal(unit, 'null');
+    assert.ok(!cgroup.includes('.scope'), cgroup);
+    assert.match(stderr, /synaps-scope: warn: .*pid namespace/);
+  } else {
+    assert.match(unit, /^synaps-tool-[0-9a-f]{32}\.scope$/);
+    assert.ok(cgroup.endsWith(`/${unit}`), cgroup);
+    assert.equal(stderr, '');
+  }
+});
+
+/**
+ * A child of `scope.spawn` that prints its cgroup, made from a pid namespace of its own
+ * (`unshare --pid`) with `env`: its scope unit ('null' for none), the cgroup it ran in, and what
+ * the parent said on stderr (the library's default sink).
+ * @param {Record<string, string | undefined>} env
+ */
+function spawnInAPidNamespace(env) {
   const script = `
     const scope = require(${JSON.stringify(path.join(__dirname, '..'))});
     scope.spawn('sh', ['-c', ${JSON.stringify(CGROUP_OF_SELF)}], { stdio: ['ignore', 'pipe', 'inherit'] }).then((child) => {
@@ -183,20 +202,12 @@ test('from a pid namespace a launch is scoped, or direct with the reason under s
       child.stdout.on('data', (d) => { out += d; });
       child.on('close', (code) => console.log(String(child.scopeUnit), out.trim(), code));
     });`;
-  const run = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', '--', process.execPath, '-e', script], { encoding: 'utf8', timeout: 60000 });
+  const run = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', '--', process.execPath, '-e', script], { encoding: 'utf8', timeout: 60000, env });
   assert.equal(run.status, 0, run.stderr);
   const [unit, cgroup, code] = run.stdout.trim().split(' ');
   assert.equal(code, '0');
-  if (process.env.SYNAPS_SCOPE_LAUNCHER === 'systemd-run') {
-    assert.equal(unit, 'null');
-    assert.ok(!cgroup.includes('.scope'), cgroup);
-    assert.match(run.stderr, /synaps-scope: warn: .*pid namespace/);
-  } else {
-    assert.match(unit, /^synaps-tool-[0-9a-f]{32}\.scope$/);
-    assert.ok(cgroup.endsWith(`/${unit}`), cgroup);
-    assert.equal(run.stderr, '');
-  }
-});
+  return { unit, cgroup, stderr: run.stderr };
+}
 
 test('from a pid namespace with the session bus alone a pidfd names the launch, or it is direct with the reason', async (t) => {
   if (!requireRig(t)) return;
@@ -209,25 +220,15 @@ test('from a pid namespace with the session bus alone a pidfd names the launch, 
   /** @type {Record<string, string | undefined>} */
   const env = { ...manager.env, SYNAPS_SCOPE_LAUNCHER: 'synaps-scope-exec', DBUS_SESSION_BUS_ADDRESS: `unix:path=${manager.runtimeDir}/bus` };
   delete env.XDG_RUNTIME_DIR;
-  const script = `
-    const scope = require(${JSON.stringify(path.join(__dirname, '..'))});
-    scope.spawn('sh', ['-c', ${JSON.stringify(CGROUP_OF_SELF)}], { stdio: ['ignore', 'pipe', 'inherit'] }).then((child) => {
-      let out = '';
-      child.stdout.on('data', (d) => { out += d; });
-      child.on('close', (code) => console.log(String(child.scopeUnit), out.trim(), code));
-    });`;
-  const run = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', '--', process.execPath, '-e', script], { encoding: 'utf8', timeout: 60000, env });
-  assert.equal(run.status, 0, run.stderr);
-  const [unit, cgroup, code] = run.stdout.trim().split(' ');
-  assert.equal(code, '0');
+  const { unit, cgroup, stderr } = spawnInAPidNamespace(env);
   if (Number(process.env.SYNAPS_RIG_SYSTEMD_VERSION) >= 257) {
     assert.match(unit, /^synaps-tool-[0-9a-f]{32}\.scope$/);
     assert.ok(cgroup.endsWith(`/${unit}`), cgroup);
-    assert.equal(run.stderr, '');
+    assert.equal(stderr, '');
   } else {
     assert.equal(unit, 'null');
     assert.ok(!cgroup.includes('synaps-tool-'), cgroup);
-    assert.match(run.stderr, /synaps-scope: warn: .*takes no pidfd/);
+    assert.match(stderr, /synaps-scope: warn: .*takes no pidfd/);
   }
 });
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -241,6 +241,19 @@ def test_from_a_pid_namespace_a_launch_is_scoped_or_direct_with_the_reason(rig: 
     """From a pid namespace the manager is outside of (a sandbox's `unshare --pid`), the launcher
     program names its process as the sender and is scoped; systemd-run cannot reach the manager
     from there, so the launch is direct and the warning says why."""
+    unit, cgroup, stderr = popen_in_a_pid_namespace(None)
+    if os.environ.get("SYNAPS_SCOPE_LAUNCHER") == "systemd-run":
+        assert unit == "None" and ".scope" not in cgroup
+        assert "WARNING" in stderr and "pid namespace" in stderr, stderr
+    else:
+        assert unit.startswith("synaps-tool-") and cgroup.endswith(f"/{unit}")
+        assert stderr == ""
+
+
+def popen_in_a_pid_namespace(env: Optional[Dict[str, str]]) -> Tuple[str, str, str]:
+    """A `synaps_scope.Popen` child that prints its cgroup, made from a pid namespace of its own
+    (`unshare --pid`) with `env` (else this process's): its scope unit (`None` for none), the
+    cgroup it ran in, and what the parent said on stderr (its warnings through `logging`)."""
     script = (
         "import logging, subprocess, synaps_scope\n"
         "logging.basicConfig(format='%(levelname)s %(message)s')\n"
@@ -253,16 +266,12 @@ def test_from_a_pid_namespace_a_launch_is_scoped_or_direct_with_the_reason(rig: 
         capture_output=True,
         text=True,
         timeout=60,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     unit, cgroup, status = proc.stdout.split()
     assert status == "0"
-    if os.environ.get("SYNAPS_SCOPE_LAUNCHER") == "systemd-run":
-        assert unit == "None" and ".scope" not in cgroup
-        assert "WARNING" in proc.stderr and "pid namespace" in proc.stderr, proc.stderr
-    else:
-        assert unit.startswith("synaps-tool-") and cgroup.endswith(f"/{unit}")
-        assert proc.stderr == ""
+    return unit, cgroup, proc.stderr
 
 
 SQUATTER = Path(__file__).resolve().parents[3] / "tests" / "tools" / "name_squatter.py"
@@ -281,29 +290,13 @@ def test_from_a_pid_namespace_with_the_session_bus_alone_a_pidfd_names_the_launc
         SYNAPS_SCOPE_LAUNCHER="synaps-scope-exec",
         DBUS_SESSION_BUS_ADDRESS=f"unix:path={manager.runtime_dir}/bus",
     )
-    script = (
-        "import logging, subprocess, synaps_scope\n"
-        "logging.basicConfig(format='%(levelname)s %(message)s')\n"
-        f"p = synaps_scope.Popen(['sh', '-c', {CGROUP_OF_SELF!r}], stdout=subprocess.PIPE, text=True)\n"
-        "out, _ = p.communicate(timeout=30)\n"
-        "print(p.scope_unit, out.strip(), p.returncode)\n"
-    )
-    proc = subprocess.run(
-        ["unshare", "--pid", "--fork", "--mount-proc", "--", sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
-    assert proc.returncode == 0, proc.stderr
-    unit, cgroup, status = proc.stdout.split()
-    assert status == "0"
+    unit, cgroup, stderr = popen_in_a_pid_namespace(env)
     if int(os.environ["SYNAPS_RIG_SYSTEMD_VERSION"]) >= 257:
-        assert unit.startswith("synaps-tool-") and cgroup.endswith(f"/{unit}"), proc.stdout
-        assert proc.stderr == ""
+        assert unit.startswith("synaps-tool-") and cgroup.endswith(f"/{unit}"), cgroup
+        assert stderr == ""
     else:
-        assert unit == "None" and "synaps-tool-" not in cgroup, proc.stdout
-        assert "WARNING" in proc.stderr and "takes no pidfd" in proc.stderr, proc.stderr
+        assert unit == "None" and "synaps-tool-" not in cgroup, cgroup
+        assert "WARNING" in stderr and "takes no pidfd" in stderr, stderr
 
 
 def test_a_session_bus_where_a_program_that_is_no_manager_owns_its_name_is_passed_over(

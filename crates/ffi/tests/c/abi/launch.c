@@ -135,9 +135,15 @@ int scenario_direct_no_manager(void) {
     return 0;
 }
 
+static int direct_and_required_says(const char *why);
+
 /* Started in a pid namespace the manager is outside of, with systemd-run as the wrapper: it could
  * not reach the manager from there, so there is no launcher, and `required` says why. */
-int scenario_direct_in_pid_namespace(void) {
+int scenario_direct_in_pid_namespace(void) { return direct_and_required_says("pid namespace"); }
+
+/* No launcher for this process's environment (direct is not an error), and in `required` mode an
+ * error whose message holds `why`, the out-parameter untouched. */
+static int direct_and_required_says(const char *why) {
     scope_launcher *launcher = SENTINEL;
     CHECK(scope_launcher_for_env(NULL, SCOPE_KIND_TOOL, &launcher) == SCOPE_RESULT_OK, "direct is not an error");
     CHECK(launcher == NULL, "NULL means launch directly");
@@ -146,7 +152,7 @@ int scenario_direct_in_pid_namespace(void) {
     launcher = SENTINEL;
     scope_result r = scope_launcher_for_env(env, SCOPE_KIND_TOOL, &launcher);
     CHECK(r == SCOPE_RESULT_REQUIRED_UNAVAILABLE && launcher == SENTINEL, "result %u", (unsigned)r);
-    CHECK(strstr(scope_last_error(), "pid namespace") != NULL, "message: %s", scope_last_error());
+    CHECK(strstr(scope_last_error(), why) != NULL, "message: %s", scope_last_error());
     free(env);
     return 0;
 }
@@ -158,18 +164,7 @@ int scenario_direct_in_pid_namespace(void) {
 int scenario_pid_namespace_session_bus_alone(void) {
     const char *version = getenv("SYNAPS_RIG_SYSTEMD_VERSION");
     CHECK(version != NULL, "SYNAPS_RIG_SYSTEMD_VERSION is set by the rig");
-    if (atoi(version) >= 257) return scenario_scoped_spawn();
-    scope_launcher *launcher = SENTINEL;
-    CHECK(scope_launcher_for_env(NULL, SCOPE_KIND_TOOL, &launcher) == SCOPE_RESULT_OK, "direct is not an error");
-    CHECK(launcher == NULL, "NULL means launch directly");
-    const char *add[] = {"SYNAPS_PROCESS_SCOPES=required", NULL};
-    const char **env = env_edit(NULL, add);
-    launcher = SENTINEL;
-    scope_result r = scope_launcher_for_env(env, SCOPE_KIND_TOOL, &launcher);
-    CHECK(r == SCOPE_RESULT_REQUIRED_UNAVAILABLE && launcher == SENTINEL, "result %u", (unsigned)r);
-    CHECK(strstr(scope_last_error(), "takes no pidfd") != NULL, "message: %s", scope_last_error());
-    free(env);
-    return 0;
+    return atoi(version) >= 257 ? scenario_scoped_spawn() : direct_and_required_says("takes no pidfd");
 }
 
 int scenario_required(void) {
