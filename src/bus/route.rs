@@ -214,6 +214,16 @@ impl Route {
             || (error.means_no_manager_on_bus() && self.manager_has_lived())
     }
 
+    /// Whether `error`, met while a connection along this route was being made (before anything
+    /// was asked of the manager), means the manager is away for a moment: as
+    /// [`Route::manager_away`], or a connection dropped on the way where a manager has lived (a
+    /// manager, or the session bus's broker, restarting resets the connections it has not
+    /// answered).
+    fn away_while_connecting(&self, error: &BusError) -> bool {
+        self.manager_away(error)
+            || (matches!(error, BusError::Broken(_)) && self.manager_has_lived())
+    }
+
     /// The failure to connect along this route, from each way's: the manager away (`comeback`)
     /// where nobody listened on a way and a manager has lived here.
     fn unconnected(&self, failures: &[Unconnected]) -> BusError {
@@ -534,13 +544,19 @@ impl Connection {
             }
         }
         let (socket, via_broker, started) = Self::connect(route)?;
-        if via_broker {
+        let opened = if via_broker {
             Connection::greeted(route, socket, started, deadline, &heard)
         } else if pipelined {
             Connection::pipelined_over(socket, READ_SIZE, started, deadline)
         } else {
             Connection::over(socket, None, READ_SIZE, started, deadline)
-        }
+        };
+        opened.map_err(|e| match e {
+            BusError::Broken(why) if route.manager_has_lived() => {
+                BusError::Away(format!("could not connect to the user manager: {why}"))
+            }
+            e => e,
+        })
     }
 
     /// Authenticates over the broker's connected socket `fd` and greets it (`Hello`, and the check
@@ -585,7 +601,9 @@ impl Connection {
                 let mut connection =
                     Connection::open(&private, deadline).map_err(|on_private| {
                         let why = format!("session bus: {on_bus}; then {on_private}");
-                        if route.manager_away(&on_bus) || route.manager_away(&on_private) {
+                        if route.away_while_connecting(&on_bus)
+                            || route.away_while_connecting(&on_private)
+                        {
                             BusError::Away(format!("could not connect to the user manager: {why}"))
                         } else {
                             BusError::Connect(why)
