@@ -3,13 +3,13 @@
 //! wait for the scope's start job, all by one deadline.
 
 use std::ffi::OsString;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use crate::bus::comeback::Comeback;
 use crate::bus::wire::{Call, Property};
 use crate::bus::{
-    identity_on, own_pidfd, pool, BusError, Connection, Fallback, Identity, Route, MANAGER,
-    MANAGER_PATH,
+    identity_on, pool, BusError, Connection, Fallback, Identity, Route, MANAGER, MANAGER_PATH,
 };
 use crate::cgroup;
 use crate::inputs::NO_USER_BUS;
@@ -284,10 +284,18 @@ fn make_own_scope_over(
     // The manager must move this process and no other (A7): "the sender" only where this process
     // is the peer the manager asks about; else its pid, where the manager counts pids alike; else
     // a pidfd; else the private socket, whose credentials are this process's own; else nothing.
+    // The pidfd shown to reach the broker, kept open until it goes with the start.
+    let pidfd;
     let (who, mut bus) = match identity_on(route, &mut bus, deadline).map_err(before)? {
         Identity::TheSender => (Who::Pid(THE_SENDER), bus),
         Identity::OwnPid => (Who::Pid(std::process::id()), bus),
-        Identity::PidFd(by_pidfd) => (Who::PidFd, *by_pidfd),
+        Identity::PidFd {
+            bus: by_pidfd,
+            pidfd: shown,
+        } => {
+            pidfd = shown;
+            (Who::PidFd(pidfd.as_fd()), *by_pidfd)
+        }
         Identity::TakePrivate(why) => {
             let private = route
                 .private_to_fall_back_to()
@@ -305,21 +313,14 @@ fn make_own_scope_over(
     let call = start_scope_call(request, who);
     let sent = match who {
         Who::Pid(_) => bus.send_manager("StartTransientUnit", call),
-        Who::PidFd => match own_pidfd() {
-            Ok(pidfd) => bus.send_with_fd(
-                call,
-                std::os::fd::AsFd::as_fd(&pidfd),
-                crate::bus::SYSTEMD,
-                MANAGER_PATH,
-                MANAGER,
-                "StartTransientUnit",
-            ),
-            Err(e) => {
-                return Err(NotMade::before_sending(format!(
-                    "no pidfd of this process: {e}"
-                )))
-            }
-        },
+        Who::PidFd(pidfd) => bus.send_with_fd(
+            call,
+            pidfd,
+            crate::bus::SYSTEMD,
+            MANAGER_PATH,
+            MANAGER,
+            "StartTransientUnit",
+        ),
     };
     let serial = sent.map_err(NotMade::after_sending)?;
     // On a pipelined connection the call went out with the authentication; refused, it was
@@ -377,11 +378,11 @@ const THE_SENDER: u32 = 0;
 
 /// How the scope's process is named in `StartTransientUnit` (`bus::Identity`).
 #[derive(Clone, Copy)]
-enum Who {
+enum Who<'fd> {
     /// `PIDs=[pid]`: [`THE_SENDER`], or this process's own pid.
     Pid(u32),
-    /// `PIDFDs=[a pidfd of this process]`, attached to the call.
-    PidFd,
+    /// `PIDFDs=[a pidfd of this process]`, this one, attached to the call.
+    PidFd(BorrowedFd<'fd>),
 }
 
 /// `StartTransientUnit` of the scope `request` for `who`, with the properties systemd-run sends
@@ -390,11 +391,8 @@ enum Who {
 /// while the scope holds the command's pid from its start job on (and a unit with a job or a
 /// process is never collected). It costs the manager a match on the broker and the name's
 /// disappearance to handle: 0.29 ms a launch and a quarter of its CPU per launch, measured.
-fn start_scope_call(request: &ScopeRequest<'_>, who: Who) -> Call {
-    let pid = match who {
-        Who::Pid(pid) => [pid],
-        Who::PidFd => [0],
-    };
+fn start_scope_call(request: &ScopeRequest<'_>, who: Who<'_>) -> Call {
+    let pids;
     let mut properties = vec![
         ("Description", Property::Str(request.description)),
         ("CollectMode", Property::Str("inactive-or-failed")),
@@ -403,8 +401,11 @@ fn start_scope_call(request: &ScopeRequest<'_>, who: Who) -> Call {
         properties.push(("Slice", Property::Str(slice)));
     }
     properties.push(match who {
-        Who::Pid(_) => ("PIDs", Property::Pids(&pid)),
-        Who::PidFd => ("PIDFDs", Property::OnePidFd),
+        Who::Pid(pid) => {
+            pids = [pid];
+            ("PIDs", Property::Pids(&pids))
+        }
+        Who::PidFd(_) => ("PIDFDs", Property::OnePidFd),
     });
     Call::new()
         .string(request.unit)

@@ -578,6 +578,20 @@ impl Connection {
         interface: &str,
         member: &str,
     ) -> Result<u32, BusError> {
+        let bytes = self.next_message(call, destination, path, interface, member);
+        self.send_all(&bytes, "sending a call")?;
+        Ok(self.serial)
+    }
+
+    /// The bytes of `call` as the next message of this connection (its serial taken).
+    fn next_message(
+        &mut self,
+        call: Call,
+        destination: Option<&str>,
+        path: &str,
+        interface: &str,
+        member: &str,
+    ) -> Vec<u8> {
         self.serial += 1;
         // Nobody is started for our sake: a name without an owner is not activated.
         let flags = if destination.is_some_and(|d| d != BROKER) {
@@ -585,9 +599,7 @@ impl Connection {
         } else {
             0
         };
-        let bytes = call.finish(self.serial, flags, destination, path, interface, member);
-        self.send_all(&bytes, "sending a call")?;
-        Ok(self.serial)
+        call.finish(self.serial, flags, destination, path, interface, member)
     }
 
     /// [`Connection::send`] of a call whose descriptors ([`Call::unix_fds`], one here) are `fd`,
@@ -606,20 +618,7 @@ impl Connection {
                 "a descriptor to send on a connection that does not pass them".into(),
             ));
         }
-        self.serial += 1;
-        let flags = if destination == BROKER {
-            0
-        } else {
-            NO_AUTO_START
-        };
-        let bytes = call.finish(
-            self.serial,
-            flags,
-            Some(destination),
-            path,
-            interface,
-            member,
-        );
+        let bytes = self.next_message(call, Some(destination), path, interface, member);
         // The descriptor goes with the message's first bytes; the rest follows as usual.
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
         let sent = loop {

@@ -16,7 +16,7 @@ mod route;
 pub(crate) mod wire;
 
 pub(crate) use connection::{BusError, Connection, Socket, MANAGER, MANAGER_PATH, SYSTEMD};
-pub(crate) use route::{identity_on, own_pidfd, Fallback, Identity, Route};
+pub(crate) use route::{identity_on, Fallback, Identity, Route};
 
 /// The fuzz target's conversation (`crate::__fuzz::converse_with_peer`): a socket pair whose far
 /// end a thread fills with `stream` and then shuts for writing (reading on until the client is

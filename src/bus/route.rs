@@ -263,10 +263,13 @@ pub(crate) enum Identity {
     /// `PIDs=[own pid]`: a relay in this pid namespace stands between, and the manager is shown
     /// to count pids as this process does ([`own_pid_names_this_process`]).
     OwnPid,
-    /// `PIDFDs=[pidfd of this process]`, over this connection of its own, whose broker agreed to
-    /// pass descriptors and was shown to get one: where no pid names this process to the manager,
-    /// and the manager takes a pidfd.
-    PidFd(Box<Connection>),
+    /// `PIDFDs=[pidfd]`, a pidfd of this process, over `bus`, a connection of its own whose
+    /// broker agreed to pass descriptors and was shown to get this one: where no pid names this
+    /// process to the manager, and the manager takes a pidfd.
+    PidFd {
+        bus: Box<Connection>,
+        pidfd: std::os::fd::OwnedFd,
+    },
     /// None on this connection; the private socket, which the route has, names this process by
     /// the socket's own credentials (why the connection at hand does not).
     TakePrivate(String),
@@ -293,17 +296,15 @@ pub(crate) fn identity_on(
         {
             return Ok(Identity::TakePrivate(why))
         }
-        Sender::Another(why) if !bus.via_broker => {
-            if own_pid_names_this_process(bus)? {
-                return Ok(Identity::OwnPid);
-            }
-            return Ok(Identity::Nothing(format!(
-                "{why}; the manager's pid namespace is not known to be this process's"
-            )));
-        }
         Sender::Another(why) => {
             if own_pid_names_this_process(bus)? {
                 return Ok(Identity::OwnPid);
+            }
+            // In front of the private socket no pidfd is tried: a relay there is not a broker.
+            if !bus.via_broker {
+                return Ok(Identity::Nothing(format!(
+                    "{why}; the manager's pid namespace is not known to be this process's"
+                )));
             }
             format!(
                 "{why}; no private socket of the manager to take instead, and the manager's pid \
@@ -315,21 +316,16 @@ pub(crate) fn identity_on(
         }
     };
     Ok(match pidfd_connection(route, bus, deadline)? {
-        Ok(connection) => Identity::PidFd(Box::new(connection)),
+        Ok((connection, pidfd)) => Identity::PidFd {
+            bus: Box::new(connection),
+            pidfd,
+        },
         Err(no) => Identity::Nothing(format!("{why}; {no}")),
     })
 }
 
-/// A pidfd of this process.
-pub(crate) fn own_pidfd() -> std::io::Result<std::os::fd::OwnedFd> {
-    Ok(rustix::process::pidfd_open(
-        rustix::process::getpid(),
-        rustix::process::PidfdFlags::empty(),
-    )?)
-}
-
-/// A connection of its own along `route`'s session bus on which a pidfd of this process reaches
-/// the manager, or why there is none: the manager (asked on `bus`) must take one, the broker
+/// A connection of its own along `route`'s session bus on which a pidfd of this process (returned
+/// with it) reaches the manager, or why there is none: the manager (asked on `bus`) must take one, the broker
 /// must agree to pass descriptors, and a descriptor sent to the broker must reach it (a relay
 /// that passes bytes only drops it; the broker then hangs up, or waits for it, so the broker
 /// gets at most [`BROKER_PATIENCE`] to answer).
@@ -337,7 +333,7 @@ fn pidfd_connection(
     route: &Route,
     bus: &mut Connection,
     deadline: Instant,
-) -> Result<Result<Connection, String>, BusError> {
+) -> Result<Result<(Connection, std::os::fd::OwnedFd), String>, BusError> {
     let version = bus.manager_property("Version")?;
     let version = version
         .first_str()
@@ -348,7 +344,10 @@ fn pidfd_connection(
             "the manager (systemd {version}) takes no pidfd (PIDFDs, from systemd {PIDFDS_SINCE})"
         )));
     }
-    let pidfd = match own_pidfd() {
+    let pidfd = match rustix::process::pidfd_open(
+        rustix::process::getpid(),
+        rustix::process::PidfdFlags::empty(),
+    ) {
         Ok(pidfd) => pidfd,
         Err(e) => return Ok(Err(format!("no pidfd of this process: {e}"))),
     };
@@ -383,7 +382,7 @@ fn pidfd_connection(
         }
     }
     connection.set_deadline(deadline);
-    Ok(Ok(connection))
+    Ok(Ok((connection, pidfd)))
 }
 
 /// Whom the manager names when asked who sent a call (`PIDs=[0]`, "the sender").
