@@ -198,6 +198,29 @@ typedef struct scope_ending {
   bool forgeable;
 } scope_ending;
 
+// Receives the answer of [`scope_handle_ending_async`], exactly once, on the request's own
+// thread: `result` as `scope_handle_ending` returns it; on success `ending` is
+// the answer, on failure NULL and `error` the message (each valid during the call only).
+typedef void (*scope_ending_ready)(void *userdata,
+                                   scope_result result,
+                                   const struct scope_ending *ending,
+                                   const char *error);
+
+// Receives the answer of [`scope_handle_kill_async`], exactly once, on the request's own thread:
+// `result` as `scope_handle_kill_pids` returns it; on success the `len` pids that
+// were in the scope when the kill began (NULL when none), on failure `error` the message (each
+// valid during the call only).
+typedef void (*scope_pids_ready)(void *userdata,
+                                 scope_result result,
+                                 const uint32_t *pids,
+                                 size_t len,
+                                 const char *error);
+
+// Receives the outcome of [`scope_handle_wait_empty_async`], exactly once, on the request's own
+// thread: `result` as `scope_handle_wait_empty` returns it, and on failure
+// `error` the message (valid during the call only).
+typedef void (*scope_done_ready)(void *userdata, scope_result result, const char *error);
+
 // Which kind of scope: [`SCOPE_KIND_TOOL`] or [`SCOPE_KIND_DAEMON`]. A plain integer, so that
 // an out-of-range value from C is an error, not undefined behaviour.
 typedef uint32_t scope_kind;
@@ -564,6 +587,45 @@ scope_result scope_handle_wait_empty_r(const struct scope_handle *handle,
                                        uint32_t timeout_ms,
                                        char *error,
                                        size_t error_len);
+
+// `scope_handle_ending` on a thread of its own, which calls `ready` with the
+// answer. Returns `SCOPE_RESULT_OK` once the request has started (then `ready` runs exactly
+// once), or the error for bad arguments (then `ready` never runs). `handle` may be freed as soon
+// as this returns.
+//
+// # Safety
+// `handle` is NULL or a live handle; `envp` is NULL or a NULL-terminated array of C strings;
+// `ready` is safe to call from another thread with `userdata`, which must stay valid until it
+// has been called.
+scope_result scope_handle_ending_async(const struct scope_handle *handle,
+                                       const char *const *envp,
+                                       uint32_t timeout_ms,
+                                       scope_ending_ready ready,
+                                       void *userdata);
+
+// `scope_handle_kill_pids` on a thread of its own, which calls `ready` with the
+// pids that were in the scope when the kill began. Returns as
+// [`scope_handle_ending_async`] does; `handle` may be freed as soon as this returns.
+//
+// # Safety
+// `handle` is NULL or a live handle; `ready` is safe to call from another thread with
+// `userdata`, which must stay valid until it has been called.
+scope_result scope_handle_kill_async(const struct scope_handle *handle,
+                                     uint32_t timeout_ms,
+                                     scope_pids_ready ready,
+                                     void *userdata);
+
+// `scope_handle_wait_empty` on a thread of its own, which calls `ready` once the
+// scope is empty or the wait timed out. Returns as [`scope_handle_ending_async`] does; `handle`
+// may be freed as soon as this returns.
+//
+// # Safety
+// `handle` is NULL or a live handle; `ready` is safe to call from another thread with
+// `userdata`, which must stay valid until it has been called.
+scope_result scope_handle_wait_empty_async(const struct scope_handle *handle,
+                                           uint32_t timeout_ms,
+                                           scope_done_ready ready,
+                                           void *userdata);
 
 // Runs a fresh, bounded (3 s) availability check for a launch of `kind` with the environment
 // `envp` (a NULL-terminated `KEY=VALUE` array as execve takes, or NULL for this process's).

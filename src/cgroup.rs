@@ -6,8 +6,10 @@
 use std::fmt;
 use std::fs;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 /// Why a cgroup path could not be found.
@@ -107,6 +109,24 @@ pub(crate) fn is_in_unit(pid: &str, unit: &str) -> Option<bool> {
             .filter_map(|line| line.splitn(3, ':').nth(2))
             .any(|path| leaf_name(path) == Some(unit)),
     )
+}
+
+/// The cgroup directory at `dir`, open, where it is still the cgroup whose inode number is `ino`
+/// (which the kernel never gives two cgroups in one boot): a cgroup made later at the same path is
+/// not it. Held only while it is used, so that what a process keeps per cgroup is no descriptor.
+pub(crate) fn open_same(dir: &Path, ino: u64) -> Option<OwnedFd> {
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    (rustix::fs::fstat(&fd).ok()?.st_ino == ino).then_some(fd)
+}
+
+/// The inode number of the cgroup directory at `dir`, where there is one.
+pub(crate) fn inode_at(dir: &Path) -> Option<u64> {
+    rustix::fs::stat(dir).ok().map(|meta| meta.st_ino)
 }
 
 /// Whether `e` says the cgroup was removed: gone before it was opened (ENOENT), or after (ENODEV,

@@ -2,10 +2,9 @@
 //! a scope handle's kill, or on its own; and what that answer rests on ([`Evidence`]). The manager
 //! collects a scope the moment it ends, its cgroup with it, so a handle keeps what it needs to
 //! answer afterwards:
-//! - the scope's cgroup directory, open, and those of the cgroups a tool made below it
-//!   (`oom_watch`): their extended attributes stay readable through those descriptors after the
-//!   cgroups are removed. systemd-oomd writes `user.oomd_ooms` on the cgroup it kills before the
-//!   kill (251 and later) and `user.oomd_kill` after it (every version); a handle's kill that
+//! - the marks written on the scope's cgroup and on the cgroups a tool made below it, read as they
+//!   are written (`oom_watch`). systemd-oomd writes `user.oomd_ooms` on the cgroup it kills before
+//!   the kill (251 and later) and `user.oomd_kill` after it (every version); a handle's kill that
 //!   found processes writes `user.synaps_kill` before it kills. The user owns these cgroups, so
 //!   any process of the user could have written any of them: a mark is evidence a tool can forge.
 //! - systemd-oomd's `Killed` signal (252 and later), heard on the system bus from the owner of
@@ -13,6 +12,10 @@
 //!   names the rule. Where it is heard, an oomd mark without the signal is not taken for oomd's.
 //! - the kernel's OOM kills (`memory.events`: `oom_kill`, counting the cgroups below too), counted
 //!   while the scope runs and read a last time once it is empty (`oom_watch`).
+//!
+//! A handle holds no descriptor: the scope's cgroup is opened when it is looked at, and checked to
+//! be the one the handle was made for (its inode number). Once a scope has ended, the first answer
+//! given is kept, and every later ask gets it again at once.
 //!
 //! Without the signal, which oomd rule acted is told from the rules that cover the scope
 //! (`ManagedOOMSwap=kill` or `ManagedOOMMemoryPressure=kill` on its slices, on `user@UID.service`
@@ -23,15 +26,18 @@ use std::ffi::OsString;
 use std::fmt;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::Arc;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
+use crate::cgroup;
 use crate::manager;
 use crate::oom_watch::HANDLE_KILL_MARK;
 use crate::oom_watch::{self, OomKills, ScopeWatch, OOMD_MARKS};
 use crate::oomd_signal::{self, Claim, Said, Subscription};
+use crate::per_process::lock;
 
 /// A rule of systemd-oomd's (`systemd.resource-control(5)`, `ManagedOOMSwap=` and
 /// `ManagedOOMMemoryPressure=`).
@@ -209,66 +215,72 @@ impl fmt::Display for Ending {
     }
 }
 
-/// What a handle keeps from the moment it is made, to tell how its scope ended.
+/// The longest systemd-oomd takes from its mark on a cgroup (written before the kill) to its
+/// `Killed` signal (sent after it), as measured on the real oomd with a margin (docs/guarantees.md):
+/// once the scope is empty and its marks are read, a signal that has not come within this long is
+/// not coming, whatever the caller's timeout.
+pub(crate) const OOMD_SIGNAL_DELAY: Duration = Duration::from_millis(500);
+
+/// What a handle keeps from the moment it is made, to tell how its scope ended: no descriptor.
 #[derive(Debug)]
 pub(crate) struct Witness {
-    /// The scope's cgroup directory, open for its extended attributes.
-    dir: OwnedFd,
-    /// What is watched while the scope runs: the kernel's OOM kills (with a memory controller)
-    /// and the cgroups made below it; None where the watch could not be set up.
+    /// The scope's cgroup directory, and the inode number of the cgroup the handle was made for.
+    dir: PathBuf,
+    ino: u64,
+    /// What is watched while the scope runs: the kernel's OOM kills (with a memory controller),
+    /// the marks on the scope and the cgroups made below it; None where the watch could not be
+    /// set up.
     watch: Option<Arc<ScopeWatch>>,
     /// oomd's `Killed` signal, heard since before the handle was made, and the scope's claim on
     /// the kills it names; None where it cannot be.
     oomd: Option<(Arc<Subscription>, Arc<Claim>)>,
+    /// The answer given once the scope had ended, kept for every later ask.
+    told: Mutex<Option<Ending>>,
+    /// The process the witness was made in: a forked child's copy keeps no answer (a lock held at
+    /// the fork stays held there).
+    made_in: u32,
 }
 
 impl Witness {
-    /// Keeps `dir`, the open cgroup directory of the scope `unit` at `cgroup`, starts watching it
-    /// (first: a tool may run out of memory at once, and its count must be watched from the
-    /// start), and subscribes to oomd's signal on the system bus that `env` names, claiming the
-    /// kills of this cgroup. A kill that came before the claim could not be heard: where oomd's
-    /// mark is already there once the claim is made, the signal is not relied on for this scope.
+    /// Starts watching the scope `unit`, whose cgroup is `cgroup` (from the hierarchy's root) at
+    /// the directory `dir` with inode number `ino` (first: a tool may run out of memory at once,
+    /// and its count must be watched from the start), and subscribes to oomd's signal on the
+    /// system bus that `env` names, claiming the kills of this cgroup. A kill that came before
+    /// the claim could not be heard: where oomd's mark is already there once the claim is made,
+    /// the signal is not relied on for this scope.
     pub(crate) fn keep(
         unit: &str,
         cgroup: &str,
-        dir: OwnedFd,
+        dir: &Path,
+        ino: u64,
         env: &[(OsString, OsString)],
     ) -> Witness {
-        let watch = oom_watch::watch(&dir, unit);
+        let watch = oom_watch::watch(dir, ino, unit);
         let mut witness = Witness {
-            dir,
+            dir: dir.to_path_buf(),
+            ino,
             watch,
             oomd: None,
+            told: Mutex::new(None),
+            made_in: std::process::id(),
         };
         let claimed = oomd_signal::subscription(env).and_then(|subscription| {
-            let claim = subscription.claim(cgroup, &witness.dir)?;
+            let claim = subscription.claim(cgroup, dir, ino)?;
             Some((subscription, claim))
         });
         witness.oomd = claimed.filter(|_| !witness.marked_anywhere(&OOMD_MARKS));
         witness
     }
 
-    /// The open cgroup directory.
-    pub(crate) fn dir(&self) -> &OwnedFd {
-        &self.dir
-    }
-
-    /// Marks the scope as killed through a handle, before a kill that found processes; false
-    /// where the cgroup takes no extended attributes (Linux before 5.7).
-    pub(crate) fn mark_handle_kill(&self) -> bool {
-        rustix::fs::fsetxattr(
-            &self.dir,
-            HANDLE_KILL_MARK,
-            b"1",
-            rustix::fs::XattrFlags::empty(),
-        )
-        .is_ok()
+    /// Marks the scope, open as `dir`, as killed through a handle, before a kill that found
+    /// processes; false where the cgroup takes no extended attributes (Linux before 5.7).
+    pub(crate) fn mark_handle_kill(dir: &OwnedFd) -> bool {
+        rustix::fs::fsetxattr(dir, HANDLE_KILL_MARK, b"1", rustix::fs::XattrFlags::empty()).is_ok()
     }
 
     /// How the scope ended (`running` says whether it still holds processes) and on what that
     /// rests. `killed_here` says whether this handle or a clone of it killed processes in it.
-    /// An OOM kill, oomd's or the kernel's, comes first: it is what ended the tool, whatever
-    /// swept up after it.
+    /// The first answer given once the scope has ended is kept and given again.
     pub(crate) fn ending(
         &self,
         running: bool,
@@ -277,21 +289,53 @@ impl Witness {
         env: &[(OsString, OsString)],
         deadline: Instant,
     ) -> Ending {
-        let told = |how, evidence| Ending { how, evidence };
         if running {
-            return told(ScopeEnding::Running, Evidence::CgroupEvents);
+            return Ending {
+                how: ScopeEnding::Running,
+                evidence: Evidence::CgroupEvents,
+            };
         }
+        let keeps = self.made_in == std::process::id();
+        if keeps {
+            if let Some(told) = *lock(&self.told) {
+                return told;
+            }
+        }
+        let ending = self.tell(killed_here, cgroup, env, deadline);
+        if keeps {
+            return *lock(&self.told).get_or_insert(ending);
+        }
+        ending
+    }
+
+    /// How the scope, now empty, ended. An OOM kill, oomd's or the kernel's, comes first: it is
+    /// what ended the tool, whatever swept up after it.
+    fn tell(
+        &self,
+        killed_here: bool,
+        cgroup: &str,
+        env: &[(OsString, OsString)],
+        deadline: Instant,
+    ) -> Ending {
+        let told = |how, evidence| Ending { how, evidence };
         let oomd_marked = self.marked_anywhere(&OOMD_MARKS);
-        // A cgroup below whose marks could not be read (removed as they were written) may have
-        // held oomd's.
-        let maybe_marked = oomd_marked || self.watch.as_ref().is_some_and(|w| w.leaves_missed());
-        match self.oomd.as_ref().map(|(oomd, claim)| {
+        // A cgroup whose marks could not be read (removed as they were written) may have held
+        // oomd's.
+        let leaves_missed = self.watch.as_ref().is_some_and(|w| w.leaves_missed());
+        let said = self.oomd.as_ref().map(|(oomd, claim)| {
             // oomd marks before it kills and signals after: with a mark, the signal may still be
-            // on its way.
-            oomd.said_of(claim, maybe_marked.then_some(deadline))
-        }) {
-            Some(Said::Killed(reason)) => {
-                let rule = OomdRule::of_reason(&reason);
+            // on its way, for as long as oomd takes from the one to the other.
+            let since = self
+                .watch
+                .as_ref()
+                .map_or(Duration::ZERO, |w| w.since_news());
+            let oomds_own = Instant::now() + OOMD_SIGNAL_DELAY.saturating_sub(since);
+            let wait = (oomd_marked || leaves_missed).then_some(deadline.min(oomds_own));
+            oomd.said_of(claim, wait)
+        });
+        match said {
+            Some(Said::Killed(ref reason)) => {
+                let rule = OomdRule::of_reason(reason);
                 return told(ScopeEnding::KilledByOomd { rule }, Evidence::OomdSignal);
             }
             Some(Said::Nothing) => {}
@@ -328,10 +372,9 @@ impl Witness {
         if self.marked_anywhere(&[HANDLE_KILL_MARK]) {
             return told(ScopeEnding::KilledByHandle, Evidence::KillMark);
         }
-        // No kill of any kind is known. A cgroup below that went unwatched could still hold
-        // oomd's mark, unless oomd's signal would have told.
-        let all_seen =
-            !self.watch.as_ref().is_some_and(|w| w.leaves_missed()) || self.oomd.is_some();
+        // No kill of any kind is known. A cgroup whose marks went unread could still have held
+        // oomd's, unless oomd's signal, heard throughout, would have told.
+        let all_seen = !leaves_missed || said == Some(Said::Nothing);
         match kills {
             Some(0) if exact && all_seen => told(ScopeEnding::EndedOnItsOwn, count),
             Some(_) => told(ScopeEnding::Unknown, count),
@@ -339,14 +382,12 @@ impl Witness {
         }
     }
 
-    /// Whether any of `names` is on the scope's cgroup or on a cgroup made below it.
+    /// Whether any of `names` was seen on the scope's cgroup or on a cgroup made below it, or is
+    /// on the scope's cgroup now (where it is still the handle's).
     fn marked_anywhere(&self, names: &[&str]) -> bool {
-        let marked = |dir: &OwnedFd| names.iter().any(|name| has_mark(dir, name));
-        marked(&self.dir)
-            || self
-                .watch
-                .as_ref()
-                .is_some_and(|watch| watch.marked_below(names))
+        self.watch.as_ref().is_some_and(|watch| watch.marked(names))
+            || cgroup::open_same(&self.dir, self.ino)
+                .is_some_and(|dir| names.iter().any(|name| has_mark(&dir, name)))
     }
 }
 

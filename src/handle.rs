@@ -10,6 +10,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::fs;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -174,6 +175,19 @@ pub enum KillMethod {
     Signals,
 }
 
+/// Writes `cgroup.kill` of the cgroup open as `dir`: a scope that took its path since it was
+/// opened is never the one killed.
+fn write_cgroup_kill(dir: &OwnedFd) -> io::Result<()> {
+    let kill = rustix::fs::openat(
+        dir,
+        "cgroup.kill",
+        OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    rustix::io::write(&kill, b"1")?;
+    Ok(())
+}
+
 /// A running scope of this library, found by unit name. It stays bound to that one scope: a
 /// scope started later under the same name (a new cgroup at the same path) is not this one.
 /// Clones share what the handle witnessed, so any of them can tell how the scope ended.
@@ -281,6 +295,7 @@ impl ScopeHandle {
         )
         .map_err(|_| not_found())?;
         let meta = rustix::fs::fstat(&dir).map_err(|_| not_found())?;
+        drop(dir);
         // A user's manager makes its scopes' cgroups in the subtree delegated to that user, so
         // they are owned by that user; another user's scope is not this caller's to handle.
         let me = rustix::process::geteuid().as_raw();
@@ -291,11 +306,12 @@ impl ScopeHandle {
                 me,
             });
         }
+        let witness = Witness::keep(unit, relative, cgroup.dir(), meta.st_ino, env);
         Ok(ScopeHandle {
             unit: unit.to_owned(),
             cgroup,
             cgroup_id: meta.st_ino,
-            witness: Arc::new(Witness::keep(unit, relative, dir, env)),
+            witness: Arc::new(witness),
             killed_here: Arc::new(AtomicBool::new(false)),
         })
     }
@@ -367,9 +383,11 @@ impl ScopeHandle {
     ) -> Result<Vec<u32>, HandleError> {
         let deadline = deadline_after(timeout);
         ensure_ours(&self.unit)?;
-        if !self.is_still_the_same_scope() {
+        // Held for the kill: the mark and `cgroup.kill` go to this very cgroup, never to a scope
+        // that took the path in between.
+        let Some(dir) = cgroup::open_same(self.cgroup.dir(), self.cgroup_id) else {
             return Ok(Vec::new());
-        }
+        };
         let before = self.pids()?;
         // Checked again now: the caller may have moved into the scope since the handle was made.
         if before.contains(&std::process::id()) {
@@ -384,10 +402,10 @@ impl ScopeHandle {
             return Ok(before);
         }
         // Marked first, so that however the scope is collected, every handle can tell it was this.
-        self.witness.mark_handle_kill();
+        Witness::mark_handle_kill(&dir);
         self.killed_here.store(true, Ordering::Release);
         match method {
-            KillMethod::CgroupKill => match self.write_cgroup_kill() {
+            KillMethod::CgroupKill => match write_cgroup_kill(&dir) {
                 Ok(()) => {}
                 Err(e) if cgroup::vanished(&e) && !self.is_still_the_same_scope() => {}
                 Err(e) => return Err(e.into()),
@@ -396,19 +414,6 @@ impl ScopeHandle {
         }
         self.wait_empty_until(deadline, timeout)?;
         Ok(before)
-    }
-
-    /// Writes `cgroup.kill` of this very cgroup: opened through the directory the handle holds
-    /// open since it was made, so a scope that took the path in between is never the one killed.
-    fn write_cgroup_kill(&self) -> io::Result<()> {
-        let kill = rustix::fs::openat(
-            self.witness.dir(),
-            "cgroup.kill",
-            OFlags::WRONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        rustix::io::write(&kill, b"1")?;
-        Ok(())
     }
 
     /// Freezes the cgroup (so nothing forks away mid-kill), SIGKILLs each process, thaws, and

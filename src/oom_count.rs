@@ -14,8 +14,11 @@
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
 
 use rustix::fs::{openat, Dir, FileType, Mode, OFlags};
+
+use crate::cgroup;
 
 /// What is read of a `memory.events`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,13 +42,14 @@ struct Snapshot {
     children: HashMap<CString, u64>,
 }
 
-/// One scope's count and what reads it.
+/// One scope's count and what reads it: by path, each reading opening the cgroup afresh and
+/// checking it is the same one (a process holds no descriptor per scope).
 #[derive(Debug)]
 pub(crate) struct Counter {
-    /// The scope's `memory.events`.
-    events: OwnedFd,
-    /// The parent slice's directory, and the scope's name in it.
-    parent: Option<(OwnedFd, CString)>,
+    /// The scope's directory and its inode number.
+    scope: (PathBuf, u64),
+    /// The parent slice's directory and inode number, and the scope's name in it.
+    parent: Option<(PathBuf, u64, CString)>,
     /// The snapshot taken before the scope's last reading.
     before: Option<Snapshot>,
 }
@@ -62,39 +66,46 @@ pub(crate) enum Reading {
 }
 
 impl Counter {
-    /// The counter of the scope open as `dir`, named `name` in its parent; None without a memory
-    /// controller.
-    pub(crate) fn open(dir: &OwnedFd, name: &str) -> Option<Counter> {
-        let events = open_at(dir, c"memory.events")?;
-        let parent = openat(
-            dir,
-            c"..",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .ok()
-        .zip(CString::new(name).ok());
+    /// The counter of the scope at `dir` (inode number `ino`), named `name` in its parent; None
+    /// without a memory controller, or where the scope is gone already.
+    pub(crate) fn open(dir: &Path, ino: u64, name: &str) -> Option<Counter> {
+        let scope = cgroup::open_same(dir, ino)?;
+        open_at(&scope, c"memory.events")?;
+        let parent = dir.parent().and_then(|parent| {
+            let fd = openat(
+                &scope,
+                c"..",
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .ok()?;
+            let ino = rustix::fs::fstat(&fd).ok()?.st_ino;
+            Some((parent.to_path_buf(), ino, CString::new(name).ok()?))
+        });
         Some(Counter {
-            events,
+            scope: (dir.to_path_buf(), ino),
             parent,
             before: None,
         })
     }
 
-    /// The scope's `memory.events`, for the watcher's epoll.
-    pub(crate) fn events_fd(&self) -> &OwnedFd {
-        &self.events
-    }
-
     /// Reads the scope's count, the parent's snapshot first; once the scope is gone, tells its
     /// kills from the parent's. `seen` is the most kills seen in it so far.
     pub(crate) fn read(&mut self, seen: u64) -> Reading {
-        let now = self.parent.as_ref().and_then(|(dir, _)| snapshot(dir));
-        if let Some(events) = read_events(&self.events) {
+        let now = self.parent.as_ref().and_then(|(dir, ino, _)| {
+            let parent = cgroup::open_same(dir, *ino)?;
+            snapshot(&parent)
+        });
+        let (dir, ino) = &self.scope;
+        let events = cgroup::open_same(dir, *ino)
+            .and_then(|scope| open_at(&scope, c"memory.events"))
+            .and_then(|file| read_events(&file));
+        if let Some(events) = events {
             self.before = now;
             return Reading::There(events);
         }
-        let (Some((_, name)), Some(before), Some(now)) = (&self.parent, &self.before, &now) else {
+        let (Some((_, _, name)), Some(before), Some(now)) = (&self.parent, &self.before, &now)
+        else {
             return Reading::GoneUntold;
         };
         match kills_of_the_gone(name, before, now) {
@@ -158,7 +169,7 @@ fn snapshot(dir: &OwnedFd) -> Option<Snapshot> {
     None
 }
 
-fn open_at(dir: &OwnedFd, path: &CStr) -> Option<OwnedFd> {
+pub(crate) fn open_at(dir: &OwnedFd, path: &CStr) -> Option<OwnedFd> {
     openat(
         dir,
         path,

@@ -4,9 +4,9 @@
 //!
 //! A scope made like `systemd-run --collect` is removed the moment its last process has died, and
 //! with it its files and every cgroup below it; a caller that asks how its tool ended only after
-//! the tool's exit status is in would find nothing to read. So one thread per process waits
-//! (`epoll`) on the `memory.events` and `cgroup.events` of every scope with a handle, and on its
-//! directories (`inotify`):
+//! the tool's exit status is in would find nothing to read. So one thread per process waits on one
+//! inotify instance for every scope with a handle: the scope's `memory.events` and `cgroup.events`
+//! (the kernel tells a change of either as `IN_MODIFY`), its directory, and every cgroup below it:
 //! - each time the kernel says `memory.events` changed, the `oom_kill` count is copied out. The
 //!   kernel counts a kill before the victim dies, but holds a file's change notice back when one
 //!   came less than 20 ms before (as `max` events do, just before an OOM kill); so once `max` or
@@ -14,32 +14,32 @@
 //! - once the scope is empty, the count is read a last time; should the manager have removed the
 //!   cgroup first, the parent slice's counts tell its kills (`oom_count`), or say that they
 //!   cannot be told: the answer is then "at least the kills seen", never "none";
-//! - each cgroup made below the scope, however many and in whatever order they come and go, is
-//!   watched by inotify as it appears (a watch, not a descriptor): the marks oomd and a handle's
-//!   kill write on a cgroup (an extended attribute, which the kernel tells as `IN_ATTRIB`) are
-//!   read as they are written, while the cgroup is still there, and remembered with the scope.
+//! - the scope and each cgroup made below it, however many and in whatever order they come and
+//!   go, are watched as they appear: the marks oomd and a handle's kill write on a cgroup (an
+//!   extended attribute, which the kernel tells as `IN_ATTRIB`) are read as they are written,
+//!   while the cgroup is still there, and remembered with the scope.
 //!
-//! What a watch holds is bounded by the scopes still running that have a handle: a scope's files
-//! are closed once it is empty or removed. A forked child starts a watcher of its own on first use
+//! A watch is an inotify watch, not a descriptor: what a process holds open for all its handles is
+//! the one inotify instance, however many scopes and cgroups it watches; each reading opens what it
+//! reads and closes it, checking that the cgroup at the path is still the one watched. A scope's
+//! watches go once it is empty or removed. A forked child starts a watcher of its own on first use
 //! and never reads the parent's (`crate::per_process`).
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rustix::buffer::spare_capacity;
-use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
-use rustix::event::Timespec;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
-use rustix::fs::{openat, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::oom_count::{field, read_at_start, Counter, Events, Reading};
+use crate::cgroup;
+use crate::oom_count::{field, open_at, read_at_start, Counter, Events, Reading};
 use crate::per_process::{lock, PerProcess};
 
 /// The marks written on a cgroup that tell how a scope ended: the extended attributes
@@ -48,10 +48,6 @@ use crate::per_process::{lock, PerProcess};
 pub(crate) const OOMD_MARKS: [&str; 2] = ["user.oomd_ooms", "user.oomd_kill"];
 pub(crate) const HANDLE_KILL_MARK: &str = "user.synaps_kill";
 const MARKS: [&str; 3] = [OOMD_MARKS[0], OOMD_MARKS[1], HANDLE_KILL_MARK];
-
-/// The epoll token of the inotify instance; scopes' tokens are even (`memory.events`) and odd
-/// (`cgroup.events`) numbers below it.
-const INOTIFY_TOKEN: u64 = u64::MAX;
 
 /// Where a scope's count stands.
 const WATCHING: u8 = 0;
@@ -78,8 +74,11 @@ pub(crate) struct ScopeWatch {
     counted: bool,
     /// What reads the count, until the last reading ([`ScopeWatch::settle`]) takes it.
     counter: Mutex<Option<Counter>>,
-    /// The marks ([`MARKS`], a bit each) seen on cgroups below the scope.
-    marked_below: AtomicU8,
+    /// The marks ([`MARKS`], a bit each) seen on the scope's cgroup or on cgroups below it.
+    marked: AtomicU8,
+    /// When (the monotonic clock, in nanoseconds) the watch last learnt of a mark or of the scope's
+    /// end: oomd's signal comes within its own delay of both.
+    news_at: AtomicU64,
     /// A cgroup below the scope went unwatched, or its marks could not be read when written
     /// (inotify dropped events, had no watch left, or the cgroup was gone by then).
     leaves_missed: AtomicBool,
@@ -103,7 +102,8 @@ impl ScopeWatch {
             settled: AtomicU8::new(WATCHING),
             counted: counter.is_some(),
             counter: Mutex::new(counter),
-            marked_below: AtomicU8::new(0),
+            marked: AtomicU8::new(0),
+            news_at: AtomicU64::new(monotonic_nanos()),
             leaves_missed: AtomicBool::new(false),
         }
     }
@@ -136,6 +136,7 @@ impl ScopeWatch {
             }
             Reading::GoneUntold => LOST,
         };
+        self.news_at.store(monotonic_nanos(), Ordering::Release);
         self.settled.store(settled, Ordering::Release);
     }
 
@@ -163,9 +164,9 @@ impl ScopeWatch {
         })
     }
 
-    /// Whether any of `names` (of [`MARKS`]) was seen on a cgroup made below the scope.
-    pub(crate) fn marked_below(&self, names: &[&str]) -> bool {
-        let seen = self.marked_below.load(Ordering::Acquire);
+    /// Whether any of `names` (of [`MARKS`]) was seen on the scope's cgroup or a cgroup below it.
+    pub(crate) fn marked(&self, names: &[&str]) -> bool {
+        let seen = self.marked.load(Ordering::Acquire);
         MARKS
             .iter()
             .enumerate()
@@ -179,7 +180,13 @@ impl ScopeWatch {
         self.leaves_missed.load(Ordering::Acquire) || self.pid != std::process::id()
     }
 
-    /// Reads the marks on the cgroup at `path`, below the scope, into what is seen of it.
+    /// How long ago the watch last learnt of a mark or of the scope's end.
+    pub(crate) fn since_news(&self) -> Duration {
+        let then = self.news_at.load(Ordering::Acquire);
+        Duration::from_nanos(monotonic_nanos().saturating_sub(then))
+    }
+
+    /// Reads the marks on the cgroup at `path` (the scope's or one below it) into what is seen.
     fn read_marks(&self, path: &Path) {
         let mut seen = 0u8;
         for (bit, mark) in MARKS.iter().enumerate() {
@@ -195,15 +202,38 @@ impl ScopeWatch {
                 }
             }
         }
-        self.marked_below.fetch_or(seen, Ordering::AcqRel);
+        let before = self.marked.fetch_or(seen, Ordering::AcqRel);
+        if seen & !before != 0 {
+            self.news_at.store(monotonic_nanos(), Ordering::Release);
+            let marks: Vec<&str> = MARKS
+                .iter()
+                .enumerate()
+                .filter(|(bit, _)| seen & !before & (1 << bit) != 0)
+                .map(|(_, mark)| *mark)
+                .collect();
+            tracing::debug!(target: crate::diag::TARGET, "marks read on {}: {}", path.display(), marks.join(" "));
+        }
     }
 }
 
-/// One watched scope: its open `cgroup.events`, its inotify watches, and what is learnt.
+/// The monotonic clock, in nanoseconds: a time that atomics can hold and a forked child can read.
+fn monotonic_nanos() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u64::try_from(now.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(now.tv_nsec).unwrap_or(0))
+}
+
+/// One watched scope: where it is, its inotify watches, and what is learnt.
 struct Watched {
-    cgroup_events: OwnedFd,
-    /// The watches on the scope's directory and on each kept cgroup below it.
-    watches: Vec<i32>,
+    /// The scope's directory and its inode number.
+    dir: PathBuf,
+    ino: u64,
+    /// The watches on the scope's directory (first) and on each cgroup below it.
+    directories: Vec<i32>,
+    /// The watches on the scope's `cgroup.events` and `memory.events`.
+    files: Vec<i32>,
     shared: Arc<ScopeWatch>,
     /// `max` + `oom` as last read: when it rises, an OOM kill may follow.
     pressure: u64,
@@ -229,6 +259,20 @@ impl Watched {
             None => false,
         }
     }
+
+    /// Whether processes are in the scope (`cgroup.events`); false once it is gone.
+    fn populated(&self) -> bool {
+        populated(&self.dir, self.ino)
+    }
+}
+
+/// What an inotify watch descriptor watches.
+#[derive(Clone, Debug)]
+enum Watching {
+    /// A directory: the scope's (the first of its directories) or a cgroup's below it.
+    Directory(PathBuf),
+    /// The scope's `cgroup.events` or `memory.events`.
+    File,
 }
 
 /// What the watcher's thread and the handles share.
@@ -239,14 +283,12 @@ struct Table {
     /// The token of each scope watched, by its cgroup's inode number: handles on one scope share
     /// one watch.
     by_inode: HashMap<u64, u64>,
-    /// Each directory watched for new cgroups and marks (inotify's watch descriptor): its scope's
-    /// token and the directory's path.
-    directories: HashMap<i32, (u64, PathBuf)>,
+    /// What each inotify watch descriptor watches, and for which scope's token.
+    watches: HashMap<i32, (u64, Watching)>,
 }
 
-/// The watcher of this process: its epoll and inotify instances and what each token watches.
+/// The watcher of this process: its inotify instance and what each token watches.
 struct Watcher {
-    epoll: Arc<OwnedFd>,
     inotify: Arc<OwnedFd>,
     table: Arc<Mutex<Table>>,
     next_token: u64,
@@ -256,22 +298,17 @@ struct Watcher {
 /// copied).
 static WATCHER: PerProcess<Mutex<Option<Watcher>>> = PerProcess::new();
 
-/// Starts watching the scope whose cgroup is open as `dir`. Returns what is learnt of it (the
-/// count already read once, where the cgroup has a memory controller), or None where the watch
-/// could not be set up (a count of zero would then be a guess, not a reading).
-pub(crate) fn watch(dir: &OwnedFd, unit: &str) -> Option<Arc<ScopeWatch>> {
-    let inode = rustix::fs::fstat(dir).ok()?.st_ino;
-    let open = |name: &str| {
-        openat(
-            dir,
-            name,
-            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
-            Mode::empty(),
-        )
-        .ok()
-    };
-    let counter = Counter::open(dir, unit);
-    let cgroup_events = open("cgroup.events")?;
+/// The inotify events a scope's directory, and each cgroup below it, is watched for: cgroups made
+/// in it, and marks written on it.
+const DIRECTORY_EVENTS: WatchFlags = WatchFlags::CREATE
+    .union(WatchFlags::ATTRIB)
+    .union(WatchFlags::ONLYDIR);
+
+/// Starts watching the scope `unit` whose cgroup directory is `dir`, inode number `ino`. Returns
+/// what is learnt of it (the count already read once, where the cgroup has a memory controller),
+/// or None where the watch could not be set up (a count of zero would then be a guess, not a
+/// reading).
+pub(crate) fn watch(dir: &Path, ino: u64, unit: &str) -> Option<Arc<ScopeWatch>> {
     let this_process = WATCHER.get();
     let mut guard = lock(&this_process);
     if guard.is_none() {
@@ -281,61 +318,82 @@ pub(crate) fn watch(dir: &OwnedFd, unit: &str) -> Option<Arc<ScopeWatch>> {
     let mut table = lock(&watcher.table);
     if let Some(shared) = table
         .by_inode
-        .get(&inode)
+        .get(&ino)
         .and_then(|token| table.scopes.get(token))
         .map(|scope| Arc::clone(&scope.shared))
     {
         return Some(shared);
     }
     let token = watcher.next_token;
-    watcher.next_token += 2;
-    // Edge-triggered: the kernel signals each change of the file once (EPOLLPRI). The
-    // registration goes with the descriptor, closed at the last read.
-    let flags = EventFlags::PRI | EventFlags::ERR | EventFlags::ET;
+    watcher.next_token += 1;
+    let counter = Counter::open(dir, ino, unit);
     let shared = Arc::new(ScopeWatch::new(counter));
-    let mut first = Events::default();
-    if let Some(counter) = lock(&shared.counter).as_mut() {
-        first = shared.read(counter)?;
-        epoll::add(
-            &*watcher.epoll,
-            counter.events_fd(),
-            EventData::new_u64(token),
-            flags,
-        )
-        .ok()?;
+    let mut scope = Watched {
+        dir: dir.to_path_buf(),
+        ino,
+        directories: Vec::new(),
+        files: Vec::new(),
+        shared: Arc::clone(&shared),
+        pressure: 0,
+        hot_until: None,
+    };
+    // The files first, then a reading: a change after the reading is told.
+    let inotify_fd = &*watcher.inotify;
+    for name in [c"cgroup.events", c"memory.events"] {
+        match watch_file(inotify_fd, dir, ino, name) {
+            Some(wd) => {
+                scope.files.push(wd);
+                table.watches.insert(wd, (token, Watching::File));
+            }
+            None if name == c"cgroup.events" || shared.counted => {
+                forget(inotify_fd, &mut table, &scope);
+                return None;
+            }
+            None => {}
+        }
     }
-    if !populated(&cgroup_events) {
+    if let Some(counter) = lock(&shared.counter).as_mut() {
+        let Some(first) = shared.read(counter) else {
+            drop(table);
+            return None;
+        };
+        scope.pressure = first.pressure();
+    }
+    if !scope.populated() {
         // Already empty: nothing will change, and the last read is this one.
+        forget(inotify_fd, &mut table, &scope);
+        shared.read_marks(dir);
         shared.settle();
         return Some(shared);
     }
-    epoll::add(
-        &*watcher.epoll,
-        &cgroup_events,
-        EventData::new_u64(token + 1),
-        flags,
-    )
-    .ok()?;
-    let mut scope = Watched {
-        cgroup_events,
-        watches: Vec::new(),
-        shared: Arc::clone(&shared),
-        pressure: first.pressure(),
-        hot_until: None,
-    };
-    match rustix::fs::readlink(format!("/proc/self/fd/{}", dir.as_raw_fd()), Vec::new()) {
-        Ok(path) => watch_directory(
-            &watcher.inotify,
-            &mut table,
-            token,
-            &mut scope,
-            PathBuf::from(std::ffi::OsString::from_vec(path.into_bytes())),
-        ),
-        Err(_) => shared.leaves_missed.store(true, Ordering::Release),
+    watch_directory(inotify_fd, &mut table, token, &mut scope, dir.to_path_buf());
+    if scope.directories.is_empty() {
+        shared.leaves_missed.store(true, Ordering::Release);
     }
     table.scopes.insert(token, scope);
-    table.by_inode.insert(inode, token);
+    table.by_inode.insert(ino, token);
     Some(shared)
+}
+
+/// Watches the file `name` of the cgroup at `dir` (inode number `ino`) for changes: through the
+/// cgroup opened and checked, so that the watch is on this very cgroup's file.
+fn watch_file(inotify_fd: &OwnedFd, dir: &Path, ino: u64, name: &std::ffi::CStr) -> Option<i32> {
+    let cgroup = cgroup::open_same(dir, ino)?;
+    let file = open_at(&cgroup, name)?;
+    inotify::add_watch(
+        inotify_fd,
+        format!("/proc/self/fd/{}", file.as_raw_fd()),
+        WatchFlags::MODIFY,
+    )
+    .ok()
+}
+
+/// Takes away a scope's watches (not yet in the table's scopes).
+fn forget(inotify_fd: &OwnedFd, table: &mut Table, scope: &Watched) {
+    for wd in scope.files.iter().chain(&scope.directories) {
+        table.watches.remove(wd);
+        let _ = inotify::remove_watch(inotify_fd, *wd);
+    }
 }
 
 /// Watches `directory` (the scope's, or a cgroup below it) for cgroups made in it and for marks
@@ -348,23 +406,31 @@ fn watch_directory(
     scope: &mut Watched,
     directory: PathBuf,
 ) {
-    let added = inotify::add_watch(
-        inotify_fd,
-        directory.as_path(),
-        WatchFlags::CREATE | WatchFlags::ATTRIB | WatchFlags::ONLYDIR,
-    );
-    let Ok(wd) = added else {
+    let added = if scope.directories.is_empty() {
+        // The scope's own, through the cgroup opened and checked.
+        cgroup::open_same(&directory, scope.ino).and_then(|dir| {
+            inotify::add_watch(
+                inotify_fd,
+                format!("/proc/self/fd/{}", dir.as_raw_fd()),
+                DIRECTORY_EVENTS,
+            )
+            .ok()
+        })
+    } else {
+        inotify::add_watch(inotify_fd, directory.as_path(), DIRECTORY_EVENTS).ok()
+    };
+    let Some(wd) = added else {
         // Gone already (it held no process worth a mark any more), or no watch left.
         if directory.exists() {
             scope.shared.leaves_missed.store(true, Ordering::Release);
         }
         return;
     };
-    scope.watches.push(wd);
-    table.directories.insert(wd, (token, directory.clone()));
-    if scope.watches.len() > 1 {
-        scope.shared.read_marks(&directory);
-    }
+    scope.directories.push(wd);
+    table
+        .watches
+        .insert(wd, (token, Watching::Directory(directory.clone())));
+    scope.shared.read_marks(&directory);
     let Ok(entries) = std::fs::read_dir(&directory) else {
         return;
     };
@@ -376,29 +442,16 @@ fn watch_directory(
 }
 
 fn start() -> Option<Watcher> {
-    let epoll = Arc::new(epoll::create(CreateFlags::CLOEXEC).ok()?);
     let inotify_fd = Arc::new(
         inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).ok()?,
     );
-    epoll::add(
-        &*epoll,
-        &*inotify_fd,
-        EventData::new_u64(INOTIFY_TOKEN),
-        EventFlags::IN,
-    )
-    .ok()?;
     let table = Arc::new(Mutex::new(Table::default()));
-    let (thread_epoll, thread_inotify, thread_table) = (
-        Arc::clone(&epoll),
-        Arc::clone(&inotify_fd),
-        Arc::clone(&table),
-    );
+    let (thread_inotify, thread_table) = (Arc::clone(&inotify_fd), Arc::clone(&table));
     std::thread::Builder::new()
         .name("synaps-scope-oom-watch".into())
-        .spawn(move || run(&thread_epoll, &thread_inotify, &thread_table))
+        .spawn(move || run(&thread_inotify, &thread_table))
         .ok()?;
     Some(Watcher {
-        epoll,
         inotify: inotify_fd,
         table,
         next_token: 0,
@@ -406,29 +459,22 @@ fn start() -> Option<Watcher> {
 }
 
 /// The watcher's loop: on each change, copies the count out (and every millisecond while a
-/// scope is hot); once a scope is empty or removed, reads it a last time and lets go of it; opens
-/// each cgroup made below a scope.
-fn run(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &Mutex<Table>) {
-    let mut events = Vec::with_capacity(64);
+/// scope is hot); once a scope is empty or removed, reads it a last time and lets go of it;
+/// watches each cgroup made below a scope, and reads the marks written on each.
+fn run(inotify_fd: &OwnedFd, table: &Mutex<Table>) {
     let mut hot = false;
     loop {
-        events.clear();
         let timeout = hot.then_some(Timespec {
             tv_sec: 0,
             tv_nsec: 1_000_000,
         });
-        if epoll::wait(epoll_fd, spare_capacity(&mut events), timeout.as_ref()).is_err() {
+        let mut fds = [PollFd::new(inotify_fd, PollFlags::IN)];
+        if poll(&mut fds, timeout.as_ref()).is_err() {
             continue; // EINTR
         }
         let mut table = lock(table);
         let now = Instant::now();
-        let mut woken = Vec::new();
-        for event in &events {
-            match event.data.u64() {
-                INOTIFY_TOKEN => read_inotify(epoll_fd, inotify_fd, &mut table),
-                token => woken.push(token & !1),
-            }
-        }
+        let woken = read_inotify(inotify_fd, &mut table);
         // Each scope woken (either file) or hot is read once this round.
         hot = false;
         let mut done = Vec::new();
@@ -440,60 +486,70 @@ fn run(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &Mutex<Table>) {
             if !was_woken && scope.hot_until.is_none() {
                 continue;
             }
-            if scope.reading_finds_it_gone(now) || (was_woken && !populated(&scope.cgroup_events)) {
+            if scope.reading_finds_it_gone(now) || (was_woken && !scope.populated()) {
                 done.push(*token);
             }
             hot |= scope.hot_until.is_some();
         }
         for token in done {
-            let_go(epoll_fd, inotify_fd, &mut table, token);
+            let_go(inotify_fd, &mut table, token);
         }
     }
 }
 
-/// Takes in what inotify says: a cgroup made below a watched one is kept; a removed scope
-/// directory lets its scope go.
-fn read_inotify(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) {
+/// Takes in what inotify says: a cgroup made below a watched one is watched in turn, a mark
+/// written is read, a removed scope directory lets its scope go. Returns the tokens of the scopes
+/// whose files changed.
+fn read_inotify(inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) -> Vec<u64> {
+    let mut woken = Vec::new();
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     let mut reader = inotify::Reader::new(inotify_fd, &mut buf);
     loop {
         let event = match reader.next() {
             Ok(event) => event,
             Err(Errno::INTR) => continue,
-            Err(_) => return, // EAGAIN: all read.
+            Err(_) => return woken, // EAGAIN: all read.
         };
         let wd = event.wd();
         let flags = event.events();
         if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
-            for scope in table.scopes.values() {
+            for (token, scope) in &table.scopes {
                 scope.shared.leaves_missed.store(true, Ordering::Release);
+                woken.push(*token);
             }
             continue;
         }
-        let Some((token, directory)) = table.directories.get(&wd).cloned() else {
+        let Some((token, watching)) = table.watches.get(&wd).cloned() else {
             continue;
         };
         if flags.contains(ReadFlags::IGNORED) {
-            table.directories.remove(&wd);
+            table.watches.remove(&wd);
             let is_scope_itself = table
                 .scopes
                 .get(&token)
-                .is_some_and(|scope| scope.watches.first() == Some(&wd));
+                .is_some_and(|scope| scope.directories.first() == Some(&wd));
             if is_scope_itself {
-                let_go(epoll_fd, inotify_fd, table, token);
+                let_go(inotify_fd, table, token);
             } else if let Some(scope) = table.scopes.get_mut(&token) {
-                scope.watches.retain(|watch| *watch != wd);
+                scope.directories.retain(|watch| *watch != wd);
+                scope.files.retain(|watch| *watch != wd);
             }
             continue;
         }
+        let Watching::Directory(directory) = watching else {
+            woken.push(token);
+            continue;
+        };
         let name = event
             .file_name()
             .map(|name| directory.join(std::ffi::OsStr::from_bytes(name.to_bytes())));
         if flags.contains(ReadFlags::ATTRIB) {
-            // A mark written on the directory itself, or on a cgroup in it (told to both).
-            let marked = name.unwrap_or(directory);
-            if let Some(scope) = table.scopes.get(&token) {
-                scope.shared.read_marks(&marked);
+            // A mark written on the directory itself, or on a cgroup in it (told to both); a
+            // file's change of mode is no mark.
+            if name.is_none() || flags.contains(ReadFlags::ISDIR) {
+                if let Some(scope) = table.scopes.get(&token) {
+                    scope.shared.read_marks(&name.unwrap_or(directory));
+                }
             }
             continue;
         }
@@ -512,21 +568,22 @@ fn read_inotify(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &mut MutexGuard
     }
 }
 
-/// Reads a scope's count a last time and closes what watched it.
-fn let_go(epoll_fd: &OwnedFd, inotify_fd: &OwnedFd, table: &mut Table, token: u64) {
+/// Reads a scope's count a last time and takes away what watched it.
+fn let_go(inotify_fd: &OwnedFd, table: &mut Table, token: u64) {
     let Some(scope) = table.scopes.remove(&token) else {
         return;
     };
     scope.shared.settle();
-    let _ = epoll::delete(epoll_fd, &scope.cgroup_events);
-    for wd in &scope.watches {
-        table.directories.remove(wd);
-        let _ = inotify::remove_watch(inotify_fd, *wd);
-    }
+    forget(inotify_fd, table, &scope);
     table.by_inode.retain(|_, watched| *watched != token);
 }
 
-/// `populated` of an open `cgroup.events`; false once the cgroup is gone.
-fn populated(cgroup_events: &OwnedFd) -> bool {
-    read_at_start(cgroup_events).and_then(|text| field(&text, "populated")) == Some(1)
+/// `populated` of the cgroup at `dir` while it is the one with inode number `ino`; false once it
+/// is gone.
+fn populated(dir: &Path, ino: u64) -> bool {
+    cgroup::open_same(dir, ino)
+        .and_then(|cgroup| open_at(&cgroup, c"cgroup.events"))
+        .and_then(|file| read_at_start(&file))
+        .and_then(|text| field(&text, "populated"))
+        == Some(1)
 }

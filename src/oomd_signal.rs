@@ -8,9 +8,16 @@
 //! A broadcast reaches only those subscribed before it was sent, so the process subscribes when
 //! the first handle that may need it is made (a scope with a memory controller, which oomd needs),
 //! and keeps the subscription (one system bus connection and one thread) while any such handle
-//! lives; the last one dropped hangs it up. A subscription counts only where it was set up: oomd
-//! owns the name and its introspection lists the signal (oomd before 252 sends none). There is one
-//! per system bus a handle names (`DBUS_SYSTEM_BUS_ADDRESS`), each hearing its own oomd.
+//! lives; the last one dropped hangs it up. There is one per system bus a handle names
+//! (`DBUS_SYSTEM_BUS_ADDRESS`), each hearing its own oomd.
+//!
+//! The name is followed from owner to owner, whenever it changes hands: oomd restarted, replaced
+//! by an upgrade, started by D-Bus activation after the subscription (a bus where no oomd runs is
+//! subscribed to all the same). A `Killed` from whoever owns the name is heard. Its silence,
+//! though, says "no kill" only for a scope whose whole life the name was held by an owner whose
+//! introspection lists the signal (oomd before 252 sends none): where it was not (no oomd on the
+//! bus, an owner not yet or never shown to send it), the signal cannot tell, and an answer rests
+//! on what else there is.
 //!
 //! A kill belongs to the scope whose cgroup it hit, by identity: oomd names the cgroup by its path
 //! from the root of its cgroup namespace, the initial one, and the kill is a handle's only where
@@ -24,11 +31,13 @@
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::bounds::deadline_after;
-use crate::bus::wire::{Call, Message, Value};
+use crate::bus::wire::{Call, Kind, Message, Value};
 use crate::bus::{BusError, Connection};
 use crate::per_process::{lock, PerProcess};
 
@@ -41,7 +50,7 @@ const SYSTEM_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
 /// The longest setting up a subscription may take (a handle is being made meanwhile): a system
 /// bus that answers answers within milliseconds.
 const SETUP_BOUND: Duration = Duration::from_millis(250);
-/// After a subscription could not be set up (no system bus, no oomd, an oomd without the signal),
+/// After a subscription could not be set up (no system bus, an oomd without the signal),
 /// handles made within this long do not try that bus again.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 
@@ -76,6 +85,8 @@ struct Heard {
     claims: Vec<Weak<Claim>>,
     /// False once the connection broke: kills since are not heard.
     broken: bool,
+    /// Whether the name's owner now is shown to send the signal (its introspection lists it).
+    owner_signals: bool,
 }
 
 /// One scope's claim on the kills oomd signals: its cgroup, by path and identity, and the reason
@@ -84,10 +95,14 @@ struct Heard {
 pub(crate) struct Claim {
     /// The scope's cgroup path, from the root of the cgroup hierarchy.
     cgroup: String,
-    /// The device and inode of the scope's cgroup directory.
-    identity: (u64, u64),
+    /// The scope's cgroup directory, and its inode number.
+    dir: PathBuf,
+    ino: u64,
     /// The reason of oomd's kill of the scope or of a cgroup below it, once heard.
     reason: Mutex<Option<String>>,
+    /// Whether, at some moment of the claim's life, the name was held by no owner shown to send
+    /// the signal: its silence then says nothing.
+    unsure: AtomicBool,
 }
 
 /// What oomd's signal says of a scope.
@@ -98,25 +113,26 @@ pub(crate) enum Said {
     /// No such kill was signalled while the subscription was live.
     Nothing,
     /// The signal cannot be relied on here (the subscription broke, or belongs to the parent of a
-    /// forked child).
+    /// forked child, or the name was not held throughout by an owner shown to send it).
     CannotTell,
 }
 
 impl Subscription {
-    /// A claim on oomd's kills of the scope whose cgroup is `cgroup` (from the hierarchy's root)
-    /// and open as `dir`; None where the kills cannot be matched to it by identity (a cgroup
-    /// namespace of this process's own, or a directory that cannot be looked at).
-    pub(crate) fn claim(&self, cgroup: &str, dir: &OwnedFd) -> Option<Arc<Claim>> {
+    /// A claim on oomd's kills of the scope whose cgroup is `cgroup` (from the hierarchy's root),
+    /// at the directory `dir` with inode number `ino`; None where the kills cannot be matched to
+    /// it by identity (a cgroup namespace of this process's own).
+    pub(crate) fn claim(&self, cgroup: &str, dir: &Path, ino: u64) -> Option<Arc<Claim>> {
         if !in_the_initial_cgroup_namespace() {
             return None;
         }
-        let meta = rustix::fs::fstat(dir).ok()?;
+        let mut heard = lock(&self.heard);
         let claim = Arc::new(Claim {
             cgroup: cgroup.to_owned(),
-            identity: (meta.st_dev, meta.st_ino),
+            dir: dir.to_path_buf(),
+            ino,
             reason: Mutex::new(None),
+            unsure: AtomicBool::new(!heard.owner_signals),
         });
-        let mut heard = lock(&self.heard);
         heard.claims.retain(|claim| claim.strong_count() > 0);
         heard.claims.push(Arc::downgrade(&claim));
         Some(claim)
@@ -140,7 +156,11 @@ impl Subscription {
                 at.saturating_duration_since(Instant::now())
             });
             if left.is_zero() {
-                return Said::Nothing;
+                return if claim.unsure.load(Ordering::Acquire) {
+                    Said::CannotTell
+                } else {
+                    Said::Nothing
+                };
             }
             heard = match self.changed.wait_timeout(heard, left) {
                 Ok((guard, _)) => guard,
@@ -159,6 +179,22 @@ impl Subscription {
             }
         }
         self.changed.notify_all();
+    }
+
+    /// The name changed hands (or has none now): until the new owner is shown to send the
+    /// signal, the silence of every scope's claim made so far says nothing.
+    fn owner_changed(&self) {
+        let mut heard = lock(&self.heard);
+        heard.owner_signals = false;
+        heard.claims.retain(|claim| claim.strong_count() > 0);
+        for claim in heard.claims.iter().filter_map(Weak::upgrade) {
+            claim.unsure.store(true, Ordering::Release);
+        }
+    }
+
+    /// The name's owner now is shown to send the signal: claims made from now on may rely on it.
+    fn owner_shown(&self) {
+        lock(&self.heard).owner_signals = true;
     }
 
     fn broke(&self) {
@@ -182,13 +218,7 @@ impl Claim {
     /// now at that path is this scope's (gone since, with no other made in its place), not a
     /// later one's of the same name.
     fn is_there_or_gone(&self) -> bool {
-        let Ok(cgroup) = crate::cgroup::Cgroup::at(&self.cgroup) else {
-            return false;
-        };
-        match rustix::fs::stat(cgroup.dir()) {
-            Ok(meta) => (meta.st_dev, meta.st_ino) == self.identity,
-            Err(_) => true,
-        }
+        crate::cgroup::inode_at(&self.dir).map_or(true, |ino| ino == self.ino)
     }
 }
 
@@ -283,17 +313,12 @@ fn subscribe(address: &[u8]) -> Result<Arc<Subscription>, BusError> {
     connection.call_broker("AddMatch", Call::new().string(&owner_changes))?;
     // The set-up's answers are read past any signal, `NameOwnerChanged` among them: an oomd
     // replaced meanwhile is found by asking again after its introspection, until the owner asked
-    // is the one that answered and still owns the name.
-    loop {
-        let owner = name_owner(&mut connection)?;
+    // is the one that answered and still owns the name. With no owner, the subscription waits for
+    // one (oomd started later, or by D-Bus activation).
+    let mut owner_signals = false;
+    while let Some(owner) = name_owner(&mut connection)? {
         connection.hear_from(Some(owner.clone()));
-        let serial = connection.send(
-            Call::new(),
-            Some(&owner),
-            OOMD_PATH,
-            "org.freedesktop.DBus.Introspectable",
-            "Introspect",
-        )?;
+        let serial = introspect(&mut connection, &owner)?;
         let introspection = match connection.reply(serial) {
             Ok(introspection) => introspection,
             // The owner left before it answered: ask who owns the name now.
@@ -306,9 +331,13 @@ fn subscribe(address: &[u8]) -> Result<Arc<Subscription>, BusError> {
                 message: "systemd-oomd here sends no Killed signal (it does from 252 on)".into(),
             });
         }
-        if name_owner(&mut connection)? == owner {
+        if name_owner(&mut connection)? == Some(owner) {
+            owner_signals = true;
             break;
         }
+    }
+    if !owner_signals {
+        connection.hear_from(None);
     }
     let hang_up = connection
         .hang_up_handle()
@@ -317,7 +346,10 @@ fn subscribe(address: &[u8]) -> Result<Arc<Subscription>, BusError> {
     connection.set_deadline(Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
     let subscription = Arc::new(Subscription {
         pid: std::process::id(),
-        heard: Mutex::new(Heard::default()),
+        heard: Mutex::new(Heard {
+            owner_signals,
+            ..Heard::default()
+        }),
         changed: Condvar::new(),
         hang_up,
     });
@@ -329,13 +361,27 @@ fn subscribe(address: &[u8]) -> Result<Arc<Subscription>, BusError> {
     Ok(subscription)
 }
 
-/// The unique name that owns oomd's name now.
-fn name_owner(connection: &mut Connection) -> Result<String, BusError> {
-    connection
-        .call_broker("GetNameOwner", Call::new().string(OOMD))?
-        .first_str()
-        .map(str::to_owned)
-        .ok_or_else(|| BusError::Broken("GetNameOwner gave no name".into()))
+/// Asks `owner` for its introspection data (the answer comes later).
+fn introspect(connection: &mut Connection, owner: &str) -> Result<u32, BusError> {
+    connection.send(
+        Call::new(),
+        Some(owner),
+        OOMD_PATH,
+        "org.freedesktop.DBus.Introspectable",
+        "Introspect",
+    )
+}
+
+/// The unique name that owns oomd's name now; None where none does.
+fn name_owner(connection: &mut Connection) -> Result<Option<String>, BusError> {
+    match connection.call_broker("GetNameOwner", Call::new().string(OOMD)) {
+        Ok(answer) => answer
+            .first_str()
+            .map(|owner| Some(owner.to_owned()))
+            .ok_or_else(|| BusError::Broken("GetNameOwner gave no name".into())),
+        Err(BusError::Refused { name, .. }) if owner_left(&name) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether the broker's error `name` says the peer asked left the bus (or never was on it).
@@ -354,25 +400,45 @@ fn lists_killed(xml: &str) -> bool {
         && xml.contains("<signal name=\"Killed\">")
 }
 
-/// The subscription's thread: takes in each `Killed` oomd sends, and follows the name to a new
-/// owner (oomd restarted); ends when the connection breaks or is hung up.
+/// The subscription's thread: takes in each `Killed` oomd sends, and follows the name to each new
+/// owner (oomd restarted, replaced, or started by activation), asking each for its introspection
+/// data; ends when the connection breaks or is hung up.
 fn listen(mut connection: Connection, held: &Weak<Subscription>) {
-    while let Ok(signal) = connection.next_signal() {
+    // The introspection asked of the owner now, not yet answered.
+    let mut asked: Option<u32> = None;
+    while let Ok(message) = connection.next_heard() {
         let Some(subscription) = held.upgrade() else {
             return;
         };
-        match (signal.interface.as_deref(), signal.member.as_deref()) {
+        if message.kind != Kind::Signal {
+            if message.reply_serial.is_some() && message.reply_serial == asked {
+                asked = None;
+                if message.kind == Kind::Return && lists_killed(message.first_str().unwrap_or("")) {
+                    subscription.owner_shown();
+                }
+            }
+            continue;
+        }
+        match (message.interface.as_deref(), message.member.as_deref()) {
             (Some(OOMD_MANAGER), Some("Killed")) => {
-                if let Some((cgroup, reason)) = killed(&signal) {
+                if let Some((cgroup, reason)) = killed(&message) {
                     tracing::debug!(target: crate::diag::TARGET, "systemd-oomd killed {cgroup} ({reason})");
                     subscription.hear(&cgroup, &reason);
                 }
             }
             (Some("org.freedesktop.DBus"), Some("NameOwnerChanged"))
-                if signal.first_str() == Some(OOMD) =>
+                if message.first_str() == Some(OOMD) =>
             {
-                let new_owner = signal.body.get(2).and_then(Value::as_str).unwrap_or("");
+                let new_owner = message.body.get(2).and_then(Value::as_str).unwrap_or("");
+                subscription.owner_changed();
                 connection.hear_from((!new_owner.is_empty()).then(|| new_owner.to_owned()));
+                asked = None;
+                if !new_owner.is_empty() {
+                    match introspect(&mut connection, new_owner) {
+                        Ok(serial) => asked = Some(serial),
+                        Err(_) => break,
+                    }
+                }
             }
             _ => {}
         }

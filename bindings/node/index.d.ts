@@ -144,7 +144,7 @@ export declare class ScopeHandle {
   /** How the scope ended, told after the manager has collected it too (make the handle while the
    * tool runs); an oomd kill's rule is asked of the managers within `timeoutMs`. */
   ending(options?: { env?: Environment; timeoutMs?: number }): Promise<ScopeEnding>;
-  /** Frees the handle now, or once a kill or waitEmpty still running settles; later calls throw. */
+  /** Frees the handle now (a kill, waitEmpty or ending still running works on a copy of its own); later calls throw. */
   close(): void;
 }
 

@@ -141,7 +141,7 @@ pub(crate) struct Connection {
     /// Whether `JobRemoved` signals are kept; when not, every signal is skipped unparsed (the
     /// private socket carries every unit change of the session to every connection).
     keeps_signals: bool,
-    /// Whether every signal's body is parsed (a listener's connection, [`Connection::next_signal`]),
+    /// Whether every signal's body is parsed (a listener's connection, [`Connection::next_heard`]),
     /// not only `JobRemoved`'s.
     parses_every_signal: bool,
     /// The most one read takes (the fuzz target makes it small, to split a peer's bytes anywhere).
@@ -716,19 +716,20 @@ impl Connection {
         self.reply(serial)
     }
 
-    /// The next signal from the broker or the peer named by [`Connection::hear_from`]; a signal
-    /// any other connection sent (to us alone, or broadcast) is never returned.
-    pub(crate) fn next_signal(&mut self) -> Result<Message, BusError> {
+    /// The next signal, or answer to a call sent with [`Connection::send`], from the broker or
+    /// the peer named by [`Connection::hear_from`]; what any other connection sent (to us alone,
+    /// or broadcast) is never returned.
+    pub(crate) fn next_heard(&mut self) -> Result<Message, BusError> {
         loop {
             let message = self.read_message("waiting for a signal")?;
-            if message.kind == Kind::Signal && self.sent_by_a_peer_we_asked(&message) {
+            if message.kind != Kind::MethodCall && self.sent_by_a_peer_we_asked(&message) {
                 return Ok(message);
             }
         }
     }
 
     /// A second descriptor of this connection's socket, to hang it up from another thread
-    /// (`shutdown`), which ends a wait in [`Connection::next_signal`] there.
+    /// (`shutdown`), which ends a wait in [`Connection::next_heard`] there.
     pub(crate) fn hang_up_handle(&self) -> std::io::Result<OwnedFd> {
         self.fd.try_clone()
     }

@@ -14,8 +14,12 @@ STATE/after: the cgroup of the tool launched after the runaway ended, and its ex
 STATE/ending: scoped, how the runaway's scope ended, as a handle made while it ran tells it once
 its exit status is in (the installed wheel's ScopeHandle.ending): "KIND RULE KILLS EVIDENCE
 MESSAGE".
+STATE/oomd_delay: where oomd killed it, the milliseconds from the library's reading of oomd's mark
+(written before the kill) to its hearing oomd's Killed signal (sent after it), from the library's
+own debug lines: what bounds the wait for the signal (docs/guarantees.md).
 """
 
+import logging
 import os
 import subprocess
 import sys
@@ -56,6 +60,26 @@ def launch(name, argv):
     return tool
 
 
+class OomdTimes(logging.Handler):
+    """When the library first read oomd's mark, and first heard its signal (time.monotonic)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.mark = None
+        self.signal = None
+
+    def emit(self, record):
+        line = record.getMessage()
+        if self.mark is None and line.startswith("marks read on ") and "user.oomd_ooms" in line:
+            self.mark = time.monotonic()
+        elif self.signal is None and line.startswith("systemd-oomd killed "):
+            self.signal = time.monotonic()
+
+
+oomd_times = OomdTimes()
+logging.getLogger("synaps_scope").addHandler(oomd_times)
+logging.getLogger("synaps_scope").setLevel(logging.DEBUG)
+
 record("daemon", f"{os.getpid()} {cgroup(os.getpid())}")
 idle = launch("idle", ["sleep", "100000"])
 hog_argv = ["python3", os.path.join(here, "hog.py"), hog_limit]
@@ -79,5 +103,7 @@ while True:
         if handle is not None:
             ending = handle.ending()
             record("ending", f"{ending.kind} {ending.oomd_rule} {ending.kernel_oom_kills} {ending.evidence} {ending}")
+            if oomd_times.mark is not None and oomd_times.signal is not None:
+                record("oomd_delay", f"{(oomd_times.signal - oomd_times.mark) * 1000:.1f}")
         after_done = True
     time.sleep(0.25)

@@ -293,6 +293,15 @@ oomd_case() {
         [[ "$(cat "$state/ending")" == "oomd $expected_rule 0 oomd-signal "* ]] \
           || fail "$rule/$placement/$mode: the handle told \"$(cat "$state/ending")\", not an oomd kill under the $expected_rule rule on oomd's signal"
         ok "$rule rule, $mode: the daemon's handle on the runaway's scope, asked after its exit status was in: $(cut -d' ' -f5- "$state/ending")"
+        # The library waits for oomd's signal at most 500 ms after reading its mark: oomd's own
+        # delay between the two, as the library saw them, must be within that.
+        if [ -s "$state/oomd_delay" ]; then
+          awk -v d="$(cat "$state/oomd_delay")" 'BEGIN { exit !(d <= 500) }' \
+            || fail "$rule/$placement/$mode: oomd's signal came $(cat "$state/oomd_delay") ms after its mark, past the 500 ms the library waits"
+          ok "$rule rule, $mode: oomd's signal came $(cat "$state/oomd_delay") ms after the library read its mark (it waits at most 500 ms)"
+        else
+          echo "note: $rule/$placement/$mode: the library did not read oomd's mark before its signal came (no delay to measure)"
+        fi
       fi
       ;;
     direct)

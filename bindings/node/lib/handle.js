@@ -1,14 +1,19 @@
 'use strict';
 // `ScopeHandle`: a running scope of this library, its processes, usage and ending.
 const koffi = require('koffi');
-const { promisify } = require('node:util');
 
 const { DEFAULT_KILL_TIMEOUT_MS, DEFAULT_PROBE_TIMEOUT_MS, ENDING_NAMES, EVIDENCE_NAMES, OOMD_RULE_NAMES, STAT_UNKNOWN, word } = require('./abi.js');
 const { cString, envArray, pidArg, timeoutMs } = require('./args.js');
-const { callBlocking, check } = require('./error.js');
-const { c } = require('./library.js');
+const { callBlocking, check, failure } = require('./error.js');
+const { c, DoneReady, EndingReady, PidsReady } = require('./library.js');
+const { answeredOnOwnThread } = require('./own_thread.js');
 
 const handleRegistry = new FinalizationRegistry((pointer) => c.handleFree(pointer));
+
+/** Throws the error a request answered on its own thread ended with. */
+function settled(result, error) {
+  if (result !== 0) throw failure(result, error ?? 'the request failed');
+}
 
 /** The numbers of a `scope_pids` array the library returned, which is freed here. */
 function takePids(array, length) {
@@ -24,8 +29,6 @@ function takePids(array, length) {
 /** A running scope of this library, found by the unit name `wrap` returned. */
 class ScopeHandle {
   #pointer;
-  /** Calls running on a worker thread with the pointer: close() leaves the freeing to the last. */
-  #inFlight = 0;
   #closed = false;
 
   constructor(pointer) {
@@ -61,23 +64,6 @@ class ScopeHandle {
     return this.#pointer;
   }
 
-  /** `fn(pointer, ...args)` on a worker thread; the handle is not freed while it runs. */
-  async #blocking(fn, ...args) {
-    await this.#whileLive((pointer) => callBlocking(fn, pointer, ...args));
-  }
-
-  /** Awaits `call(pointer)`; the handle is not freed while it runs. */
-  async #whileLive(call) {
-    const pointer = this.#live();
-    this.#inFlight += 1;
-    try {
-      await call(pointer);
-    } finally {
-      this.#inFlight -= 1;
-      if (this.#closed && this.#inFlight === 0) this.#free();
-    }
-  }
-
   pids() {
     const pids = [null];
     const len = [0];
@@ -94,16 +80,24 @@ class ScopeHandle {
   }
 
   /** Kills every process in the scope, descendants that left the process group included; resolves
-   * to the pids that were in it when the kill began. */
+   * to the pids that were in it when the kill began. Waits on a thread of the library's own. */
   async kill({ timeoutMs: ms } = {}) {
-    const pids = [null];
-    const len = [0];
-    await this.#blocking(c.handleKillPids, timeoutMs(ms, 'timeoutMs', DEFAULT_KILL_TIMEOUT_MS), pids, len);
-    return takePids(pids[0], len[0]);
+    const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_KILL_TIMEOUT_MS);
+    const pointer = this.#live();
+    return answeredOnOwnThread(PidsReady, timeout, (ready) => c.handleKillAsync(pointer, timeout, ready, null), (_userdata, result, pids, len, error) => {
+      settled(result, error);
+      const count = Number(len);
+      return count === 0 ? [] : Array.from(koffi.decode(pids, 'uint32_t', count));
+    });
   }
 
+  /** Resolves once no process is left in the scope; waits on a thread of the library's own. */
   async waitEmpty({ timeoutMs: ms } = {}) {
-    await this.#blocking(c.handleWaitEmpty, timeoutMs(ms, 'timeoutMs', DEFAULT_KILL_TIMEOUT_MS));
+    const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_KILL_TIMEOUT_MS);
+    const pointer = this.#live();
+    await answeredOnOwnThread(DoneReady, timeout, (ready) => c.handleWaitEmptyAsync(pointer, timeout, ready, null), (_userdata, result, error) => {
+      settled(result, error);
+    });
   }
 
   /**
@@ -112,14 +106,18 @@ class ScopeHandle {
    * 'kernel-oom', 'handle-kill', 'on-its-own' or 'unknown'; `oomdRule` 'swap' or
    * 'memory-pressure' where oomd's signal names it or only one rule covers the scope; `evidence`
    * what the answer rests on, `forgeable` whether any process of the user could have made it. On
-   * a worker thread: the wait for oomd's signal, and an oomd kill's rule asked of the user and
-   * system managers, within `timeoutMs`.
+   * a thread of the library's own (never libuv's pool): the wait for oomd's signal (no longer
+   * than oomd takes to send it), and an oomd kill's rule asked of the user and system managers,
+   * within `timeoutMs`. Once the scope has ended, the first answer is kept and given again.
    */
   async ending({ env, timeoutMs: ms } = {}) {
     const envp = envArray(env);
     const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
-    const out = {};
-    await this.#whileLive(async (pointer) => check(await promisify(c.handleEnding.async)(pointer, envp, timeout, out)));
+    const pointer = this.#live();
+    const out = await answeredOnOwnThread(EndingReady, timeout, (ready) => c.handleEndingAsync(pointer, envp, timeout, ready, null), (_userdata, result, ending, error) => {
+      settled(result, error);
+      return koffi.decode(ending, 'scope_ending');
+    });
     const rule = OOMD_RULE_NAMES[out.rule];
     return {
       kind: word(ENDING_NAMES[out.kind] ?? 'UNKNOWN'),
@@ -130,15 +128,11 @@ class ScopeHandle {
     };
   }
 
-  /** Frees the handle now, or when the last kill or waitEmpty still running settles. */
+  /** Frees the handle now: a kill, waitEmpty or ending still running works on a copy of its own. */
   close() {
     if (this.#closed) return;
     this.#closed = true;
     handleRegistry.unregister(this);
-    if (this.#inFlight === 0) this.#free();
-  }
-
-  #free() {
     c.handleFree(this.#pointer);
     this.#pointer = null;
   }

@@ -100,6 +100,9 @@ const LogCallback = koffi.proto('void scope_log_callback(void *userdata, uint32_
 const LauncherReady = koffi.proto(
   'void scope_launcher_ready(void *userdata, uint32_t result, scope_launcher *launcher, const char *error)',
 );
+const EndingReady = koffi.proto('void scope_ending_ready(void *userdata, uint32_t result, void *ending, const char *error)');
+const PidsReady = koffi.proto('void scope_pids_ready(void *userdata, uint32_t result, void *pids, size_t len, const char *error)');
+const DoneReady = koffi.proto('void scope_done_ready(void *userdata, uint32_t result, const char *error)');
 
 // Every symbol is bound now, so a library missing one fails at load, not mid-launch.
 const c = {
@@ -137,12 +140,14 @@ const c = {
   handlePids: lib.func('uint32_t scope_handle_pids(const scope_handle *handle, _Out_ void **pids, _Out_ size_t *len)'),
   pidsFree: lib.func('void scope_pids_free(void *pids, size_t len)'),
   handleStats: lib.func('uint32_t scope_handle_stats(const scope_handle *handle, _Out_ scope_stats *out)'),
-  handleKillPids: lib.func(
-    'uint32_t scope_handle_kill_pids_r(const scope_handle *handle, uint32_t timeout_ms, _Out_ void **pids, _Out_ size_t *len, void *error, size_t error_len)',
+  handleEndingAsync: lib.func(
+    'uint32_t scope_handle_ending_async(const scope_handle *handle, const char **envp, uint32_t timeout_ms, scope_ending_ready *ready, void *userdata)',
   ),
-  handleWaitEmpty: lib.func('uint32_t scope_handle_wait_empty_r(const scope_handle *handle, uint32_t timeout_ms, void *error, size_t error_len)'),
-  handleEnding: lib.func(
-    'uint32_t scope_handle_ending(const scope_handle *handle, const char **envp, uint32_t timeout_ms, _Out_ scope_ending *out)',
+  handleKillAsync: lib.func(
+    'uint32_t scope_handle_kill_async(const scope_handle *handle, uint32_t timeout_ms, scope_pids_ready *ready, void *userdata)',
+  ),
+  handleWaitEmptyAsync: lib.func(
+    'uint32_t scope_handle_wait_empty_async(const scope_handle *handle, uint32_t timeout_ms, scope_done_ready *ready, void *userdata)',
   ),
   handleFree: lib.func('void scope_handle_free(scope_handle *handle)'),
   setLogCallback: lib.func('void scope_set_log_callback(scope_log_callback *callback, void *userdata)'),
@@ -155,4 +160,4 @@ const c = {
   verdictWords: lib.func('const char *scope_verdict_words(uint32_t verdict)'),
 };
 
-module.exports = { c, libraryPath, LauncherReady, LogCallback };
+module.exports = { c, libraryPath, DoneReady, EndingReady, LauncherReady, LogCallback, PidsReady };

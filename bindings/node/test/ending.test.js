@@ -7,16 +7,18 @@
 // kills). There is no system bus on the rig: oomd's mark (written here as oomd writes it, a
 // stand-in) is the evidence, said to be forgeable.
 const assert = require('node:assert/strict');
-const { execFileSync } = require('node:child_process');
+const { execFileSync, spawn } = require('node:child_process');
 const { once } = require('node:events');
 const fs = require('node:fs');
 const path = require('node:path');
+const readline = require('node:readline');
 const { test } = require('node:test');
 
 const scope = require('..');
-const { handleOnceInScope, requireRig } = require('./helpers.js');
+const { handleOnceInScope, requireRig, scratchDir } = require('./helpers.js');
 
 const stopManagerScript = path.join(__dirname, '..', '..', '..', 'tests', 'tools', 'stop_manager.py');
+const oomdBusScript = path.join(__dirname, '..', '..', '..', 'tests', 'tools', 'oomd_bus.py');
 
 /** Runs `work` with the rig's manager stopped (SIGSTOP): a scope that empties meanwhile stays
  * uncollected, as in the moment between a tool's exit and the manager's clean-up (a watchdog
@@ -134,4 +136,103 @@ test("an oomd kill swept up by a handle's kill is still oomd's", async (t) => {
   await collected(handle);
   assert.deepEqual(await handle.ending(), { kind: 'oomd', oomdRule: null, kernelOomKills: 0, evidence: 'oomd-mark', forgeable: true });
   handle.close();
+});
+
+/** A bus standing for the system bus with a stand-in systemd-oomd on it (tests/tools/oomd_bus.py;
+ * the real oomd acts in the virtual machine), and the environment that names it. */
+async function oomdBus(/** @type {import('node:test').TestContext} */ t) {
+  const child = spawn('python3', [oomdBusScript, scratchDir(t, 'oomd-bus')], { stdio: ['pipe', 'pipe', 'inherit'] });
+  t.after(() => child.stdin.end());
+  const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const ready = String((await lines.next()).value).split(' ');
+  assert.equal(ready[0], 'ready');
+  return {
+    env: { ...process.env, DBUS_SYSTEM_BUS_ADDRESS: ready[1] },
+    /** Sends oomd's Killed(cgroup, reason), as oomd does after a kill. */
+    async killed(/** @type {string} */ cgroup, /** @type {string} */ reason) {
+      child.stdin.write(`kill ${cgroup} ${reason}\n`);
+      assert.equal((await lines.next()).value, 'sent');
+    },
+  };
+}
+
+/** A tool that makes a cgroup below its scope (named by its first argument) and moves into it;
+ * resolves to it and a handle on its scope made with `env` (which names the system bus), once it
+ * has moved. */
+async function scopedBelow(/** @type {string} */ name, /** @type {NodeJS.ProcessEnv} */ env) {
+  const script = 'd="/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup)/$1"; mkdir "$d" && echo $$ > "$d/cgroup.procs" && echo moved && exec sleep 100';
+  const child = await scope.spawn('sh', ['-c', script, 'sh', name], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // The tool runs only once its scope is made: asked after it spoke, the manager knows the scope.
+  const [moved] = await once(/** @type {import('node:stream').Readable} */ (child.stdout), 'data');
+  assert.equal(String(moved), 'moved\n');
+  const handle = await scope.ScopeHandle.fromManager(String(child.scopeUnit), { env });
+  return { child, handle };
+}
+
+/** oomd's kill of the cgroup `below` the scope of `handle`: its mark, the kill, its signal. */
+async function oomdKills(/** @type {scope.ScopeHandle} */ handle, /** @type {string} */ below, /** @type {Awaited<ReturnType<typeof oomdBus>>} */ bus, /** @type {string} */ reason) {
+  const leaf = path.join(handle.cgroup, below);
+  execFileSync('python3', ['-c', 'import os, sys; os.setxattr(sys.argv[1], "user.oomd_ooms", b"1")', leaf]);
+  fs.writeFileSync(path.join(leaf, 'cgroup.kill'), '1');
+  await bus.killed(`/${path.relative('/sys/fs/cgroup', handle.cgroup)}/${below}`, reason);
+}
+
+/** An ending without evidence of a kill, asked after the scope was collected. */
+function noKillAfter(/** @type {scope.ScopeHandle} */ handle) {
+  const subtree = fs.readFileSync(path.join(path.dirname(handle.cgroup), 'cgroup.subtree_control'), 'utf8');
+  const [kind, evidence] = subtree.split(/\s+/).includes('memory') ? ['on-its-own', 'memory-events'] : ['unknown', 'none'];
+  return { kind, oomdRule: null, kernelOomKills: 0, evidence, forgeable: false };
+}
+
+test("oomd's kill of a cgroup below the scope is told by its signal", async (t) => {
+  if (!requireRig(t)) return;
+  const bus = await oomdBus(t);
+  const { child, handle } = await scopedBelow('leaf', bus.env);
+  const exited = once(child, 'exit');
+  await oomdKills(handle, 'leaf', bus, 'memory-pressure');
+  assert.deepEqual(await exited, [null, 'SIGKILL']);
+  await collected(handle);
+  assert.deepEqual(await handle.ending({ env: bus.env }), { kind: 'oomd', oomdRule: 'memory-pressure', kernelOomKills: 0, evidence: 'oomd-signal', forgeable: false });
+  handle.close();
+});
+
+test('a kill of a cgroup named after another scope is never that scope\'s', async (t) => {
+  if (!requireRig(t)) return;
+  const bus = await oomdBus(t);
+  const b = await scope.spawn('sh', ['-c', 'echo ready; read x; exit 0'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const bExit = once(b, 'exit');
+  const [ready] = await once(/** @type {import('node:stream').Readable} */ (b.stdout), 'data');
+  assert.equal(String(ready), 'ready\n');
+  const bHandle = await scope.ScopeHandle.fromManager(String(b.scopeUnit), { env: bus.env });
+  const { child: a, handle: aHandle } = await scopedBelow(String(b.scopeUnit), bus.env);
+  const aExit = once(a, 'exit');
+  await oomdKills(aHandle, String(b.scopeUnit), bus, 'memory-used');
+  assert.deepEqual(await aExit, [null, 'SIGKILL']);
+  b.stdin?.end();
+  assert.deepEqual(await bExit, [0, null]);
+  await collected(aHandle);
+  await collected(bHandle);
+  assert.deepEqual(await aHandle.ending({ env: bus.env }), { kind: 'oomd', oomdRule: 'swap', kernelOomKills: 0, evidence: 'oomd-signal', forgeable: false });
+  assert.deepEqual(await bHandle.ending({ env: bus.env }), noKillAfter(bHandle));
+  aHandle.close();
+  bHandle.close();
+});
+
+test("a handle's waits run on the library's threads, never on libuv's pool", async (t) => {
+  if (!requireRig(t)) return;
+  // Eight waits of 2 s each at once, twice libuv's four threads: a file read on libuv's pool meanwhile
+  // is not held up behind them.
+  const children = await Promise.all(Array.from({ length: 8 }, () => scope.spawn('sleep', ['100'], { stdio: 'ignore' })));
+  const handles = await Promise.all(children.map((child) => handleOnceInScope(child)));
+  const waits = handles.map((handle) => handle.waitEmpty({ timeoutMs: 2000 }).then(() => 'empty', (error) => error.code));
+  const started = Date.now();
+  await fs.promises.readFile(__filename);
+  const took = Date.now() - started;
+  assert.ok(took < 500, `a file read on libuv's pool took ${took} ms beside eight waits`);
+  assert.deepEqual(await Promise.all(waits), Array(8).fill('SCOPE_TIMED_OUT'));
+  for (const handle of handles) {
+    assert.equal((await handle.ending()).kind, 'running');
+    await handle.kill();
+    handle.close();
+  }
 });

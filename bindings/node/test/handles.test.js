@@ -81,7 +81,7 @@ test('a scope removed while it is read is empty, not an error', async (t) => {
   }
 });
 
-test('a handle closed while its kill or wait runs is freed only when that call settles', async (t) => {
+test('a handle closed while its kill or wait runs is freed at once, and the call works on to its end', async (t) => {
   if (!requireRig(t)) return;
   const watched = await scope.spawn('sleep', ['1000'], { stdio: 'ignore' });
   const other = await scope.spawn('sleep', ['1000'], { stdio: 'ignore' });
@@ -92,8 +92,8 @@ test('a handle closed while its kill or wait runs is freed only when that call s
   handle.close();
   assert.throws(() => handle.pids(), /closed/);
   await assert.rejects(handle.kill(), /closed/);
-  // Handles of another scope, made while the wait runs, take any memory a too early free gave
-  // back: a wait on freed memory would then watch that scope, which never empties.
+  // Handles of another scope, made while the wait runs, take the memory the free gave back: a wait
+  // that used the freed handle would then watch that scope, which never empties.
   const others = Array.from({ length: 64 }, () => scope.ScopeHandle.fromPid(String(other.scopeUnit), Number(other.pid)));
   process.kill(Number(watched.pid), 'SIGKILL');
   await waiting;

@@ -14,7 +14,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Dict, Iterator, Tuple
 
 import pytest
 
@@ -139,3 +139,129 @@ def test_an_oomd_kill_swept_up_by_a_handles_kill_is_still_oomds(rig: Dict[str, s
     assert proc.wait(timeout=10) == -9
     wait_collected(handle)
     assert handle.ending() == synaps_scope.ScopeEnding("oomd", None, 0, "oomd-mark", True, "")
+
+
+OOMD_BUS = Path(__file__).resolve().parents[3] / "tests" / "tools" / "oomd_bus.py"
+
+
+class OomdBus:
+    """A bus standing for the system bus with a stand-in systemd-oomd on it (tests/tools/oomd_bus.py;
+    the real oomd acts in the virtual machine), and the environment that names it."""
+
+    def __init__(self, directory: Path) -> None:
+        self._proc = subprocess.Popen([sys.executable, str(OOMD_BUS), str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        ready = self._proc.stdout.readline().split()
+        assert ready[:1] == ["ready"], ready
+        self.env = {**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": ready[1]}
+
+    def killed(self, cgroup: str, reason: str) -> None:
+        """Sends oomd's Killed(cgroup, reason), as oomd does after a kill."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(f"kill {cgroup} {reason}\n")
+        self._proc.stdin.flush()
+        assert self._proc.stdout.readline().strip() == "sent"
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        self._proc.wait(timeout=10)
+
+
+@pytest.fixture
+def oomd_bus(rig: Dict[str, str], tmp_path: Path) -> Iterator[OomdBus]:
+    bus = OomdBus(tmp_path)
+    yield bus
+    bus.close()
+
+
+# A tool that makes a cgroup below its scope (named by its first argument), moves into it, and
+# says so: oomd, which kills leaf cgroups, kills it there.
+INTO_A_CGROUP_BELOW = 'd="/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup)/$1"; mkdir "$d" && echo $$ > "$d/cgroup.procs" && echo moved && exec sleep 100'
+
+
+def scoped_below(name: str, env: Dict[str, str]) -> Tuple[synaps_scope.Popen, synaps_scope.ScopeHandle]:
+    """A tool in a cgroup ``name`` below its scope, and a handle on the scope (made with ``env``,
+    which names the system bus)."""
+    proc = synaps_scope.Popen(["sh", "-c", INTO_A_CGROUP_BELOW, "sh", name], stdout=subprocess.PIPE)
+    assert proc.scope_unit is not None and proc.stdout is not None
+    # The tool runs only once its scope is made: asked after it spoke, the manager knows the scope.
+    assert proc.stdout.readline() == b"moved\n"
+    return proc, synaps_scope.ScopeHandle.from_manager(proc.scope_unit, env)
+
+
+def oomd_kills(handle: synaps_scope.ScopeHandle, below: str, bus: OomdBus, reason: str) -> None:
+    """oomd's kill of the cgroup ``below`` the scope of ``handle``: its mark, the kill, its signal."""
+    leaf = os.path.join(handle.cgroup, below)
+    os.setxattr(leaf, "user.oomd_ooms", b"1")
+    with open(os.path.join(leaf, "cgroup.kill"), "w") as f:
+        f.write("1")
+    bus.killed(oomd_path(handle) + "/" + below, reason)
+
+
+def oomd_path(handle: synaps_scope.ScopeHandle) -> str:
+    """The scope's cgroup path from the hierarchy's root, as oomd names it."""
+    return "/" + os.path.relpath(handle.cgroup, "/sys/fs/cgroup")
+
+
+def test_oomds_kill_of_a_cgroup_below_the_scope_is_told_by_its_signal(oomd_bus: OomdBus) -> None:
+    """The leaf case: oomd (a stand-in on a bus standing for the system bus) kills the cgroup the
+    tool made below its scope, and signals it: told as oomd's, under the rule its signal names, on
+    evidence no process of the user can make."""
+    proc, handle = scoped_below("leaf", oomd_bus.env)
+    oomd_kills(handle, "leaf", oomd_bus, "memory-pressure")
+    assert proc.wait(timeout=10) == -9
+    wait_collected(handle)
+    ending = handle.ending(oomd_bus.env)
+    assert ending == synaps_scope.ScopeEnding("oomd", "memory-pressure", 0, "oomd-signal", False, ""), ending
+    assert "told by systemd-oomd's Killed signal" in str(ending), str(ending)
+
+
+def test_a_kill_of_a_cgroup_named_after_another_scope_is_never_that_scopes(oomd_bus: OomdBus) -> None:
+    """The framing case: tool A makes a cgroup below its own scope named after B's unit, and oomd
+    kills it there. A is told oomd's kill; B, which ended on its own, is never told it."""
+    b = synaps_scope.Popen(["sh", "-c", "echo ready; read _; exit 0"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert b.scope_unit is not None and b.stdin is not None and b.stdout is not None
+    assert b.stdout.readline() == b"ready\n"
+    b_handle = synaps_scope.ScopeHandle.from_manager(b.scope_unit, oomd_bus.env)
+    a, a_handle = scoped_below(b.scope_unit, oomd_bus.env)
+    oomd_kills(a_handle, b.scope_unit, oomd_bus, "memory-used")
+    assert a.wait(timeout=10) == -9
+    b.stdin.close()
+    assert b.wait(timeout=10) == 0
+    wait_collected(a_handle)
+    wait_collected(b_handle)
+    assert a_handle.ending(oomd_bus.env) == synaps_scope.ScopeEnding("oomd", "swap", 0, "oomd-signal", False, "")
+    assert b_handle.ending(oomd_bus.env) == no_kill_after(b_handle)
+
+
+def no_kill_after(handle: synaps_scope.ScopeHandle) -> synaps_scope.ScopeEnding:
+    """An ending without evidence of a kill, asked after the scope was collected: on its own where
+    its slice gives it a memory controller, else unknown."""
+    slice_dir = os.path.dirname(handle.cgroup)
+    memory = "memory" in open(os.path.join(slice_dir, "cgroup.subtree_control")).read().split()
+    if memory:
+        return synaps_scope.ScopeEnding("on-its-own", None, 0, "memory-events", False, "")
+    return synaps_scope.ScopeEnding("unknown", None, 0, "none", False, "")
+
+
+def test_a_forged_mark_waits_no_longer_than_oomd_would_and_the_answer_is_kept(oomd_bus: OomdBus) -> None:
+    """A tool writes oomd's mark on its own scope and exits 0: where oomd's signal is heard, the
+    mark is not oomd's; the answer waits no longer than oomd takes to signal (500 ms), however long
+    the caller would wait, and the next ask gets it at once."""
+    proc = synaps_scope.Popen(["sh", "-c", "echo ready; read _; exit 0"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.scope_unit is not None and proc.stdin is not None and proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
+    handle = synaps_scope.ScopeHandle.from_manager(proc.scope_unit, oomd_bus.env)
+    os.setxattr(handle.cgroup, "user.oomd_ooms", b"1")
+    proc.stdin.close()
+    assert proc.wait(timeout=10) == 0
+    wait_collected(handle)
+    asked = time.monotonic()
+    first = handle.ending(oomd_bus.env, timeout=5)
+    waited = time.monotonic() - asked
+    assert first == no_kill_after(handle), first
+    assert waited < 0.75, f"the answer waited {waited:.3f} s"
+    again = time.monotonic()
+    assert handle.ending(oomd_bus.env, timeout=5) == first
+    assert time.monotonic() - again < 0.05

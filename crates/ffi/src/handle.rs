@@ -20,6 +20,13 @@ pub struct scope_handle {
     cgroup: CString,
 }
 
+impl scope_handle {
+    /// The handle itself, for the waits answered on a thread of their own.
+    pub(crate) fn inner(&self) -> &ScopeHandle {
+        &self.inner
+    }
+}
+
 /// A usage figure the kernel does not offer (its controller is not enabled).
 pub const SCOPE_STAT_UNKNOWN: u64 = u64::MAX;
 

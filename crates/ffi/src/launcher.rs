@@ -9,6 +9,7 @@ use crate::args::{c_string, env_arg, kind_arg, out_arg, str_arg, timeout_arg};
 use crate::boxed::{borrow, free, read_or, write_out};
 use crate::error::{copy_error, scope_result, Failure};
 use crate::export::guard;
+use crate::own_thread::Userdata;
 use crate::panic::caught;
 use synaps_scope::__surfaces::{decide, decide_on_own_thread};
 use synaps_scope::intake;
@@ -245,13 +246,6 @@ pub type scope_launcher_ready = Option<
         error: *const c_char,
     ),
 >;
-
-/// A `userdata` pointer that the request's thread hands back to the caller's callback.
-struct Userdata(*mut c_void);
-
-// SAFETY: the pointer is only handed back to the caller's callback, which the caller made for
-// exactly that (the header says `ready` runs on another thread).
-unsafe impl Send for Userdata {}
 
 /// [`scope_launcher_for_env_timeout`] on a thread of its own, which calls `ready` when the answer
 /// is in: within the bound, whatever other requests are doing (no pool, no queue). Returns

@@ -17,8 +17,10 @@ pub mod doctor;
 pub mod error;
 mod export;
 pub mod handle;
+pub mod handle_async;
 pub mod launcher;
 pub mod log;
+mod own_thread;
 mod panic;
 pub mod resolve;
 

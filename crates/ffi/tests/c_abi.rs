@@ -231,6 +231,19 @@ fn a_handles_kill_is_told_after_the_scope_is_collected() {
     scenario("ending");
 }
 
+/// The leaf and framing cases from C, against a stand-in oomd on a bus standing for the system bus
+/// (`tests/tools/oomd_bus.py`), with the waits answered on the request's own thread.
+#[test]
+fn oomds_signal_tells_its_kill_to_the_scope_it_hit_alone() {
+    let Some(_rig) = rig() else { return };
+    let script = repository().join("tests/tools/oomd_bus.py");
+    let env = synaps_scope::with_overrides(
+        &synaps_scope::inherited_env(),
+        &[("SYNAPS_OOMD_BUS".into(), script.into_os_string())],
+    );
+    scenario_with_env("ending_oomd_signal", &env);
+}
+
 #[test]
 fn children_forked_amid_requests_and_log_calls_answer_within_their_own_bound() {
     let Some(_rig) = rig() else { return };

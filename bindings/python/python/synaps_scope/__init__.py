@@ -432,8 +432,11 @@ class ScopeHandle:
 
     def ending(self, env: Optional[Env] = None, timeout: float = DEFAULT_PROBE_TIMEOUT) -> ScopeEnding:
         """How the scope ended: answered after the manager has collected it too, from what this
-        handle kept since it was made (so make the handle while the tool runs). For an oomd kill,
-        the rule is asked of the user and system managers within ``timeout`` (GIL released)."""
+        handle kept since it was made (so make the handle while the tool runs). Where oomd's mark
+        is there and its signal is heard but has not come, waits for it no longer than oomd takes
+        to send it; for an oomd kill no signal named, the rule is asked of the user and system
+        managers; both within ``timeout``, with the GIL released. Once the scope has ended, the
+        first answer is kept and given again."""
         return ScopeEnding(*self._native.ending(_env_pairs(env), float(timeout)))
 
     def __repr__(self) -> str:

@@ -78,6 +78,7 @@ int scenario_flush_warnings(void);
 int scenario_concurrent_slice_warning(void);
 int scenario_doctor(void);
 int scenario_removed_while_read(void);
+int scenario_ending_oomd_signal(void);
 int scenario_ending(void);
 int scenario_fork(void);
 int scenario_fork_host_ticket(void);

@@ -192,3 +192,226 @@ int scenario_ending(void) {
     scope_launcher_free(launcher);
     return failed;
 }
+
+/* A bus standing for the system bus with a stand-in systemd-oomd on it (tests/tools/oomd_bus.py,
+ * named by SYNAPS_OOMD_BUS; the real oomd acts in the virtual machine): its process, the pipes to
+ * it, and the environment that names it. */
+struct oomd_bus {
+    pid_t pid;
+    int to;
+    FILE *from;
+    char address[4200];
+    const char **env;
+};
+
+static void oomd_bus_start(struct oomd_bus *bus) {
+    const char *script = getenv("SYNAPS_OOMD_BUS");
+    CHECK(script != NULL, "SYNAPS_OOMD_BUS names tests/tools/oomd_bus.py");
+    int in[2], out[2];
+    CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0, "pipes");
+    bus->pid = fork();
+    CHECK(bus->pid >= 0, "fork");
+    if (bus->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execlp("python3", "python3", script, scratch_dir(), (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    bus->to = in[1];
+    bus->from = fdopen(out[0], "r");
+    char line[4300];
+    CHECK(bus->from != NULL && fgets(line, sizeof line, bus->from) != NULL && strncmp(line, "ready ", 6) == 0,
+          "the stand-in oomd's bus started");
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(bus->address, sizeof bus->address, "DBUS_SYSTEM_BUS_ADDRESS=%s", line + 6);
+    const char *add[] = {bus->address, NULL};
+    const char *drop[] = {"DBUS_SYSTEM_BUS_ADDRESS", NULL};
+    bus->env = env_edit(drop, add);
+}
+
+/* oomd's Killed(cgroup, reason), sent as oomd sends it after a kill. */
+static void oomd_bus_killed(struct oomd_bus *bus, const char *cgroup, const char *reason) {
+    CHECK(dprintf(bus->to, "kill %s %s\n", cgroup, reason) > 0, "the kill to the stand-in");
+    char line[64];
+    CHECK(fgets(line, sizeof line, bus->from) != NULL && strcmp(line, "sent\n") == 0, "the stand-in sent the signal");
+}
+
+static void oomd_bus_stop(struct oomd_bus *bus) {
+    close(bus->to);
+    fclose(bus->from);
+    CHECK(wait_exit(bus->pid) == 0, "the stand-in's bus ended cleanly");
+    free(bus->env);
+}
+
+/* A tool in the cgroup `name` it made below its scope, and a handle on the scope made with the
+ * bus's environment once the tool said it moved (it runs only once its scope is made). */
+static scope_handle *scoped_below(scope_launcher *launcher, const char *name, struct oomd_bus *bus, pid_t *pid,
+                                  scope_argv **wrapped) {
+    const char *argv[] = {"sh", "-c",
+                          "d=\"/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)/$1\"; mkdir \"$d\" && "
+                          "echo $$ > \"$d/cgroup.procs\" && echo moved && exec sleep 100",
+                          "sh", name, NULL};
+    *wrapped = must_wrap(launcher, argv);
+    int in[2], out[2];
+    *pid = spawn_piped(*wrapped, in, out);
+    CHECK(*pid > 0, "spawn the tool");
+    char moved[6] = {0};
+    CHECK(read(out[0], moved, sizeof moved) == 6 && memcmp(moved, "moved\n", 6) == 0, "the tool moved below its scope");
+    close(in[1]);
+    close(out[0]);
+    scope_handle *handle = SENTINEL;
+    CHECK(scope_handle_from_manager(scope_argv_unit(*wrapped), bus->env, 3000, &handle) == SCOPE_RESULT_OK, "a handle on the scope");
+    return handle;
+}
+
+/* oomd's kill of the cgroup `below` the scope of `handle`: its mark, the kill, its signal. */
+static void oomd_kills(const scope_handle *handle, const char *below, struct oomd_bus *bus, const char *reason) {
+    char leaf[4200], kill_file[4300], cgroup[4300];
+    snprintf(leaf, sizeof leaf, "%s/%s", scope_handle_cgroup(handle), below);
+    CHECK(setxattr(leaf, "user.oomd_ooms", "1", 1, 0) == 0, "oomd's mark before its kill");
+    snprintf(kill_file, sizeof kill_file, "%s/cgroup.kill", leaf);
+    write_file(kill_file, "1");
+    snprintf(cgroup, sizeof cgroup, "%s/%s", scope_handle_cgroup(handle) + strlen("/sys/fs/cgroup"), below);
+    oomd_bus_killed(bus, cgroup, reason);
+}
+
+/* What a request answered on its own thread handed back, and when. */
+struct answer {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int calls;
+    scope_result result;
+    scope_ending ending;
+    uint32_t pids[8];
+    size_t len;
+};
+
+static void answer_in(struct answer *answer) {
+    pthread_mutex_lock(&answer->lock);
+    answer->calls++;
+    pthread_cond_signal(&answer->cond);
+    pthread_mutex_unlock(&answer->lock);
+}
+
+static void ending_ready(void *userdata, scope_result result, const scope_ending *ending, const char *error) {
+    struct answer *answer = userdata;
+    answer->result = result;
+    if (ending) answer->ending = *ending;
+    (void)error;
+    answer_in(answer);
+}
+
+static void pids_ready(void *userdata, scope_result result, const uint32_t *pids, size_t len, const char *error) {
+    struct answer *answer = userdata;
+    answer->result = result;
+    answer->len = len;
+    for (size_t i = 0; i < len && i < 8; i++) answer->pids[i] = pids[i];
+    (void)error;
+    answer_in(answer);
+}
+
+static void done_ready(void *userdata, scope_result result, const char *error) {
+    struct answer *answer = userdata;
+    answer->result = result;
+    (void)error;
+    answer_in(answer);
+}
+
+/* Waits until the request's callback ran (once). */
+static void answered(struct answer *answer) {
+    pthread_mutex_lock(&answer->lock);
+    while (answer->calls == 0) pthread_cond_wait(&answer->cond, &answer->lock);
+    pthread_mutex_unlock(&answer->lock);
+    sleep_ms(20);
+    CHECK(answer->calls == 1, "the callback ran once, not %d times", answer->calls);
+}
+
+/* oomd's kill of a cgroup below a scope (the leaf case) and of a cgroup a tool named after another
+ * tool's scope (the framing case), signalled by a stand-in oomd on a bus standing for the system
+ * bus: each told by the signal, to the scope it hit alone, with its rule; the answers asked on
+ * the request's own thread (scope_handle_ending_async), the handle freed as soon as it started. */
+int scenario_ending_oomd_signal(void) {
+    struct oomd_bus bus;
+    oomd_bus_start(&bus);
+    scope_launcher *launcher = must_launcher(bus.env);
+
+    /* The leaf case. */
+    pid_t leaf_pid;
+    scope_argv *leaf_wrapped;
+    scope_handle *leaf = scoped_below(launcher, "leaf", &bus, &leaf_pid, &leaf_wrapped);
+    oomd_kills(leaf, "leaf", &bus, "memory-pressure");
+    CHECK(wait_exit(leaf_pid) == 128 + SIGKILL, "oomd's kill ended the tool");
+    CHECK(collected(leaf), "the manager collected the scope");
+    struct answer told = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, SCOPE_RESULT_PANIC, {0}, {0}, 0};
+    CHECK(scope_handle_ending_async(leaf, bus.env, 3000, ending_ready, &told) == SCOPE_RESULT_OK, "ending, asked async");
+    scope_handle_free(leaf);
+    answered(&told);
+    CHECK(told.result == SCOPE_RESULT_OK && told.ending.kind == SCOPE_ENDING_KIND_OOMD &&
+              told.ending.rule == SCOPE_OOMD_RULE_MEMORY_PRESSURE && told.ending.evidence == SCOPE_EVIDENCE_OOMD_SIGNAL &&
+              !told.ending.forgeable,
+          "the leaf case: result %d, kind %d, rule %d, evidence %d", (int)told.result, (int)told.ending.kind,
+          (int)told.ending.rule, (int)told.ending.evidence);
+    scope_argv_free(leaf_wrapped);
+
+    /* The framing case: B ends on its own; A makes a cgroup named after B's unit below its own
+     * scope, where oomd kills it. */
+    const char *b_argv[] = {"sh", "-c", "echo ready; read _; exit 0", NULL};
+    scope_argv *b_wrapped = must_wrap(launcher, b_argv);
+    int b_in[2], b_out[2];
+    pid_t b_pid = spawn_piped(b_wrapped, b_in, b_out);
+    char ready[6] = {0};
+    CHECK(read(b_out[0], ready, sizeof ready) == 6 && memcmp(ready, "ready\n", 6) == 0, "B runs");
+    scope_handle *b = SENTINEL;
+    CHECK(scope_handle_from_manager(scope_argv_unit(b_wrapped), bus.env, 3000, &b) == SCOPE_RESULT_OK, "a handle on B");
+    pid_t a_pid;
+    scope_argv *a_wrapped;
+    scope_handle *a = scoped_below(launcher, scope_argv_unit(b_wrapped), &bus, &a_pid, &a_wrapped);
+    oomd_kills(a, scope_argv_unit(b_wrapped), &bus, "memory-used");
+    struct answer emptied = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, SCOPE_RESULT_PANIC, {0}, {0}, 0};
+    CHECK(scope_handle_wait_empty_async(a, 5000, done_ready, &emptied) == SCOPE_RESULT_OK, "wait for A, async");
+    answered(&emptied);
+    CHECK(emptied.result == SCOPE_RESULT_OK, "A emptied: %d", (int)emptied.result);
+    CHECK(wait_exit(a_pid) == 128 + SIGKILL, "oomd's kill ended A");
+    close(b_in[1]);
+    close(b_out[0]);
+    CHECK(wait_exit(b_pid) == 0, "B ended on its own");
+    CHECK(collected(a) && collected(b), "the manager collected both scopes");
+    scope_ending ending = {SCOPE_ENDING_KIND_RUNNING, SCOPE_OOMD_RULE_UNKNOWN, 0, SCOPE_EVIDENCE_NONE, true};
+    CHECK(scope_handle_ending(a, bus.env, 3000, &ending) == SCOPE_RESULT_OK, "A's ending");
+    CHECK(ending.kind == SCOPE_ENDING_KIND_OOMD && ending.rule == SCOPE_OOMD_RULE_SWAP &&
+              ending.evidence == SCOPE_EVIDENCE_OOMD_SIGNAL && !ending.forgeable,
+          "A: kind %d, rule %d, evidence %d", (int)ending.kind, (int)ending.rule, (int)ending.evidence);
+    CHECK(scope_handle_ending(b, bus.env, 3000, &ending) == SCOPE_RESULT_OK, "B's ending");
+    CHECK(ending.kind != SCOPE_ENDING_KIND_OOMD && ending.evidence != SCOPE_EVIDENCE_OOMD_SIGNAL && !ending.forgeable,
+          "B was framed: kind %d, evidence %d", (int)ending.kind, (int)ending.evidence);
+    scope_handle_free(a);
+    scope_handle_free(b);
+    scope_argv_free(a_wrapped);
+    scope_argv_free(b_wrapped);
+
+    /* A kill on the request's own thread hands back the pids it found; bad arguments are refused
+     * and the callback never runs. */
+    const char *k_argv[] = {"sleep", "100", NULL};
+    scope_argv *k_wrapped = must_wrap(launcher, k_argv);
+    pid_t k_pid = spawn(scope_argv_ptr(k_wrapped), 0);
+    scope_handle *k = must_handle(scope_argv_unit(k_wrapped), k_pid);
+    struct answer killed = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, SCOPE_RESULT_PANIC, {0}, {0}, 0};
+    CHECK(scope_handle_kill_async(NULL, 5000, pids_ready, &killed) == SCOPE_RESULT_NULL_PARAMETER, "NULL handle refused");
+    CHECK(scope_handle_kill_async(k, 5000, NULL, &killed) == SCOPE_RESULT_NULL_PARAMETER, "NULL callback refused");
+    CHECK(scope_handle_kill_async(k, 0, pids_ready, &killed) == SCOPE_RESULT_INVALID_ARGUMENT, "a zero bound refused");
+    CHECK(scope_handle_ending_async(k, NULL, 0, ending_ready, &killed) == SCOPE_RESULT_INVALID_ARGUMENT, "a zero bound refused");
+    CHECK(scope_handle_wait_empty_async(NULL, 5000, done_ready, &killed) == SCOPE_RESULT_NULL_PARAMETER, "NULL handle refused");
+    CHECK(scope_handle_kill_async(k, 5000, pids_ready, &killed) == SCOPE_RESULT_OK, "kill, async");
+    scope_handle_free(k);
+    answered(&killed);
+    CHECK(killed.result == SCOPE_RESULT_OK && killed.len == 1 && killed.pids[0] == (uint32_t)k_pid,
+          "the kill found the tool: result %d, %zu pids", (int)killed.result, killed.len);
+    CHECK(wait_exit(k_pid) == 128 + SIGKILL, "the async kill ended the tool");
+    scope_argv_free(k_wrapped);
+
+    scope_launcher_free(launcher);
+    oomd_bus_stop(&bus);
+    return 0;
+}

@@ -23,6 +23,7 @@ int main(int argc, char **argv) {
         {"concurrent_slice_warning", scenario_concurrent_slice_warning},
         {"burst", scenario_burst},                   {"user_switch", scenario_user_switch},
         {"ending", scenario_ending},                 {"fork", scenario_fork},
+        {"ending_oomd_signal", scenario_ending_oomd_signal},
         {"fork_host_ticket", scenario_fork_host_ticket}, {"held_turn", scenario_held_turn},
     };
     if (argc != 2) {
