@@ -441,9 +441,11 @@ impl ScopeHandle {
     /// How the scope ended (`Running` while processes are in it), and what that answer rests on.
     /// Answers after the manager has collected the scope too, from what the handle kept since it
     /// was made. Blocks at most `timeout`: where oomd's mark is on the cgroup and its signal is
-    /// heard but has not come yet, for the signal; where oomd killed the scope and no signal named
+    /// heard but has not come yet, for the signal, no longer than oomd takes to send it (500 ms
+    /// from the mark, or from the scope's end); where oomd killed the scope and no signal named
     /// the rule, to ask the user manager (reached with `env`) and the system manager which rules
-    /// cover it (None where they cannot say).
+    /// cover it (None where they cannot say). Once the scope has ended, the first answer is kept:
+    /// every later ask, through this handle or a clone, gets it at once.
     pub fn ending(&self, env: &[(OsString, OsString)], timeout: Duration) -> Ending {
         let running = self.is_still_the_same_scope()
             && fs::read_to_string(self.cgroup.dir().join("cgroup.events"))

@@ -1,8 +1,10 @@
 'use strict';
 // synaps-scope for Node: each child process in its own systemd scope, over the library's C ABI
-// (libsynaps_scope.so, loaded with koffi). Probes run on koffi's worker threads, so the event loop
-// never waits on them; every string and handle the library returns is freed exactly once, by the
-// library's own free functions.
+// (libsynaps_scope.so, loaded with koffi). launcherForEnv's probe and a scope handle's waits (kill,
+// waitEmpty, ending) run on threads of the library's own, one per request, so neither the event
+// loop nor libuv's shared pool waits on them; the other calls that may block, each within its
+// bound (fromManager, diagnose, flushWarnings), on koffi's worker threads. Every string and handle
+// the library returns is freed exactly once, by the library's own free functions.
 //
 // One module per concept under lib/, as the C ABI crate lays its own out (crates/ffi/src):
 // launcher, argv, handle, resolve, doctor, log, error (the one map of result codes to errors),

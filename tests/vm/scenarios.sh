@@ -15,7 +15,7 @@
 #                  tab         ... from a terminal tab's own scope under app.slice
 #       MODE       scoped      every launch in its own scope (the default)
 #                  direct      the control: SYNAPS_PROCESS_SCOPES=off for the daemon and its tools
-#                  leaf        scoped, the runaway in a cgroup it made below its scope (leaf.sh),
+#                  leaf        scoped, the runaway in the 101st cgroup it made below its scope (leaf.sh),
 #                              where oomd, which kills leaf cgroups, kills it
 #       BUS        dbus-daemon alice's session bus as Debian ships it (the default)
 #                  dbus-broker her session bus is dbus-broker (Fedora's and Arch's), for this case

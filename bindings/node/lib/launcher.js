@@ -1,13 +1,13 @@
 'use strict';
 // `ScopeLauncher`: the requests that make one (on a thread of the request's own, or blocking the
 // caller), and what it wraps.
-const koffi = require('koffi');
 
 const { DEFAULT_PROBE_TIMEOUT_MS, KINDS, RESULT, SHELL_WORDS, WRAPPER_NAMES } = require('./abi.js');
 const { argvArray, cString, cwdArg, envArray, kindNumber, timeoutMs } = require('./args.js');
 const { takeWrapped } = require('./argv.js');
 const { callHere, check, failure } = require('./error.js');
 const { c, LauncherReady } = require('./library.js');
+const { answeredOnOwnThread } = require('./own_thread.js');
 
 const launcherRegistry = new FinalizationRegistry((pointer) => c.launcherFree(pointer));
 
@@ -92,22 +92,9 @@ function launcherArgs({ env, kind = 'tool', probeTimeoutMs } = {}) {
  */
 async function launcherForEnv(options) {
   const args = launcherArgs(options);
-  return new Promise((resolve, reject) => {
-    // Holds the event loop open until the request's thread has answered (it always does, within
-    // the bound; the margin only covers a machine too loaded to schedule it).
-    const keepAlive = setTimeout(() => {}, args[2] + 60_000);
-    const ready = koffi.register((_userdata, result, pointer, error) => {
-      clearTimeout(keepAlive);
-      setImmediate(() => koffi.unregister(ready));
-      if (result === RESULT.OK) resolve(pointer ? new ScopeLauncher(pointer) : null);
-      else reject(failure(result, error ?? 'the request failed'));
-    }, koffi.pointer(LauncherReady));
-    const started = c.launcherForEnvAsync(...args, ready, null);
-    if (started !== 0) {
-      clearTimeout(keepAlive);
-      koffi.unregister(ready);
-      reject(failure(started));
-    }
+  return answeredOnOwnThread(LauncherReady, args[2], (ready) => c.launcherForEnvAsync(...args, ready, null), (_userdata, result, pointer, error) => {
+    if (result !== RESULT.OK) throw failure(result, error ?? 'the request failed');
+    return pointer ? new ScopeLauncher(pointer) : null;
   });
 }
 
