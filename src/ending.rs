@@ -321,7 +321,7 @@ impl Witness {
         let oomd_marked = self.marked_anywhere(&OOMD_MARKS);
         // A cgroup whose marks could not be read (removed as they were written) may have held
         // oomd's.
-        let leaves_missed = self.watch.as_ref().is_some_and(|w| w.leaves_missed());
+        let marks_missed = self.watch.as_ref().is_some_and(|w| w.marks_missed());
         let said = self.oomd.as_ref().map(|(oomd, claim)| {
             // oomd marks before it kills and signals after: with a mark, the signal may still be
             // on its way, for as long as oomd takes from the one to the other.
@@ -330,7 +330,7 @@ impl Witness {
                 .as_ref()
                 .map_or(Duration::ZERO, |w| w.since_news());
             let oomds_own = Instant::now() + OOMD_SIGNAL_DELAY.saturating_sub(since);
-            let wait = (oomd_marked || leaves_missed).then_some(deadline.min(oomds_own));
+            let wait = (oomd_marked || marks_missed).then_some(deadline.min(oomds_own));
             oomd.said_of(claim, wait)
         });
         match said {
@@ -374,7 +374,7 @@ impl Witness {
         }
         // No kill of any kind is known. A cgroup whose marks went unread could still have held
         // oomd's, unless oomd's signal, heard throughout, would have told.
-        let all_seen = !leaves_missed || said == Some(Said::Nothing);
+        let all_seen = !marks_missed || said == Some(Said::Nothing);
         match kills {
             Some(0) if exact && all_seen => told(ScopeEnding::EndedOnItsOwn, count),
             Some(_) => told(ScopeEnding::Unknown, count),

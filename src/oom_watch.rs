@@ -79,9 +79,9 @@ pub(crate) struct ScopeWatch {
     /// When (the monotonic clock, in nanoseconds) the watch last learnt of a mark or of the scope's
     /// end: oomd's signal comes within its own delay of both.
     news_at: AtomicU64,
-    /// A cgroup below the scope went unwatched, or its marks could not be read when written
+    /// The scope or a cgroup below it went unwatched, or its marks could not be read when written
     /// (inotify dropped events, had no watch left, or the cgroup was gone by then).
-    leaves_missed: AtomicBool,
+    marks_missed: AtomicBool,
 }
 
 /// The kernel's OOM kills in a scope, as far as they are known.
@@ -104,7 +104,7 @@ impl ScopeWatch {
             counter: Mutex::new(counter),
             marked: AtomicU8::new(0),
             news_at: AtomicU64::new(monotonic_nanos()),
-            leaves_missed: AtomicBool::new(false),
+            marks_missed: AtomicBool::new(false),
         }
     }
 
@@ -173,11 +173,11 @@ impl ScopeWatch {
             .any(|(bit, mark)| seen & (1 << bit) != 0 && names.contains(mark))
     }
 
-    /// Whether cgroups below the scope went unwatched (inotify dropped events or had no watch
-    /// left, or a mark could not be read when written, or this is a forked child's snapshot,
-    /// which no thread fills).
-    pub(crate) fn leaves_missed(&self) -> bool {
-        self.leaves_missed.load(Ordering::Acquire) || self.pid != std::process::id()
+    /// Whether the scope or cgroups below it went unwatched (inotify dropped events or had no
+    /// watch left, or a mark could not be read when written, or this is a forked child's
+    /// snapshot, which no thread fills).
+    pub(crate) fn marks_missed(&self) -> bool {
+        self.marks_missed.load(Ordering::Acquire) || self.pid != std::process::id()
     }
 
     /// How long ago the watch last learnt of a mark or of the scope's end.
@@ -194,10 +194,12 @@ impl ScopeWatch {
             match rustix::fs::getxattr(path, *mark, &mut value) {
                 Ok(n) if n > 0 => seen |= 1 << bit,
                 Err(Errno::RANGE) => seen |= 1 << bit,
-                Ok(_) | Err(Errno::NODATA) => {}
+                // No such mark, or none can be written here (Linux before 5.7 takes no user
+                // extended attributes on cgroups): nothing missed.
+                Ok(_) | Err(Errno::NODATA | Errno::OPNOTSUPP) => {}
                 Err(_) => {
                     // Gone before it could be read: a mark on it would not be known.
-                    self.leaves_missed.store(true, Ordering::Release);
+                    self.marks_missed.store(true, Ordering::Release);
                     return;
                 }
             }
@@ -368,7 +370,7 @@ pub(crate) fn watch(dir: &Path, ino: u64, unit: &str) -> Option<Arc<ScopeWatch>>
     }
     watch_directory(inotify_fd, &mut table, token, &mut scope, dir.to_path_buf());
     if scope.directories.is_empty() {
-        shared.leaves_missed.store(true, Ordering::Release);
+        shared.marks_missed.store(true, Ordering::Release);
     }
     table.scopes.insert(token, scope);
     table.by_inode.insert(ino, token);
@@ -422,7 +424,7 @@ fn watch_directory(
     let Some(wd) = added else {
         // Gone already (it held no process worth a mark any more), or no watch left.
         if directory.exists() {
-            scope.shared.leaves_missed.store(true, Ordering::Release);
+            scope.shared.marks_missed.store(true, Ordering::Release);
         }
         return;
     };
@@ -514,7 +516,7 @@ fn read_inotify(inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) -> Vec<
         let flags = event.events();
         if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
             for (token, scope) in &table.scopes {
-                scope.shared.leaves_missed.store(true, Ordering::Release);
+                scope.shared.marks_missed.store(true, Ordering::Release);
                 woken.push(*token);
             }
             continue;
