@@ -35,7 +35,7 @@ use crate::bus::{Fallback, Route};
 use crate::cgroup;
 use crate::manager;
 use crate::oom_watch::HANDLE_KILL_MARK;
-use crate::oom_watch::{self, OomKills, ScopeWatch, OOMD_MARKS};
+use crate::oom_watch::{self, has_mark, OomKills, ScopeWatch, OOMD_MARKS};
 use crate::oomd_signal::{self, Claim, Said, Subscription};
 use crate::per_process::lock;
 
@@ -318,6 +318,11 @@ impl Witness {
         deadline: Instant,
     ) -> Ending {
         let told = |how, evidence| Ending { how, evidence };
+        // Every notice the kernel queued before this ask is taken in first: a mark written, or
+        // the scope's end, is then in what the watch has seen.
+        if self.watch.is_some() {
+            oom_watch::catch_up();
+        }
         let oomd_marked = self.marked_anywhere(&OOMD_MARKS);
         // A cgroup whose marks could not be read (removed as they were written) may have held
         // oomd's.
@@ -383,21 +388,13 @@ impl Witness {
     }
 
     /// Whether any of `names` was seen on the scope's cgroup or on a cgroup made below it, or is
-    /// on the scope's cgroup now (where it is still the handle's).
+    /// on the scope's cgroup now (where it is still the handle's, or held since it was empty).
     fn marked_anywhere(&self, names: &[&str]) -> bool {
-        self.watch.as_ref().is_some_and(|watch| watch.marked(names))
+        self.watch
+            .as_ref()
+            .is_some_and(|watch| watch.marked(names) || watch.held_marked(names))
             || cgroup::open_same(&self.dir, self.ino)
                 .is_some_and(|dir| names.iter().any(|name| has_mark(&dir, name)))
-    }
-}
-
-/// Whether the extended attribute `name` is on the cgroup open as `dir`, whatever its value: a
-/// value too long for the buffer (ERANGE) is there all the same.
-fn has_mark(dir: &OwnedFd, name: &str) -> bool {
-    let mut value = [0u8; 32];
-    match rustix::fs::fgetxattr(dir, name, &mut value) {
-        Ok(n) => n > 0,
-        Err(e) => e == rustix::io::Errno::RANGE,
     }
 }
 

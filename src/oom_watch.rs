@@ -21,9 +21,13 @@
 //!
 //! A watch is an inotify watch, not a descriptor: what a process holds open for all its handles is
 //! the one inotify instance, however many scopes and cgroups it watches; each reading opens what it
-//! reads and closes it, checking that the cgroup at the path is still the one watched. A scope's
-//! watches go once it is empty or removed. A forked child starts a watcher of its own on first use
-//! and never reads the parent's (`crate::per_process`).
+//! reads and closes it, checking that the cgroup at the path is still the one watched. Once a
+//! scope is empty, its count is final and its files are no longer watched, but a mark may still
+//! come (oomd before 251 marks after its kill), so its directory is held open until the manager
+//! removes it (a descriptor for that moment only), and its watches go with it. Asking how a scope
+//! ended first takes in every notice the kernel has queued (`catch_up`), so a mark written before
+//! the question is in the answer. A forked child starts a watcher of its own on first use and
+//! never reads the parent's (`crate::per_process`).
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
@@ -82,6 +86,10 @@ pub(crate) struct ScopeWatch {
     /// The scope or a cgroup below it went unwatched, or its marks could not be read when written
     /// (inotify dropped events, had no watch left, or the cgroup was gone by then).
     marks_missed: AtomicBool,
+    /// The scope's directory, held open from the moment it is empty until the manager removes
+    /// it: a mark written in between (oomd before 251 marks after its kill) is read through it
+    /// even when the removal came before the mark's notice was read.
+    held: Mutex<Option<OwnedFd>>,
 }
 
 /// The kernel's OOM kills in a scope, as far as they are known.
@@ -105,6 +113,7 @@ impl ScopeWatch {
             marked: AtomicU8::new(0),
             news_at: AtomicU64::new(monotonic_nanos()),
             marks_missed: AtomicBool::new(false),
+            held: Mutex::new(None),
         }
     }
 
@@ -164,6 +173,16 @@ impl ScopeWatch {
         })
     }
 
+    /// Whether any of `names` is on the scope's cgroup now, read through its directory held since
+    /// it was empty (false where none is held, or in a forked child, which the watcher never
+    /// fills).
+    pub(crate) fn held_marked(&self, names: &[&str]) -> bool {
+        self.pid == std::process::id()
+            && lock(&self.held)
+                .as_ref()
+                .is_some_and(|dir| names.iter().any(|name| has_mark(dir, name)))
+    }
+
     /// Whether any of `names` (of [`MARKS`]) was seen on the scope's cgroup or a cgroup below it.
     pub(crate) fn marked(&self, names: &[&str]) -> bool {
         let seen = self.marked.load(Ordering::Acquire);
@@ -188,10 +207,27 @@ impl ScopeWatch {
 
     /// Reads the marks on the cgroup at `path` (the scope's or one below it) into what is seen.
     fn read_marks(&self, path: &Path) {
+        self.read_marks_with(path, |mark, value| rustix::fs::getxattr(path, mark, value));
+    }
+
+    /// Reads the marks on the scope's own cgroup: through its directory held since it was empty
+    /// where it is, else at `path`.
+    fn read_own_marks(&self, path: &Path) {
+        let held = lock(&self.held);
+        match held.as_ref() {
+            Some(dir) => {
+                self.read_marks_with(path, |mark, value| rustix::fs::fgetxattr(dir, mark, value));
+            }
+            None => self.read_marks(path),
+        }
+    }
+
+    /// Reads the marks of the cgroup at `path` with `get` into what is seen.
+    fn read_marks_with(&self, path: &Path, get: impl Fn(&str, &mut [u8]) -> Result<usize, Errno>) {
         let mut seen = 0u8;
         for (bit, mark) in MARKS.iter().enumerate() {
             let mut value = [0u8; 32];
-            match rustix::fs::getxattr(path, *mark, &mut value) {
+            match get(mark, &mut value) {
                 Ok(n) if n > 0 => seen |= 1 << bit,
                 Err(Errno::RANGE) => seen |= 1 << bit,
                 // No such mark, or none can be written here (Linux before 5.7 takes no user
@@ -218,6 +254,16 @@ impl ScopeWatch {
     }
 }
 
+/// Whether the extended attribute `name` is on the cgroup open as `dir`, whatever its value: a
+/// value too long for the buffer (ERANGE) is there all the same.
+pub(crate) fn has_mark(dir: &OwnedFd, name: &str) -> bool {
+    let mut value = [0u8; 32];
+    match rustix::fs::fgetxattr(dir, name, &mut value) {
+        Ok(n) => n > 0,
+        Err(e) => e == Errno::RANGE,
+    }
+}
+
 /// The monotonic clock, in nanoseconds: a time that atomics can hold and a forked child can read.
 fn monotonic_nanos() -> u64 {
     let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
@@ -241,6 +287,9 @@ struct Watched {
     pressure: u64,
     /// Until when the count is read every millisecond.
     hot_until: Option<Instant>,
+    /// Whether the scope is empty: its count is final, and only its marks are still watched,
+    /// until the manager removes it.
+    emptied: bool,
 }
 
 impl Watched {
@@ -265,6 +314,19 @@ impl Watched {
     /// Whether processes are in the scope (`cgroup.events`); false once it is gone.
     fn populated(&self) -> bool {
         populated(&self.dir, self.ino)
+    }
+
+    /// The scope is empty: its count is read a last time, its files are no longer watched, and
+    /// its directory is held open until the manager removes it, its marks still watched.
+    fn empty(&mut self, inotify_fd: &OwnedFd, watches: &mut HashMap<i32, (u64, Watching)>) {
+        self.emptied = true;
+        self.hot_until = None;
+        self.shared.settle();
+        for wd in self.files.drain(..) {
+            watches.remove(&wd);
+            let _ = inotify::remove_watch(inotify_fd, wd);
+        }
+        *lock(&self.shared.held) = cgroup::open_same(&self.dir, self.ino);
     }
 }
 
@@ -338,6 +400,7 @@ pub(crate) fn watch(dir: &Path, ino: u64, unit: &str) -> Option<Arc<ScopeWatch>>
         shared: Arc::clone(&shared),
         pressure: 0,
         hot_until: None,
+        emptied: false,
     };
     // The files first, then a reading: a change after the reading is told.
     let inotify_fd = &*watcher.inotify;
@@ -354,19 +417,21 @@ pub(crate) fn watch(dir: &Path, ino: u64, unit: &str) -> Option<Arc<ScopeWatch>>
             None => {}
         }
     }
-    if let Some(counter) = lock(&shared.counter).as_mut() {
-        let Some(first) = shared.read(counter) else {
-            drop(table);
+    let first = lock(&shared.counter)
+        .as_mut()
+        .map(|counter| shared.read(counter));
+    match first {
+        Some(Some(events)) => scope.pressure = events.pressure(),
+        // Gone before its first reading: no count to start from.
+        Some(None) => {
+            forget(inotify_fd, &mut table, &scope);
             return None;
-        };
-        scope.pressure = first.pressure();
+        }
+        None => {}
     }
     if !scope.populated() {
-        // Already empty: nothing will change, and the last read is this one.
-        forget(inotify_fd, &mut table, &scope);
-        shared.read_marks(dir);
-        shared.settle();
-        return Some(shared);
+        // Already empty: the last read is this one, and only marks may still come.
+        scope.empty(inotify_fd, &mut table.watches);
     }
     watch_directory(inotify_fd, &mut table, token, &mut scope, dir.to_path_buf());
     if scope.directories.is_empty() {
@@ -461,8 +526,8 @@ fn start() -> Option<Watcher> {
 }
 
 /// The watcher's loop: on each change, copies the count out (and every millisecond while a
-/// scope is hot); once a scope is empty or removed, reads it a last time and lets go of it;
-/// watches each cgroup made below a scope, and reads the marks written on each.
+/// scope is hot); once a scope is empty, reads it a last time and holds its directory until it is
+/// removed; watches each cgroup made below a scope, and reads the marks written on each.
 fn run(inotify_fd: &OwnedFd, table: &Mutex<Table>) {
     let mut hot = false;
     loop {
@@ -474,28 +539,46 @@ fn run(inotify_fd: &OwnedFd, table: &Mutex<Table>) {
         if poll(&mut fds, timeout.as_ref()).is_err() {
             continue; // EINTR
         }
-        let mut table = lock(table);
-        let now = Instant::now();
-        let woken = read_inotify(inotify_fd, &mut table);
-        // Each scope woken (either file) or hot is read once this round.
-        hot = false;
-        let mut done = Vec::new();
-        for (token, scope) in &mut table.scopes {
-            let was_woken = woken.contains(token);
-            if scope.hot_until.is_some_and(|until| until <= now) {
-                scope.hot_until = None;
-            }
-            if !was_woken && scope.hot_until.is_none() {
-                continue;
-            }
-            if scope.reading_finds_it_gone(now) || (was_woken && !scope.populated()) {
-                done.push(*token);
-            }
-            hot |= scope.hot_until.is_some();
+        hot = take_in(inotify_fd, &mut lock(table));
+    }
+}
+
+/// Takes in every notice inotify holds now, and reads each scope woken by one (or hot) once;
+/// returns whether any scope is hot.
+fn take_in(inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) -> bool {
+    let now = Instant::now();
+    let woken = read_inotify(inotify_fd, table);
+    let table = &mut **table;
+    let mut hot = false;
+    for (token, scope) in &mut table.scopes {
+        if scope.emptied {
+            continue;
         }
-        for token in done {
-            let_go(inotify_fd, &mut table, token);
+        let was_woken = woken.contains(token);
+        if scope.hot_until.is_some_and(|until| until <= now) {
+            scope.hot_until = None;
         }
+        if !was_woken && scope.hot_until.is_none() {
+            continue;
+        }
+        if scope.reading_finds_it_gone(now) || (was_woken && !scope.populated()) {
+            scope.empty(inotify_fd, &mut table.watches);
+        }
+        hot |= scope.hot_until.is_some();
+    }
+    hot
+}
+
+/// Takes in, on the calling thread, every notice inotify holds for this process's watches now:
+/// a mark written (or a scope emptied) before the call is then in what the watches have seen.
+/// Nothing where no watch was ever made here.
+pub(crate) fn catch_up() {
+    let this_process = WATCHER.get();
+    let shared = lock(&this_process)
+        .as_ref()
+        .map(|watcher| (Arc::clone(&watcher.inotify), Arc::clone(&watcher.table)));
+    if let Some((inotify_fd, table)) = shared {
+        take_in(&inotify_fd, &mut lock(&table));
     }
 }
 
@@ -548,9 +631,15 @@ fn read_inotify(inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) -> Vec<
         if flags.contains(ReadFlags::ATTRIB) {
             // A mark written on the directory itself, or on a cgroup in it (told to both); a
             // file's change of mode is no mark.
-            if name.is_none() || flags.contains(ReadFlags::ISDIR) {
-                if let Some(scope) = table.scopes.get(&token) {
-                    scope.shared.read_marks(&name.unwrap_or(directory));
+            if let Some(scope) = table.scopes.get(&token) {
+                let is_scope_itself = scope.directories.first() == Some(&wd);
+                match name {
+                    None if is_scope_itself => scope.shared.read_own_marks(&directory),
+                    None => scope.shared.read_marks(&directory),
+                    Some(made) if flags.contains(ReadFlags::ISDIR) => {
+                        scope.shared.read_marks(&made)
+                    }
+                    Some(_) => {}
                 }
             }
             continue;
@@ -570,12 +659,14 @@ fn read_inotify(inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) -> Vec<
     }
 }
 
-/// Reads a scope's count a last time and takes away what watched it.
+/// The scope's directory is removed: reads its count a last time (where it was not yet empty when
+/// last read), lets go of its directory, and takes away what watched it.
 fn let_go(inotify_fd: &OwnedFd, table: &mut Table, token: u64) {
     let Some(scope) = table.scopes.remove(&token) else {
         return;
     };
     scope.shared.settle();
+    *lock(&scope.shared.held) = None;
     forget(inotify_fd, table, &scope);
     table.by_inode.retain(|_, watched| *watched != token);
 }
