@@ -550,11 +550,16 @@ fn take_in(inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) -> bool {
     let woken = read_inotify(inotify_fd, table);
     let table = &mut **table;
     let mut hot = false;
+    let mut removed = Vec::new();
     for (token, scope) in &mut table.scopes {
+        let was_woken = woken.contains(token);
         if scope.emptied {
+            // Woken only where inotify dropped notices: one of them may have been its removal.
+            if was_woken && cgroup::open_same(&scope.dir, scope.ino).is_none() {
+                removed.push(*token);
+            }
             continue;
         }
-        let was_woken = woken.contains(token);
         if scope.hot_until.is_some_and(|until| until <= now) {
             scope.hot_until = None;
         }
@@ -565,6 +570,9 @@ fn take_in(inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) -> bool {
             scope.empty(inotify_fd, &mut table.watches);
         }
         hot |= scope.hot_until.is_some();
+    }
+    for token in removed {
+        let_go(inotify_fd, table, token);
     }
     hot
 }
