@@ -170,6 +170,8 @@ subprocess.run(["systemctl", "--user", "set-property", "--runtime", "app.slice",
 try:
     victim = synaps_scope.Popen(["sleep", "300"], stdin=subprocess.DEVNULL)
     handle = scoped_handle(victim)
+    # A second handle of its own: an answer once given is kept by the handle that gave it.
+    other = scoped_handle(victim)
     os.setxattr(handle.cgroup, "user.oomd_ooms", b"1")
     with open(os.path.join(handle.cgroup, "cgroup.kill"), "w") as kill:
         kill.write("1")
@@ -178,13 +180,16 @@ try:
     while os.path.exists(handle.cgroup):
         assert time.monotonic() < deadline, "the manager did not collect the scope"
         time.sleep(0.01)
+    unreachable = {**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/system_bus_socket"}
     both = handle.ending()
-    half = handle.ending(env={**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/system_bus_socket"})
+    half = other.ending(env=unreachable)
+    kept = handle.ending(env=unreachable)
 finally:
     subprocess.run(["systemctl", "--user", "set-property", "--runtime", "app.slice", "ManagedOOMSwap=auto"], check=True)
 assert (both.kind, both.oomd_rule, both.evidence, both.forgeable) == ("oomd", "swap", "oomd-mark", True), both
 assert (half.kind, half.oomd_rule, half.evidence) == ("oomd", None, "oomd-mark"), half
-ok(f"an oomd mark (a stand-in's) after collection: {both}; with the system manager unreachable, no rule: {half}")
+assert kept == both, f"the answer given was not kept: {kept}"
+ok(f"an oomd mark (a stand-in's) after collection: {both}; with the system manager unreachable, no rule: {half}; asked again, the first answer kept")
 
 # The caller's own scope: this script run again inside a daemon scope asks for its own.
 probe = (
