@@ -35,7 +35,7 @@ use crate::bus::{Fallback, Route};
 use crate::cgroup;
 use crate::manager;
 use crate::oom_watch::HANDLE_KILL_MARK;
-use crate::oom_watch::{self, has_mark, OomKills, ScopeWatch, OOMD_MARKS};
+use crate::oom_watch::{self, has_any_mark, OomKills, ScopeWatch, OOMD_MARKS};
 use crate::oomd_signal::{self, Claim, Said, Subscription};
 use crate::per_process::lock;
 
@@ -393,8 +393,7 @@ impl Witness {
         self.watch
             .as_ref()
             .is_some_and(|watch| watch.marked(names) || watch.held_marked(names))
-            || cgroup::open_same(&self.dir, self.ino)
-                .is_some_and(|dir| names.iter().any(|name| has_mark(&dir, name)))
+            || cgroup::open_same(&self.dir, self.ino).is_some_and(|dir| has_any_mark(&dir, names))
     }
 }
 

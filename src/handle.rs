@@ -11,7 +11,6 @@ use std::fmt;
 use std::fs;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -329,7 +328,7 @@ impl ScopeHandle {
     /// False once the scope has gone and another cgroup took its path (a scope started later
     /// under the same name): nothing in it is this handle's to list or kill.
     fn is_still_the_same_scope(&self) -> bool {
-        fs::metadata(self.cgroup.dir()).is_ok_and(|meta| meta.ino() == self.cgroup_id)
+        cgroup::inode_at(self.cgroup.dir()) == Some(self.cgroup_id)
     }
 
     /// Every process in the scope (and any cgroup below it); empty once the scope is gone,

@@ -180,7 +180,7 @@ impl ScopeWatch {
         self.pid == std::process::id()
             && lock(&self.held)
                 .as_ref()
-                .is_some_and(|dir| names.iter().any(|name| has_mark(dir, name)))
+                .is_some_and(|dir| has_any_mark(dir, names))
     }
 
     /// Whether any of `names` (of [`MARKS`]) was seen on the scope's cgroup or a cgroup below it.
@@ -254,14 +254,16 @@ impl ScopeWatch {
     }
 }
 
-/// Whether the extended attribute `name` is on the cgroup open as `dir`, whatever its value: a
-/// value too long for the buffer (ERANGE) is there all the same.
-pub(crate) fn has_mark(dir: &OwnedFd, name: &str) -> bool {
-    let mut value = [0u8; 32];
-    match rustix::fs::fgetxattr(dir, name, &mut value) {
-        Ok(n) => n > 0,
-        Err(e) => e == Errno::RANGE,
-    }
+/// Whether any of the extended attributes `names` is on the cgroup open as `dir`, whatever its
+/// value: a value too long for the buffer (ERANGE) is there all the same.
+pub(crate) fn has_any_mark(dir: &OwnedFd, names: &[&str]) -> bool {
+    names.iter().any(|name| {
+        let mut value = [0u8; 32];
+        match rustix::fs::fgetxattr(dir, *name, &mut value) {
+            Ok(n) => n > 0,
+            Err(e) => e == Errno::RANGE,
+        }
+    })
 }
 
 /// The monotonic clock, in nanoseconds: a time that atomics can hold and a forked child can read.
@@ -446,13 +448,14 @@ pub(crate) fn watch(dir: &Path, ino: u64, unit: &str) -> Option<Arc<ScopeWatch>>
 /// cgroup opened and checked, so that the watch is on this very cgroup's file.
 fn watch_file(inotify_fd: &OwnedFd, dir: &Path, ino: u64, name: &std::ffi::CStr) -> Option<i32> {
     let cgroup = cgroup::open_same(dir, ino)?;
-    let file = open_at(&cgroup, name)?;
-    inotify::add_watch(
-        inotify_fd,
-        format!("/proc/self/fd/{}", file.as_raw_fd()),
-        WatchFlags::MODIFY,
-    )
-    .ok()
+    add_watch_on(inotify_fd, &open_at(&cgroup, name)?, WatchFlags::MODIFY)
+}
+
+/// Watches what `open` is open as (the inode itself, through its `/proc/self/fd` link), not
+/// whatever its path leads to by then.
+fn add_watch_on(inotify_fd: &OwnedFd, open: &OwnedFd, events: WatchFlags) -> Option<i32> {
+    let link = format!("/proc/self/fd/{}", open.as_raw_fd());
+    inotify::add_watch(inotify_fd, link, events).ok()
 }
 
 /// Takes away a scope's watches (not yet in the table's scopes).
@@ -475,14 +478,8 @@ fn watch_directory(
 ) {
     let added = if scope.directories.is_empty() {
         // The scope's own, through the cgroup opened and checked.
-        cgroup::open_same(&directory, scope.ino).and_then(|dir| {
-            inotify::add_watch(
-                inotify_fd,
-                format!("/proc/self/fd/{}", dir.as_raw_fd()),
-                DIRECTORY_EVENTS,
-            )
-            .ok()
-        })
+        cgroup::open_same(&directory, scope.ino)
+            .and_then(|dir| add_watch_on(inotify_fd, &dir, DIRECTORY_EVENTS))
     } else {
         inotify::add_watch(inotify_fd, directory.as_path(), DIRECTORY_EVENTS).ok()
     };

@@ -142,6 +142,21 @@ fn mark_and_kill(dir: &Path) {
     std::fs::write(dir.join("cgroup.kill"), "1").unwrap();
 }
 
+/// oomd's signal for `cgroup`, sent by `oomd` from another thread once `at` has come (as oomd
+/// sends it after its kill, while the question waits); join it for the stand-in back.
+fn killed_at(
+    mut oomd: Standin,
+    cgroup: String,
+    reason: &'static str,
+    at: Instant,
+) -> std::thread::JoinHandle<Standin> {
+    std::thread::spawn(move || {
+        std::thread::sleep(at.saturating_duration_since(Instant::now()));
+        oomd.killed(&cgroup, reason);
+        oomd
+    })
+}
+
 fn oomd_signal_threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
@@ -164,22 +179,20 @@ const NO_KILL: Ending = Ending {
     evidence: Evidence::Nothing,
 };
 
+/// oomd signals after its kill, and may take as long as its own delay from its mark to its signal:
+/// the answer waits for a signal that comes just inside that, after the question, and gives it.
 #[test]
 fn oomds_signal_names_the_kill_and_its_rule_even_when_it_comes_after_the_question() {
     let Some(setup) = setup(None) else {
         return;
     };
-    let (system, mut oomd) = (&setup.system, setup.oomd);
+    let (system, oomd) = (&setup.system, setup.oomd);
     let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
     mark_and_kill(handle.cgroup_dir());
+    let late = Instant::now() + OOMD_SIGNAL_DELAY - Duration::from_millis(150);
     collected(child, &handle);
-    // oomd signals after its kill: the answer waits for it.
-    let sender = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        oomd.killed(&cgroup, "memory-used");
-        oomd
-    });
-    let ending = handle.ending(&system.env, ASK);
+    let sender = killed_at(oomd, cgroup, "memory-used", late);
+    let ending = handle.ending(&system.env, Duration::from_secs(5));
     drop(sender.join().unwrap());
     assert_eq!(ending, oomds(OomdRule::Swap));
     assert!(!ending.evidence.forgeable());
@@ -248,29 +261,6 @@ fn a_mark_the_tool_forged_is_not_oomds_where_the_signal_is_heard() {
         "the answer was not kept: the next ask took {:?}",
         again.elapsed()
     );
-}
-
-/// oomd's signal may come for as long as oomd takes from its mark to its signal: the answer waits
-/// for one that comes just inside that, and gives it.
-#[test]
-fn a_signal_that_comes_within_oomds_delay_is_waited_for() {
-    let Some(setup) = setup(None) else {
-        return;
-    };
-    let (system, mut oomd) = (&setup.system, setup.oomd);
-    let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
-    mark_and_kill(handle.cgroup_dir());
-    let marked = Instant::now();
-    collected(child, &handle);
-    let late = OOMD_SIGNAL_DELAY.saturating_sub(Duration::from_millis(150));
-    let sender = std::thread::spawn(move || {
-        std::thread::sleep(late.saturating_sub(marked.elapsed()));
-        oomd.killed(&cgroup, "memory-pressure");
-        oomd
-    });
-    let ending = handle.ending(&system.env, Duration::from_secs(5));
-    drop(sender.join().unwrap());
-    assert_eq!(ending, oomds(OomdRule::MemoryPressure));
 }
 
 /// A tool on the system bus sends oomd's signal itself, broadcast and to every connection by
@@ -480,7 +470,7 @@ fn a_kill_in_the_hundredth_cgroup_below_a_scope_is_oomds_and_costs_no_descriptor
     let Some(setup) = setup(None) else {
         return;
     };
-    let (system, mut oomd) = (&setup.system, setup.oomd);
+    let (system, oomd) = (&setup.system, setup.oomd);
     let before = open_descriptors();
     let (mut child, handle, cgroup) = scoped(
         &[
@@ -506,11 +496,8 @@ fn a_kill_in_the_hundredth_cgroup_below_a_scope_is_oomds_and_costs_no_descriptor
         "{held} more descriptors open with 50 cgroups below one scope"
     );
     mark_and_kill(&last);
-    let sender = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        oomd.killed(&format!("{cgroup}/job99"), "memory-pressure");
-        oomd
-    });
+    let at = Instant::now() + Duration::from_millis(300);
+    let sender = killed_at(oomd, format!("{cgroup}/job99"), "memory-pressure", at);
     let _ = child.wait();
     std::fs::remove_dir(&last).ok();
     let ending = handle.ending(&system.env, ASK);

@@ -40,6 +40,13 @@ function noKill(/** @type {scope.ScopeHandle} */ handle) {
     : { kind: 'unknown', oomdRule: null, kernelOomKills: 0, evidence: 'none', forgeable: false };
 }
 
+/** An ending without evidence of a kill, asked after the scope was collected. */
+function noKillAfter(/** @type {scope.ScopeHandle} */ handle) {
+  const subtree = fs.readFileSync(path.join(path.dirname(handle.cgroup), 'cgroup.subtree_control'), 'utf8');
+  const [kind, evidence] = subtree.split(/\s+/).includes('memory') ? ['on-its-own', 'memory-events'] : ['unknown', 'none'];
+  return { kind, oomdRule: null, kernelOomKills: 0, evidence, forgeable: false };
+}
+
 async function collected(/** @type {scope.ScopeHandle} */ handle) {
   const deadline = Date.now() + 10_000;
   while (fs.existsSync(handle.cgroup)) {
@@ -104,9 +111,7 @@ test("oomd's mark is told as its kill; an ending without a mark is not guessed",
   quiet.stdin?.end();
   assert.deepEqual(await quietExit, [3, null]);
   await collected(quietHandle);
-  const subtree = fs.readFileSync(path.join(path.dirname(quietHandle.cgroup), 'cgroup.subtree_control'), 'utf8');
-  const [kind, evidence] = subtree.split(/\s+/).includes('memory') ? ['on-its-own', 'memory-events'] : ['unknown', 'none'];
-  assert.deepEqual(await quietHandle.ending(), { kind, oomdRule: null, kernelOomKills: 0, evidence, forgeable: false });
+  assert.deepEqual(await quietHandle.ending(), noKillAfter(quietHandle));
   quietHandle.close();
 });
 
@@ -175,13 +180,6 @@ async function oomdKills(/** @type {scope.ScopeHandle} */ handle, /** @type {str
   execFileSync('python3', ['-c', 'import os, sys; os.setxattr(sys.argv[1], "user.oomd_ooms", b"1")', leaf]);
   fs.writeFileSync(path.join(leaf, 'cgroup.kill'), '1');
   await bus.killed(`/${path.relative('/sys/fs/cgroup', handle.cgroup)}/${below}`, reason);
-}
-
-/** An ending without evidence of a kill, asked after the scope was collected. */
-function noKillAfter(/** @type {scope.ScopeHandle} */ handle) {
-  const subtree = fs.readFileSync(path.join(path.dirname(handle.cgroup), 'cgroup.subtree_control'), 'utf8');
-  const [kind, evidence] = subtree.split(/\s+/).includes('memory') ? ['on-its-own', 'memory-events'] : ['unknown', 'none'];
-  return { kind, oomdRule: null, kernelOomKills: 0, evidence, forgeable: false };
 }
 
 test("oomd's kill of a cgroup below the scope is told by its signal", async (t) => {

@@ -52,6 +52,16 @@ def no_kill(handle: synaps_scope.ScopeHandle) -> synaps_scope.ScopeEnding:
     return synaps_scope.ScopeEnding("unknown", None, 0, "none", False, "")
 
 
+def no_kill_after(handle: synaps_scope.ScopeHandle) -> synaps_scope.ScopeEnding:
+    """An ending without evidence of a kill, asked after the scope was collected: on its own where
+    its slice gives it a memory controller, else unknown."""
+    slice_dir = os.path.dirname(handle.cgroup)
+    memory = "memory" in open(os.path.join(slice_dir, "cgroup.subtree_control")).read().split()
+    if memory:
+        return synaps_scope.ScopeEnding("on-its-own", None, 0, "memory-events", False, "")
+    return synaps_scope.ScopeEnding("unknown", None, 0, "none", False, "")
+
+
 def test_a_handles_kill_is_told_after_the_scope_is_collected(rig: Dict[str, str]) -> None:
     proc = synaps_scope.Popen(["sh", "-c", "sleep 100 & exec sleep 100"])
     handle = handle_once_in_scope(proc)
@@ -102,9 +112,7 @@ def test_an_oomd_mark_is_told_as_its_kill_and_nothing_else_is_guessed(rig: Dict[
     ending = killed_handle.ending(timeout=2.0)
     assert ending == synaps_scope.ScopeEnding("oomd", None, 0, "oomd-mark", True, ""), ending
     assert str(ending).startswith("killed by systemd-oomd (told by systemd-oomd's mark on the cgroup, which any process"), str(ending)
-    memory = "memory" in open(os.path.join(os.path.dirname(quiet_handle.cgroup), "cgroup.subtree_control")).read().split()
-    expected = ("on-its-own", "memory-events") if memory else ("unknown", "none")
-    assert (quiet_handle.ending().kind, quiet_handle.ending().evidence) == expected
+    assert quiet_handle.ending() == no_kill_after(quiet_handle)
 
 
 @pytest.mark.parametrize("mark", ["user.oomd_ooms", "user.oomd_kill"])
@@ -233,16 +241,6 @@ def test_a_kill_of_a_cgroup_named_after_another_scope_is_never_that_scopes(oomd_
     wait_collected(b_handle)
     assert a_handle.ending(oomd_bus.env) == synaps_scope.ScopeEnding("oomd", "swap", 0, "oomd-signal", False, "")
     assert b_handle.ending(oomd_bus.env) == no_kill_after(b_handle)
-
-
-def no_kill_after(handle: synaps_scope.ScopeHandle) -> synaps_scope.ScopeEnding:
-    """An ending without evidence of a kill, asked after the scope was collected: on its own where
-    its slice gives it a memory controller, else unknown."""
-    slice_dir = os.path.dirname(handle.cgroup)
-    memory = "memory" in open(os.path.join(slice_dir, "cgroup.subtree_control")).read().split()
-    if memory:
-        return synaps_scope.ScopeEnding("on-its-own", None, 0, "memory-events", False, "")
-    return synaps_scope.ScopeEnding("unknown", None, 0, "none", False, "")
 
 
 def test_a_forged_mark_waits_no_longer_than_oomd_would_and_the_answer_is_kept(oomd_bus: OomdBus) -> None:

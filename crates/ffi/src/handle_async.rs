@@ -11,7 +11,7 @@ use crate::boxed::borrow;
 use crate::error::{scope_result, Failure};
 use crate::export::guard;
 use crate::handle::{scope_ending, scope_handle};
-use crate::own_thread::{answered_on_own_thread, message_ptr, result_and_error, Userdata};
+use crate::own_thread::answered_on_own_thread;
 
 /// Receives the answer of [`scope_handle_ending_async`], exactly once, on the request's own
 /// thread: `result` as `scope_handle_ending` returns it; on success `ending` is
@@ -69,16 +69,14 @@ pub unsafe extern "C" fn scope_handle_ending_async(
         // SAFETY: forwarded from the caller.
         let env = unsafe { env_arg(envp) }?;
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
-        let userdata = Userdata(userdata);
         answered_on_own_thread(
+            userdata,
             move || Ok(scope_ending::from(handle.ending(env.as_pairs(), timeout))),
-            move |outcome| {
-                let userdata = userdata;
-                let (result, error) = result_and_error(&outcome);
-                let ending = outcome.as_ref().map_or(ptr::null(), |e| e as *const _);
+            move |userdata, result, ending, error| {
+                let ending = ending.as_ref().map_or(ptr::null(), |e| e as *const _);
                 // SAFETY: the caller promised `ready` may be called from this thread with its
                 // userdata; `ending` and `error` outlive the call.
-                unsafe { ready(userdata.0, result, ending, message_ptr(&error)) };
+                unsafe { ready(userdata, result, ending, error) };
             },
         )
     })
@@ -103,13 +101,11 @@ pub unsafe extern "C" fn scope_handle_kill_async(
         // SAFETY: NULL or live per the caller.
         let handle = unsafe { borrow(handle, "handle") }?.inner().clone();
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
-        let userdata = Userdata(userdata);
         answered_on_own_thread(
+            userdata,
             move || handle.kill(timeout).map_err(|e| Failure::of(&e)),
-            move |outcome| {
-                let userdata = userdata;
-                let (result, error) = result_and_error(&outcome);
-                let pids = outcome.as_deref().unwrap_or(&[]);
+            move |userdata, result, pids, error| {
+                let pids = pids.unwrap_or_default();
                 let array = if pids.is_empty() {
                     ptr::null()
                 } else {
@@ -117,7 +113,7 @@ pub unsafe extern "C" fn scope_handle_kill_async(
                 };
                 // SAFETY: the caller promised `ready` may be called from this thread with its
                 // userdata; the pids and `error` outlive the call.
-                unsafe { ready(userdata.0, result, array, pids.len(), message_ptr(&error)) };
+                unsafe { ready(userdata, result, array, pids.len(), error) };
             },
         )
     })
@@ -142,15 +138,13 @@ pub unsafe extern "C" fn scope_handle_wait_empty_async(
         // SAFETY: NULL or live per the caller.
         let handle = unsafe { borrow(handle, "handle") }?.inner().clone();
         let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
-        let userdata = Userdata(userdata);
         answered_on_own_thread(
+            userdata,
             move || handle.wait_empty(timeout).map_err(|e| Failure::of(&e)),
-            move |outcome| {
-                let userdata = userdata;
-                let (result, error) = result_and_error(&outcome);
+            move |userdata, result, _, error| {
                 // SAFETY: the caller promised `ready` may be called from this thread with its
                 // userdata; `error` outlives the call.
-                unsafe { ready(userdata.0, result, message_ptr(&error)) };
+                unsafe { ready(userdata, result, error) };
             },
         )
     })

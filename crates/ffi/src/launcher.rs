@@ -9,7 +9,7 @@ use crate::args::{c_string, env_arg, kind_arg, out_arg, str_arg, timeout_arg};
 use crate::boxed::{borrow, free, read_or, write_out};
 use crate::error::{copy_error, scope_result, Failure};
 use crate::export::guard;
-use crate::own_thread::Userdata;
+use crate::own_thread::{hand_over, Userdata};
 use crate::panic::caught;
 use synaps_scope::__surfaces::{decide, decide_on_own_thread};
 use synaps_scope::intake;
@@ -285,15 +285,12 @@ pub unsafe extern "C" fn scope_launcher_for_env_async(
             })
             .and_then(Result::ok)
             .unwrap_or_else(|| Err(Failure::panicked()));
-            let (result, launcher, error) = match outcome {
-                Ok(launcher) => (scope_result::Ok, launcher, None),
-                Err(Failure(code, message)) => (code, ptr::null_mut(), Some(message)),
-            };
-            let error = error.map(|m| CString::new(m.replace('\0', " ")).unwrap_or_default());
-            let error_ptr = error.as_ref().map_or(ptr::null(), |e| e.as_ptr());
-            // SAFETY: the caller promised `ready` may be called from this thread with its
-            // userdata; `error` outlives the call.
-            unsafe { ready(userdata.0, result, launcher, error_ptr) };
+            hand_over(outcome, |result, launcher, error| {
+                let launcher = launcher.unwrap_or(ptr::null_mut());
+                // SAFETY: the caller promised `ready` may be called from this thread with its
+                // userdata; `error` outlives the call.
+                unsafe { ready(userdata.0, result, launcher, error) };
+            });
         })
         .map_err(|e| Failure::new(scope_result::Io, format!("cannot start a thread: {e}")))?;
         Ok(())

@@ -17,35 +17,40 @@ pub(crate) struct Userdata(pub(crate) *mut c_void);
 // exactly that (the header says the callback runs on another thread).
 unsafe impl Send for Userdata {}
 
-/// Runs `work` on a thread of its own and hands its outcome to `deliver` there, exactly once: a
-/// panic in `work` as [`Failure::panicked`]. Returns once the thread has started; the failure to
-/// start one (then `deliver` never runs) is the caller's to return.
+/// Runs `work` on a thread of its own and hands its outcome to `deliver` there, exactly once, as
+/// a C callback takes it ([`hand_over`]), with `userdata`: a panic in `work` as
+/// [`Failure::panicked`]. Returns once the thread has started; the failure to start one (then
+/// `deliver` never runs) is the caller's to return.
 pub(crate) fn answered_on_own_thread<T: 'static>(
+    userdata: *mut c_void,
     work: impl FnOnce() -> Result<T, Failure> + Send + 'static,
-    deliver: impl FnOnce(Result<T, Failure>) + Send + 'static,
+    deliver: impl FnOnce(*mut c_void, scope_result, Option<T>, *const c_char) + Send + 'static,
 ) -> Result<(), Failure> {
+    let userdata = Userdata(userdata);
     std::thread::Builder::new()
         .name("synaps-scope request".into())
         .spawn(move || {
+            let userdata = userdata;
             let outcome = caught(work).unwrap_or_else(|| Err(Failure::panicked()));
-            deliver(outcome);
+            hand_over(outcome, |result, value, error| {
+                deliver(userdata.0, result, value, error);
+            });
         })
         .map(drop)
         .map_err(|e| Failure::new(scope_result::Io, format!("cannot start a thread: {e}")))
 }
 
-/// The result code and the error message (for the callback: NULL on success) of `outcome`.
-pub(crate) fn result_and_error<T>(outcome: &Result<T, Failure>) -> (scope_result, Option<CString>) {
+/// Hands `outcome` to `call` as a C callback takes it: the result code, the value on success,
+/// and the error message (NULL on success; NUL bytes in it made spaces), valid during the call.
+pub(crate) fn hand_over<T>(
+    outcome: Result<T, Failure>,
+    call: impl FnOnce(scope_result, Option<T>, *const c_char),
+) {
     match outcome {
-        Ok(_) => (scope_result::Ok, None),
-        Err(Failure(code, message)) => (
-            *code,
-            Some(CString::new(message.replace('\0', " ")).unwrap_or_default()),
-        ),
+        Ok(value) => call(scope_result::Ok, Some(value), ptr::null()),
+        Err(Failure(code, message)) => {
+            let message = CString::new(message.replace('\0', " ")).unwrap_or_default();
+            call(code, None, message.as_ptr());
+        }
     }
-}
-
-/// The pointer of an optional message, valid while `message` lives.
-pub(crate) fn message_ptr(message: &Option<CString>) -> *const c_char {
-    message.as_ref().map_or(ptr::null(), |m| m.as_ptr())
 }
