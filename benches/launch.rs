@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use synaps_scope::__bench::{KeptConnection, ScopeRequest};
 use synaps_scope::{
     inherited_env, launcher_for_env, launcher_with_options, set_env, with_overrides,
-    LauncherOptions, ScopeEnding, ScopeHandle, ScopeKind,
+    LauncherOptions, Limits, ScopeEnding, ScopeHandle, ScopeKind,
 };
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -479,6 +479,7 @@ fn into_new_scope(bus: &mut KeptConnection, pid: u32, round: u64) {
         unit: &unit,
         slice: None,
         description: "synaps bench",
+        limits: &Limits::new(),
         required: false,
     };
     bus.start_scope(&request, pid, Instant::now() + Duration::from_secs(5))

@@ -166,6 +166,10 @@ typedef struct scope_handle scope_handle;
 // shared by any number of threads. Free with [`scope_launcher_free`].
 typedef struct scope_launcher scope_launcher;
 
+// Checked resource limits for the scopes of a launcher. Immutable. Free with
+// [`scope_limits_free`].
+typedef struct scope_limits scope_limits;
+
 // How `scope_wrap_shell` hands the shell a command's words: a plain integer, as
 // [`scope_kind`] is.
 typedef uint32_t scope_shell_words;
@@ -237,6 +241,16 @@ typedef void (*scope_launcher_ready)(void *userdata,
                                      scope_result result,
                                      struct scope_launcher *launcher,
                                      const char *error);
+
+// One resource-control property of a scope, as `systemd-run -p NAME=VALUE` takes it: `name` one
+// of `MemoryMax`, `MemoryHigh`, `MemorySwapMax`, `CPUWeight`, `CPUQuota`, `TasksMax`, `IOWeight`;
+// `value` in systemd's syntax (`512M`, `2G`, `50%`, `infinity`, `200%` for two CPUs).
+typedef struct scope_property {
+  // The property's name (UTF-8, NUL-terminated).
+  const char *name;
+  // Its value (UTF-8, NUL-terminated).
+  const char *value;
+} scope_property;
 
 // Receives one log line: `message` holds `len` bytes and a terminating NUL, and is valid only
 // during the call. Called from whichever thread logs, including the library's background slice
@@ -730,6 +744,53 @@ scope_result scope_launcher_for_env_async(const char *const *envp,
                                           uint32_t probe_timeout_ms,
                                           scope_launcher_ready ready,
                                           void *userdata);
+
+// Checks `len` properties at `properties` and makes limits of them: a name that is not one a
+// launch may set, a value that is not one for it, or a name given twice is refused with
+// `SCOPE_RESULT_INVALID_ARGUMENT` (a string that is not UTF-8 with `SCOPE_RESULT_INVALID_UTF8`),
+// the reason in `scope_last_error()`. `properties` may be NULL when `len` is 0. `*out` is written
+// only on success.
+//
+// # Safety
+// `properties` is NULL or points to `len` entries whose strings are NUL-terminated; `out` is
+// writable.
+scope_result scope_limits_new(const struct scope_property *properties,
+                              size_t len,
+                              struct scope_limits **out);
+
+// Frees limits from [`scope_limits_new`]; NULL is ignored. Launchers made with them keep their
+// own copy.
+//
+// # Safety
+// `limits` is NULL or from `scope_limits_new`, not yet freed.
+void scope_limits_free(struct scope_limits *limits);
+
+// A new launcher like `launcher` whose launches each give their scope `limits`. A limit that
+// will not be enforced (the user manager was not given its cgroup controller, or the systemd-run
+// in use cannot pass the value) is warned about through the log callback and listed by
+// [`scope_launcher_unenforced`]; in `required` mode it is refused with
+// `SCOPE_RESULT_REQUIRED_UNAVAILABLE` instead. Asks nothing of the manager (no blocking). `*out`
+// is written only on success; free it with `scope_launcher_free`.
+//
+// # Safety
+// `launcher` and `limits` are NULL or live handles; `out` is writable.
+scope_result scope_launcher_with_limits(const struct scope_launcher *launcher,
+                                        const struct scope_limits *limits,
+                                        struct scope_launcher **out);
+
+// How many of the launcher's limits will not be enforced (0 for a NULL launcher).
+//
+// # Safety
+// `launcher` is NULL or a live launcher.
+size_t scope_launcher_unenforced_count(const struct scope_launcher *launcher);
+
+// The `index`th limit that will not be enforced, and why, in words ("MemoryMax will not be
+// enforced: the user manager has no memory controller …"); NULL past the end or for a NULL
+// launcher. Valid as long as the launcher.
+//
+// # Safety
+// `launcher` is NULL or a live launcher.
+const char *scope_launcher_unenforced(const struct scope_launcher *launcher, size_t index);
 
 // Sends the library's log lines to `callback` (with `userdata`), or, when `callback` is NULL,
 // back to the default: lines on stderr. May be called at any time, from any thread. When it

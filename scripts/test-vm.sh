@@ -11,6 +11,8 @@
 #     session bus;
 #   - the operator's cap (tool_scope_slice with MemoryMax=: the kernel's OOM killer inside the
 #     tool's scope) and R12 against real limits;
+#   - each tool's own limits (`synaps-scope run --wait -p ...` through both wrappers): MemoryMax,
+#     MemoryHigh, TasksMax and CPUQuota enforced by the kernel in the tool's scope;
 #   - scope handles against real memory and pids controllers from Python (the wheel), C (a program
 #     built here against the C tarball, linked to the library alice unpacked) and Node (the
 #     machine's node, with an npm project that installed the package tarball here: the virtual
@@ -71,7 +73,7 @@ for release in "${releases[@]}"; do
     boots=$((boots + 1))
     status=0
     "$here/vm-rig.sh" --release "$release" --share "$stage" --timeout "${SYNAPS_VM_TIMEOUT:-1200}" -- \
-      "bash scenarios.sh oomd $(cases_of "$release") && bash scenarios.sh cap && bash scenarios.sh handles" 2>&1 | tee "$log" \
+      "bash scenarios.sh oomd $(cases_of "$release") && bash scenarios.sh cap && bash scenarios.sh limits && bash scenarios.sh handles" 2>&1 | tee "$log" \
       || status=${PIPESTATUS[0]}
     [ "$status" = 3 ] && [ "$boots" -lt 3 ] || break
     echo "test-vm: Debian $release's guest stopped answering (its kernel or qemu, before the scenarios ended); booting it again"

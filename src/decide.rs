@@ -3,21 +3,22 @@
 //! version, the probe, and the background slice check (R12).
 
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::bounds::{deadline_after, DEFAULT_PROBE_TIMEOUT};
 use crate::bus::Route;
-use crate::config::{Config, LauncherChoice, Mode, Origin};
+use crate::config::{Config, LauncherChoice, Mode};
 use crate::diag::TARGET;
 use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
-use crate::inputs::{Inputs, NO_USER_BUS};
-use crate::intake::{check_env, RefusedEnv};
+use crate::inputs::Inputs;
+use crate::intake::check_env;
 use crate::kind::ScopeKind;
 use crate::launcher::{InPlace, ScopeLauncher, Wrapper};
+use crate::limits::Limits;
 use crate::own_scope::NotMade as ScopeNotMade;
 use crate::probe;
+pub use crate::refusal::{DirectReason, ScopeError};
 use crate::resolve::resolve_in;
 use crate::turn;
 use crate::unit_name::mangle_slice;
@@ -39,89 +40,6 @@ impl Default for LauncherOptions {
     }
 }
 
-/// Why a request decided on a direct launch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DirectReason {
-    /// `process_scopes = off` (or `SYNAPS_PROCESS_SCOPES=off`), set at `origin`.
-    Off {
-        /// Where the switch was set.
-        origin: Origin,
-    },
-    /// Not Linux: scopes exist only under systemd.
-    UnsupportedPlatform,
-    /// No `systemd-run` in the effective PATH (and no launcher program found, or systemd-run
-    /// chosen).
-    NoSystemdRun,
-    /// `scope_launcher = synaps-scope-exec`, but the launcher program is not installed.
-    NoLauncherProgram {
-        /// Where it was looked for.
-        why: String,
-    },
-    /// Neither `XDG_RUNTIME_DIR` nor `DBUS_SESSION_BUS_ADDRESS` is set, so no user manager can be
-    /// reached.
-    NoUserBus,
-    /// The probe (or the version query before it) failed.
-    ProbeFailed {
-        /// The slice the probe asked for (None: systemd's default).
-        slice: Option<String>,
-        /// systemd-run's complaint, the time-out, or the exit status.
-        detail: String,
-    },
-    /// This process is in a pid namespace the user manager is outside of (a sandbox's
-    /// `unshare --pid`, a container's), and systemd-run was to make the scope: it refuses a peer
-    /// whose pid reads 0 ("No data available", every systemd from 247 to 262) and would not run
-    /// the command at all. The launcher program makes scopes there (the manager knows it as the
-    /// sender of its call).
-    SystemdRunInPidNamespace {
-        /// The slice the probe asked for (None: systemd's default).
-        slice: Option<String>,
-    },
-    /// The child runs as another user or group, which a scope of this user's manager cannot
-    /// hold.
-    UserSwitch {
-        /// The spawn options that switch, as the caller's surface names them (`uid=65534`).
-        switches: String,
-    },
-}
-
-impl fmt::Display for DirectReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DirectReason::Off { origin } => write!(f, "process scopes are off ({origin})"),
-            DirectReason::UnsupportedPlatform => {
-                f.write_str("process scopes need Linux with systemd")
-            }
-            DirectReason::NoSystemdRun => f.write_str("no systemd-run in the child's PATH"),
-            DirectReason::NoLauncherProgram { why } => {
-                write!(
-                    f,
-                    "the launcher program {EXEC_PROGRAM} was asked for but {why}"
-                )
-            }
-            DirectReason::NoUserBus => f.write_str(NO_USER_BUS),
-            DirectReason::ProbeFailed { slice, detail } => {
-                write!(
-                    f,
-                    "the probe for {} failed: {detail}",
-                    warn::slice_label(slice.as_deref())
-                )
-            }
-            DirectReason::SystemdRunInPidNamespace { .. } => write!(
-                f,
-                "this process is in a pid namespace that the user manager is outside of, where \
-                 systemd-run cannot reach the manager (\"No data available\") and would not run \
-                 the command; the launcher program {EXEC_PROGRAM} makes scopes there"
-            ),
-            DirectReason::UserSwitch { switches } => write!(
-                f,
-                "the child switches user ({switches}), and a scope of this user's systemd manager \
-                 cannot hold another user's process"
-            ),
-        }
-    }
-}
-
 /// The outcome of a request: a launcher, or a direct launch and why.
 #[derive(Clone, Debug)]
 pub enum Decision {
@@ -130,36 +48,6 @@ pub enum Decision {
     /// Launch directly.
     Direct(DirectReason),
 }
-
-/// A launcher request that cannot be answered with a launcher or "launch directly".
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ScopeError {
-    /// Scopes are required (`process_scopes = required`) but this launch would have gone direct.
-    Unavailable {
-        /// The kind of scope asked for.
-        kind: ScopeKind,
-        /// Why scopes are unavailable.
-        reason: DirectReason,
-    },
-    /// The effective environment has an entry no process environment can hold (an empty key, a
-    /// key with `=`, a NUL byte), in any mode: bad input, refused as on every surface.
-    InvalidEnvironment(RefusedEnv),
-}
-
-impl fmt::Display for ScopeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ScopeError::Unavailable { kind, reason } => write!(
-                f,
-                "process scopes are required but unavailable for a {kind} launch: {reason}"
-            ),
-            ScopeError::InvalidEnvironment(refused) => refused.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for ScopeError {}
 
 /// What a request for a command that the caller execs in place comes to ([`decide_in_place`]).
 #[derive(Debug)]
@@ -259,6 +147,8 @@ pub(crate) struct Evidence {
     pub wrapper: Option<Result<Wrapper, DirectReason>>,
     /// How the manager was reached, when the probe reached it.
     pub route: Option<Route>,
+    /// The manager's own cgroup, as it named it, when the probe reached it.
+    pub manager_cgroup: Option<Option<String>>,
 }
 
 impl Evidence {
@@ -408,6 +298,7 @@ fn find_launcher(
     let route = wrapper.route(inputs.bus);
     let reached = probe::probe(&route, unit_slice.as_deref(), deadline).map_err(failed)?;
     evidence.note(|e| e.route = Some(route.clone()));
+    evidence.note(|e| e.manager_cgroup = Some(reached.manager_cgroup.clone()));
     if reached.pids_differ && matches!(wrapper, Wrapper::SystemdRun { .. }) {
         return Err(DirectReason::SystemdRunInPidNamespace { slice });
     }
@@ -421,6 +312,9 @@ fn find_launcher(
         wrapper,
         required: config.mode.value == Mode::Required,
         bound: options.probe_timeout,
+        manager_cgroup: reached.manager_cgroup,
+        limits: Limits::new(),
+        unenforced: Vec::new(),
     })
 }
 
@@ -475,6 +369,7 @@ pub fn launcher_for_env(env: &[(OsString, OsString)]) -> Result<Option<ScopeLaun
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intake::RefusedEnv;
     use crate::resolve::{find_program, ResolveError};
 
     #[test]

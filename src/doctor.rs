@@ -20,6 +20,7 @@ use crate::intake::CheckedEnv;
 use crate::intake::{check_env, RefusedEnv};
 use crate::kind::ScopeKind;
 use crate::launcher::Wrapper;
+use crate::limits::{controllers_of, Property};
 use crate::manager::{self, ManagerVersion};
 use crate::slice_check::{self, SliceLimits};
 use crate::version;
@@ -81,6 +82,10 @@ pub struct Report {
     /// and the order they try the ways in, asked only when a probe reached it; the error says
     /// why no way was open.
     pub route: Option<(Result<String, String>, &'static str)>,
+    /// The cgroup controllers the user manager was given, which the limits of a launch need
+    /// (`memory` for `MemoryMax`, `cpu` for `CPUQuota`, …), or why they are unknown; asked only
+    /// when a probe reached the manager (None otherwise).
+    pub controllers: Option<Result<Vec<String>, String>>,
     /// Things worth a person's attention that change no decision (a client and manager of
     /// different versions).
     pub warnings: Vec<String>,
@@ -150,6 +155,10 @@ fn diagnose_with(
         Some(Ok(Wrapper::SystemdRun { version, .. })) => *version,
         _ => None,
     };
+    let controllers = found
+        .iter()
+        .find_map(|evidence| evidence.manager_cgroup.as_ref())
+        .map(|cgroup| controllers_of(cgroup.as_deref()));
     let warnings = version_mismatch(systemd_version, manager_version.as_ref())
         .into_iter()
         .chain(older_than_supported(manager_version.as_ref()))
@@ -171,6 +180,7 @@ fn diagnose_with(
         systemd_version,
         manager_version,
         route,
+        controllers,
         warnings,
         bus: [
             ("XDG_RUNTIME_DIR", inputs.bus.runtime_dir),
@@ -183,6 +193,33 @@ fn diagnose_with(
         kinds,
         cgroup: cgroup::own().ok(),
     }
+}
+
+/// Which limits a launch can have enforced, by the controllers the manager was given.
+fn limits_line(controllers: &Result<Vec<String>, String>) -> String {
+    let have = match controllers {
+        Ok(have) => have,
+        Err(why) => return format!("cannot tell which the user manager can enforce: {why}"),
+    };
+    let (held, not): (Vec<Property>, Vec<Property>) = Property::ALL
+        .into_iter()
+        .partition(|p| have.iter().any(|c| c == p.controller()));
+    let names = |ps: &[Property]| ps.iter().map(|p| p.name()).collect::<Vec<_>>().join(" ");
+    let mut line = format!(
+        "controllers {}",
+        if have.is_empty() {
+            "none".to_owned()
+        } else {
+            have.join(" ")
+        }
+    );
+    if !held.is_empty() {
+        let _ = write!(line, "; enforced: {}", names(&held));
+    }
+    if !not.is_empty() {
+        let _ = write!(line, "; not enforced: {}", names(&not));
+    }
+    line
 }
 
 /// The oldest systemd whose user manager the whole test suite runs against (Debian 11's 247).
@@ -419,6 +456,9 @@ impl Report {
             };
             let _ = writeln!(out, "reached by:    {way}");
             let _ = writeln!(out, "  in the order {order}");
+        }
+        if let Some(controllers) = &self.controllers {
+            let _ = writeln!(out, "limits:        {}", limits_line(controllers));
         }
         let bus: Vec<String> = self
             .bus

@@ -6,13 +6,13 @@
 
 use std::io;
 
-use crate::decide::ScopeError;
 #[allow(deprecated)]
 use crate::deprecated::{BadBound, EnvEntryError};
 use crate::handle::HandleError;
 use crate::intake::BadInput;
 use crate::intake::RefusedEnv;
 use crate::kind::UnknownKind;
+use crate::refusal::ScopeError;
 use crate::resolve::ResolveError;
 
 /// The classes of failure, as every surface tells them apart.

@@ -3,12 +3,14 @@
 //!
 //! ```text
 //! synaps-scope-exec --unit=UNIT [--slice=SLICE] --description=TEXT --timeout-ms=N [--required] \
-//!     -- PROGRAM ARGV0 [ARGS...]
+//!     [--property=NAME=VALUE]... [--hold-fd=N] -- PROGRAM ARGV0 [ARGS...]
 //! ```
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
+
+use crate::limits::{Limit, Limits};
 
 /// What the launcher program is asked to do: make the scope `unit` (in `slice`) for itself
 /// within `timeout_ms`, then exec `program` with `argv`.
@@ -24,6 +26,12 @@ pub struct ExecLine {
     pub timeout_ms: u64,
     /// Exit 125 instead of running the command unscoped when no scope can be made.
     pub required: bool,
+    /// The scope's resource limits (A6), each `--property=NAME=VALUE`.
+    pub limits: Limits,
+    /// A descriptor to read to its end once the scope is made, before the exec: a parent that
+    /// waits for the command (`synaps-scope run --wait`) watches the scope from its start so, and
+    /// no command ends before it is watched.
+    pub hold_fd: Option<i32>,
     /// The program to exec, by absolute path.
     pub program: OsString,
     /// Its whole argv, `argv[0]` included: what it sees.
@@ -32,7 +40,8 @@ pub struct ExecLine {
 
 /// The launcher program's usage, for `--help` and for a command line it cannot read.
 pub const EXEC_USAGE: &str = "usage: synaps-scope-exec --unit=UNIT [--slice=SLICE] \
-    --description=TEXT --timeout-ms=N [--required] -- PROGRAM ARGV0 [ARGS...]";
+    --description=TEXT --timeout-ms=N [--required] [--property=NAME=VALUE]... [--hold-fd=N] \
+    -- PROGRAM ARGV0 [ARGS...]";
 
 /// A command line the launcher program cannot read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +67,12 @@ impl ExecLine {
         if self.required {
             args.push("--required".into());
         }
+        for limit in self.limits.iter() {
+            args.push(format!("--property={limit}").into());
+        }
+        if let Some(fd) = self.hold_fd {
+            args.push(format!("--hold-fd={fd}").into());
+        }
         args.push("--".into());
         args.push(self.program);
         args.extend(self.argv);
@@ -69,7 +84,9 @@ impl ExecLine {
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<ExecLine, BadExecLine> {
         let mut args = args.into_iter();
         let (mut unit, mut slice, mut description, mut timeout_ms) = (None, None, None, None);
+        let mut hold_fd = None;
         let mut required = false;
+        let mut limits = Limits::new();
         loop {
             let Some(arg) = args.next() else {
                 return Err(BadExecLine("no `--` before the command".into()));
@@ -86,16 +103,6 @@ impl ExecLine {
                 Some((name, value)) => (name, Some(value.to_owned())),
                 None => (text, None),
             };
-            let slot = match name {
-                "--unit" => &mut unit,
-                "--slice" => &mut slice,
-                "--description" => &mut description,
-                "--timeout-ms" => &mut timeout_ms,
-                _ => return Err(BadExecLine(format!("unknown option {text:?}"))),
-            };
-            if slot.is_some() {
-                return Err(BadExecLine(format!("{name} given twice")));
-            }
             let value = match inline {
                 Some(value) => value,
                 None => match args.next() {
@@ -103,6 +110,24 @@ impl ExecLine {
                     None => return Err(BadExecLine(format!("{name} needs a value"))),
                 },
             };
+            if name == "--property" {
+                let limit: Limit = value.parse().map_err(|e| BadExecLine(format!("{e}")))?;
+                limits = limits
+                    .with(limit)
+                    .map_err(|e| BadExecLine(format!("{e}")))?;
+                continue;
+            }
+            let slot = match name {
+                "--unit" => &mut unit,
+                "--slice" => &mut slice,
+                "--description" => &mut description,
+                "--timeout-ms" => &mut timeout_ms,
+                "--hold-fd" => &mut hold_fd,
+                _ => return Err(BadExecLine(format!("unknown option {text:?}"))),
+            };
+            if slot.is_some() {
+                return Err(BadExecLine(format!("{name} given twice")));
+            }
             *slot = Some(value);
         }
         let missing = |name: &str| BadExecLine(format!("{name} is missing"));
@@ -110,6 +135,12 @@ impl ExecLine {
         let timeout_ms = timeout_ms
             .parse()
             .map_err(|e| BadExecLine(format!("--timeout-ms={timeout_ms}: {e}")))?;
+        let hold_fd = hold_fd
+            .map(|fd| match fd.parse::<i32>() {
+                Ok(n) if n >= 0 => Ok(n),
+                _ => Err(BadExecLine(format!("--hold-fd={fd}: not a descriptor"))),
+            })
+            .transpose()?;
         let program = args
             .next()
             .ok_or_else(|| BadExecLine("no PROGRAM after `--`".into()))?;
@@ -123,6 +154,8 @@ impl ExecLine {
             description: description.ok_or_else(|| missing("--description"))?,
             timeout_ms,
             required,
+            limits,
+            hold_fd,
             program,
             argv,
         })
@@ -136,10 +169,21 @@ fn utf8(arg: &OsStr) -> Result<&str, BadExecLine> {
 
 #[cfg(test)]
 mod tests {
-    use super::ExecLine;
+    use super::{ExecLine, Limits};
     use proptest::prelude::*;
     use std::ffi::OsString;
     use std::os::unix::ffi::OsStringExt;
+
+    /// One value of each property.
+    const LIMITS: [&str; 7] = [
+        "MemoryMax=64M",
+        "MemoryHigh=50%",
+        "MemorySwapMax=0",
+        "CPUWeight=idle",
+        "CPUQuota=150%",
+        "TasksMax=infinity",
+        "IOWeight=10",
+    ];
 
     fn bytes() -> impl Strategy<Value = OsString> {
         proptest::collection::vec(1u8..=255, 0..12).prop_map(OsString::from_vec)
@@ -151,19 +195,36 @@ mod tests {
             proptest::option::of("[a-z\\\\x0-9-]{1,12}\\.slice"),
             "[ -~]{0,30}",
             any::<u64>(),
-            any::<bool>(),
+            (
+                any::<bool>(),
+                proptest::sample::subsequence(LIMITS.to_vec(), 0..=LIMITS.len()),
+            ),
+            proptest::option::of(0..1024i32),
             bytes(),
             proptest::collection::vec(bytes(), 1..5),
         )
             .prop_map(
-                |(unit, slice, description, timeout_ms, required, program, argv)| ExecLine {
+                |(
                     unit,
                     slice,
                     description,
                     timeout_ms,
-                    required,
+                    (required, limits),
+                    hold_fd,
                     program,
                     argv,
+                )| {
+                    ExecLine {
+                        unit,
+                        slice,
+                        description,
+                        timeout_ms,
+                        required,
+                        limits: Limits::parse(limits).unwrap(),
+                        hold_fd,
+                        program,
+                        argv,
+                    }
                 },
             )
     }
@@ -220,6 +281,19 @@ mod tests {
                 "no ARGV0",
             ),
             (&["--unit=u"], "no `--`"),
+            (&["--property=Slice=x.slice", "--"], "property Slice"),
+            (
+                &[
+                    "--hold-fd=-1",
+                    "--unit=u",
+                    "--description=d",
+                    "--timeout-ms=1",
+                    "--",
+                    "/p",
+                    "p",
+                ],
+                "--hold-fd=-1",
+            ),
         ] {
             let refused = ExecLine::parse(args.iter().map(OsString::from)).unwrap_err();
             assert!(refused.to_string().contains(reason), "{args:?}: {refused}");

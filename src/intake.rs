@@ -41,6 +41,14 @@ pub enum BadInput {
     Kind(String),
     /// Shell words that are neither positional nor joined.
     ShellWords(String),
+    /// A resource limit that no launch may set: a name that is not one of
+    /// [`crate::limits::Property`], a value that is not one for it, or a property given twice.
+    Property {
+        /// The property's name (with its value, when the value is what is wrong).
+        name: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl fmt::Display for BadInput {
@@ -63,6 +71,7 @@ impl fmt::Display for BadInput {
                 f,
                 "unknown shell words {given} (expected positional or joined)"
             ),
+            BadInput::Property { name, problem } => write!(f, "property {name} {problem}"),
         }
     }
 }

@@ -15,11 +15,17 @@ use crate::diag::TARGET;
 use crate::exec_line::ExecLine;
 use crate::inputs::UserBus;
 use crate::kind::ScopeKind;
+use crate::limits::{controllers_of, Limits, Unenforced};
 use crate::own_scope::{self, NotMade as ScopeNotMade, ScopeRequest};
+use crate::refusal::{DirectReason, ScopeError};
 use crate::resolve::{execve_refuses_format, resolve_in_env};
 use crate::turn::Turn;
 use crate::unit_name::{description, unit_name};
 use crate::version;
+use crate::warn::WarnedSet;
+
+/// The limits that will not hold, warned about: once per property and reason per process.
+static LIMIT_WARNINGS: WarnedSet = WarnedSet::new();
 
 /// The program that makes the scope and then runs the command in place (A1).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,6 +96,12 @@ pub struct ScopeLauncher {
     pub(crate) required: bool,
     /// The launcher program's bound on making the scope.
     pub(crate) bound: Duration,
+    /// The manager's own cgroup, as its probe named it: its controllers enforce the limits.
+    pub(crate) manager_cgroup: Option<String>,
+    /// The limits every launch of this launcher gives its scope ([`ScopeLauncher::with_limits`]).
+    pub(crate) limits: Limits,
+    /// Those of them that will not hold, and why.
+    pub(crate) unenforced: Vec<Unenforced>,
 }
 
 /// A command line ready to spawn, and the scope it will run in.
@@ -142,6 +154,76 @@ impl ScopeLauncher {
         }
     }
 
+    /// This launcher, with `limits` for the scope of each launch it wraps (A6): `MemoryMax=2G`,
+    /// `CPUQuota=200%` and the rest of [`crate::limits::Property`], checked when they were made.
+    /// A limit that will not hold (the user manager was not given its controller, or the
+    /// systemd-run in use cannot pass its value) is said once per property and reason in a
+    /// warning and listed by [`ScopeLauncher::unenforced`]; the launch goes on without it, unless
+    /// `required` mode is in force. Nothing is asked of the manager: its cgroup was named to the
+    /// probe, and its controllers are read from the cgroup tree.
+    ///
+    /// # Errors
+    /// [`ScopeError::Unavailable`] in `required` mode when any limit will not hold.
+    ///
+    /// ```no_run
+    /// use synaps_scope::{inherited_env, launcher_for_env, Limits};
+    ///
+    /// let env = inherited_env();
+    /// if let Some(launcher) = launcher_for_env(&env)? {
+    ///     let limits = Limits::parse(["MemoryMax=2G", "CPUQuota=200%", "TasksMax=64"])?;
+    ///     let launcher = launcher.with_limits(limits)?;
+    ///     let wrapped = launcher.wrap(&["make".into(), "-j4".into()], &env, None);
+    ///     # let _ = wrapped;
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_limits(&self, limits: Limits) -> Result<ScopeLauncher, ScopeError> {
+        let controllers = controllers_of(self.manager_cgroup.as_deref());
+        let unenforced = crate::limits::unenforced(
+            &limits,
+            &controllers,
+            self.manager_cgroup.as_deref(),
+            self.systemd_version(),
+        );
+        if self.required && !unenforced.is_empty() {
+            return Err(ScopeError::Unavailable {
+                kind: self.kind,
+                reason: DirectReason::LimitsNotEnforced { unenforced },
+            });
+        }
+        for limit in &unenforced {
+            if LIMIT_WARNINGS.first_time(&limit.to_string()) {
+                tracing::warn!(target: TARGET, "{limit} (warned once)");
+            }
+        }
+        Ok(ScopeLauncher {
+            limits,
+            unenforced,
+            ..self.clone()
+        })
+    }
+
+    /// The limits each launch gives its scope.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Those of [`ScopeLauncher::limits`] that will not hold, and why: each was warned about.
+    pub fn unenforced(&self) -> &[Unenforced] {
+        &self.unenforced
+    }
+
+    /// The limits passed to the wrapper: all but values it cannot carry.
+    fn passed_limits(&self) -> Limits {
+        let left_out: Vec<_> = self
+            .unenforced
+            .iter()
+            .filter(|u| !u.passed)
+            .map(|u| u.property)
+            .collect();
+        self.limits.without(&left_out)
+    }
+
     /// Whether `--expand-environment=no` is passed (systemd-run 254 and later, R3). The launcher
     /// program expands nothing, ever.
     pub fn disables_environment_expansion(&self) -> bool {
@@ -159,6 +241,9 @@ impl ScopeLauncher {
         }
         if let Some(slice) = &self.slice {
             flags.push(format!("--slice={slice}").into());
+        }
+        for limit in self.passed_limits().iter() {
+            flags.push(format!("--property={limit}").into());
         }
         flags
     }
@@ -196,6 +281,22 @@ impl ScopeLauncher {
         env: &[(OsString, OsString)],
         cwd: Option<&Path>,
     ) -> Wrapped {
+        self.wrap_holding(program, argv, env, cwd, None)
+    }
+
+    /// [`ScopeLauncher::wrap_program`] for a parent that watches the scope from its start
+    /// (`synaps-scope run --wait`): with the launcher program, once the scope is made, the launch
+    /// reads descriptor `hold_fd` (inherited, open for reading) to its end before the command
+    /// runs, so the parent takes a [`crate::ScopeHandle`] first and then closes its end. With
+    /// systemd-run, which cannot wait so, `hold_fd` is not used.
+    pub fn wrap_holding(
+        &self,
+        program: &OsStr,
+        argv: &[OsString],
+        env: &[(OsString, OsString)],
+        cwd: Option<&Path>,
+        hold_fd: Option<i32>,
+    ) -> Wrapped {
         let unchanged = || Wrapped {
             argv: argv.to_vec(),
             unit: None,
@@ -217,13 +318,15 @@ impl ScopeLauncher {
                     description,
                     timeout_ms: u64::try_from(self.bound.as_millis()).unwrap_or(u64::MAX),
                     required: self.required,
+                    limits: self.passed_limits(),
+                    hold_fd,
                     program: program.into_os_string(),
                     argv: argv.to_vec(),
                 }
                 .into_args(),
             ),
             Wrapper::SystemdRun { .. } => {
-                wrapped.reserve(args.len() + 12);
+                wrapped.reserve(args.len() + 12 + self.limits.iter().count());
                 wrapped.extend(self.systemd_run_flags());
                 wrapped.push(format!("--unit={unit}").into());
                 wrapped.push(format!("--description={description}").into());
@@ -276,10 +379,12 @@ impl ScopeLauncher {
         turn: Option<Turn>,
         launch: &InPlace,
     ) -> Result<(), ScopeNotMade> {
+        let limits = self.passed_limits();
         let request = ScopeRequest {
             unit: &launch.unit,
             slice: self.unit_slice.as_deref(),
             description: &launch.description,
+            limits: &limits,
             required: self.required,
         };
         own_scope::enter_own_scope(&launch.route, turn, &request, deadline_after(self.bound))
@@ -340,6 +445,9 @@ mod tests {
             },
             required: false,
             bound: DEFAULT_PROBE_TIMEOUT,
+            manager_cgroup: None,
+            limits: Limits::new(),
+            unenforced: Vec::new(),
         }
     }
 

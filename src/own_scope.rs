@@ -13,6 +13,7 @@ use crate::bus::{
 };
 use crate::cgroup;
 use crate::inputs::NO_USER_BUS;
+use crate::limits::{BusValue, Limits};
 use crate::turn::{self, Turn};
 
 /// One scope to make for the calling process.
@@ -24,6 +25,8 @@ pub struct ScopeRequest<'a> {
     pub slice: Option<&'a str>,
     /// The Description, already safe (see `unit_name::description`).
     pub description: &'a str,
+    /// The scope's resource limits, each sent typed as the manager takes it.
+    pub limits: &'a Limits,
     /// `required` mode: a start that this process cannot see in its own cgroup (the file hidden,
     /// as a sandbox may hide `/proc`) is not believed on the manager's word alone, for the
     /// command must never run unscoped.
@@ -400,6 +403,14 @@ fn start_scope_call(request: &ScopeRequest<'_>, who: Who<'_>) -> Call {
     if let Some(slice) = request.slice {
         properties.push(("Slice", Property::Str(slice)));
     }
+    let limits: Vec<(String, BusValue)> = request.limits.iter().map(|l| l.on_the_bus()).collect();
+    properties.extend(limits.iter().map(|(name, value)| {
+        let value = match *value {
+            BusValue::U64(n) => Property::U64(n),
+            BusValue::U32(n) => Property::U32(n),
+        };
+        (name.as_str(), value)
+    }));
     properties.push(match who {
         Who::Pid(pid) => {
             pids = [pid];

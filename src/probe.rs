@@ -6,15 +6,18 @@ use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use crate::bus::wire::Call;
-use crate::bus::{identity_on, pool, BusError, Connection, Identity, Route};
+use crate::bus::{identity_on, pool, BusError, Connection, Identity, Route, MANAGER, MANAGER_PATH};
 use crate::per_process::{lock, PerProcess};
 
 /// What a probe that reached the manager found beside its verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Reached {
     /// The manager's end of the connection (or the broker's) is outside this process's pid
     /// namespace: the manager cannot be told of a process of ours by its pid number.
     pub(crate) pids_differ: bool,
+    /// The manager's own cgroup (its `ControlGroup`), whose controllers are the ones a scope's
+    /// limits can be enforced by; None where the manager did not name one.
+    pub(crate) manager_cgroup: Option<String>,
 }
 
 /// Asks the manager on `route`, by `deadline`, whether a scope in `unit_slice` (the slice as
@@ -124,7 +127,7 @@ struct Answer {
 
 /// One probe: a conversation of this request's own.
 fn ask(route: &Route, unit_slice: Option<&str>, deadline: Instant) -> Result<Reached, String> {
-    pool::with_connection(route, deadline, |bus, fresh| {
+    pool::with_connection(route, deadline, |bus, _fresh| {
         // The launch takes the private socket where the session bus cannot name its process
         // as the sender; on the private socket, and where there is none, it cannot be scoped
         // unless some identity names it alone (the sender, its pid, a pidfd), and says so now.
@@ -135,20 +138,37 @@ fn ask(route: &Route, unit_slice: Option<&str>, deadline: Instant) -> Result<Rea
                 return Ok(Err(why));
             }
         }
+        // Asked first, answered with the verdict's own questions: no round trip of its own.
+        let cgroup = bus.send_get(MANAGER_PATH, MANAGER, "ControlGroup")?;
         let verdict = match unit_slice {
             Some(slice) => slice_verdict(bus, slice)?,
-            // A new connection has already heard from a running manager: on the private socket
-            // its own event loop answered the auth; through the session bus it answered the
-            // greeting's question of which manager it is. A kept one asks it.
-            None if fresh => Ok(()),
-            None => bus.ping().map(Ok)?,
+            // The question of the cgroup asks a running manager for an answer too.
+            None => Ok(()),
+        };
+        // A manager that will not say is no failure of the probe: its limits are then unknown.
+        let manager_cgroup = match bus.reply(cgroup) {
+            Ok(reply) => reply
+                .first_str()
+                .filter(|path| path.starts_with('/'))
+                .map(str::to_owned),
+            Err(BusError::Refused { name, .. }) if NO_SUCH_PROPERTY.contains(&name.as_str()) => {
+                None
+            }
+            Err(e) => return Err(e),
         };
         Ok(verdict.map(|()| Reached {
             pids_differ: bus.peer_outside_our_pid_namespace(),
+            manager_cgroup,
         }))
     })
     .map_err(|e| e.to_string())?
 }
+
+/// How a manager says it has no such property: sd-bus's words, then older ones.
+const NO_SUCH_PROPERTY: [&str; 2] = [
+    "org.freedesktop.DBus.Error.UnknownProperty",
+    "org.freedesktop.DBus.Error.InvalidArgs",
+];
 
 /// What starting a scope in `slice` would meet: the slice and each slice above it must load,
 /// and none may be masked (the manager then refuses the scope's start job). The outer Err is the

@@ -8,9 +8,9 @@
 use std::ffi::{OsStr, OsString};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::decide::{DirectReason, ScopeError};
 use crate::diag::TARGET;
 use crate::launcher::ScopeLauncher;
+use crate::refusal::{DirectReason, ScopeError};
 
 /// Whether this process has said once why children that switch user run directly.
 static USER_SWITCH_WARNED: AtomicBool = AtomicBool::new(false);

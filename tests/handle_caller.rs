@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::rig;
 use synaps_scope::__exec::{make_own_scope, ScopeRequest};
 use synaps_scope::{
-    decide, inherited_env, Decision, HandleError, LauncherOptions, ScopeHandle, ScopeKind,
+    decide, inherited_env, Decision, HandleError, LauncherOptions, Limits, ScopeHandle, ScopeKind,
 };
 
 #[test]
@@ -27,6 +27,7 @@ fn a_scope_that_holds_the_caller_is_never_handed_out_or_killed() {
             unit: &own_unit,
             slice: None,
             description: "synaps daemon: the handle test",
+            limits: &Limits::new(),
             required: false,
         },
         Instant::now() + Duration::from_secs(10),

@@ -48,6 +48,19 @@ export interface LauncherOptions {
   kind?: ScopeKind;
   /** The bound on the probe, in milliseconds (default 3000). */
   probeTimeoutMs?: number;
+  /** The scope's resource limits (ScopeLauncher.withLimits), checked before the probe. */
+  limits?: Limits;
+}
+
+/** A scope's resource limits: systemd's property names and values in its own syntax. */
+export interface Limits {
+  MemoryMax?: string | number;
+  MemoryHigh?: string | number;
+  MemorySwapMax?: string | number;
+  CPUWeight?: string | number;
+  CPUQuota?: string;
+  TasksMax?: string | number;
+  IOWeight?: string | number;
 }
 
 export interface WrapOptions {
@@ -97,6 +110,14 @@ export declare class ScopeLauncher {
   readonly required: boolean;
   /** The version of the systemd-run in use; null with the launcher program. */
   readonly systemdVersion: number | null;
+  /** The limits each launch gives its scope. */
+  readonly limits: Readonly<Limits>;
+  /** The limits that will not be enforced, each in words with the reason (each was warned about). */
+  readonly unenforced: readonly string[];
+  /** A new launcher like this one whose launches each give their scope `limits`
+   * (`{ MemoryMax: '2G', CPUQuota: '200%' }`); throws ScopeRequiredError in `required` mode for one
+   * that will not be enforced, ScopeError (SCOPE_INVALID_ARGUMENT) for a bad name or value. */
+  withLimits(limits: Limits): ScopeLauncher;
   wrap(argv: readonly Arg[], options?: WrapOptions): Wrapped;
   /** A shell command in a new scope, as child_process.spawn runs one with `shell`: `/bin/sh -c` (or the shell named) with the words joined with spaces. */
   wrapShell(words: readonly Arg[], options?: ShellOptions): Wrapped;
@@ -148,6 +169,8 @@ export declare class ScopeHandle {
   close(): void;
 }
 
+/** Checks limits as every launch does; throws ScopeError (SCOPE_INVALID_ARGUMENT) for a bad one. */
+export declare function checkLimits(limits: Limits): void;
 /** A fresh, bounded probe on a worker thread: a launcher, or null to launch directly. */
 export declare function launcherForEnv(options?: LauncherOptions): Promise<ScopeLauncher | null>;
 /** The same probe on the calling thread: blocks up to the bound. */
@@ -163,6 +186,8 @@ export interface ScopedChildProcess extends ChildProcess {
 export interface ScopedSpawnOptions extends SpawnOptions {
   kind?: ScopeKind;
   probeTimeoutMs?: number;
+  /** The scope's resource limits (ScopeLauncher.withLimits). */
+  limits?: Limits;
 }
 
 /**

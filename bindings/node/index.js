@@ -14,7 +14,7 @@ const abi = require('./lib/abi.js');
 const { diagnose, doctor } = require('./lib/doctor.js');
 const { ScopeError, ScopeRequiredError } = require('./lib/error.js');
 const { ScopeHandle } = require('./lib/handle.js');
-const { ScopeLauncher, launcherForEnv, launcherForEnvSync } = require('./lib/launcher.js');
+const { ScopeLauncher, checkLimits, launcherForEnv, launcherForEnvSync } = require('./lib/launcher.js');
 const { c, libraryPath } = require('./lib/library.js');
 const { flushWarnings, setLogLevel, setLogger } = require('./lib/log.js');
 const { resolveProgram } = require('./lib/resolve.js');
@@ -39,6 +39,7 @@ module.exports = {
   ScopeHandle,
   ScopeLauncher,
   ScopeRequiredError,
+  checkLimits,
   diagnose,
   doctor,
   flushWarnings,

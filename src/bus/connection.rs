@@ -844,19 +844,6 @@ impl Connection {
         }
     }
 
-    /// `org.freedesktop.DBus.Peer.Ping` to the manager: answered by its own event loop, so a reply
-    /// means a running manager.
-    pub(crate) fn ping(&mut self) -> Result<(), BusError> {
-        let serial = self.send(
-            Call::new(),
-            Some(SYSTEMD),
-            MANAGER_PATH,
-            "org.freedesktop.DBus.Peer",
-            "Ping",
-        )?;
-        self.reply(serial).map(drop)
-    }
-
     /// The manager's own property `property` (of its `Manager` interface), asked once the
     /// authentication is answered (as [`Connection::call_manager`] asks).
     pub(crate) fn manager_property(&mut self, property: &str) -> Result<Message, BusError> {

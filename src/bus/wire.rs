@@ -480,6 +480,15 @@ impl Call {
                         self.u32_raw(*pid);
                     }
                 }
+                Property::U64(value) => {
+                    self.sig_raw("t");
+                    self.align(8);
+                    self.buf.extend_from_slice(&value.to_le_bytes());
+                }
+                Property::U32(value) => {
+                    self.sig_raw("u");
+                    self.u32_raw(*value);
+                }
                 Property::OnePidFd => {
                     self.sig_raw("ah");
                     self.u32_raw(4);
@@ -566,6 +575,10 @@ impl Call {
 /// A unit property value, as a scope launch sends them.
 pub(crate) enum Property<'a> {
     Str(&'a str),
+    /// A `t`: bytes, tasks, a weight, microseconds.
+    U64(u64),
+    /// A `u`: a share scaled to `u32::MAX`.
+    U32(u32),
     Pids(&'a [u32]),
     /// `PIDFDs`: one process descriptor, the next one attached to the message.
     OnePidFd,

@@ -43,6 +43,10 @@ impl Report {
                 error: way.as_ref().err().map(String::as_str),
                 order,
             }),
+            controllers: self.controllers.as_ref().map(|found| match found {
+                Ok(names) => ControllersJson::Found { names },
+                Err(error) => ControllersJson::Error { error },
+            }),
             warnings: &self.warnings,
             bus: self
                 .bus
@@ -79,6 +83,7 @@ pub struct ReportJson<'a> {
     systemd_run: SystemdRunJson,
     manager: Option<ManagerJson<'a>>,
     route: Option<RouteJson<'a>>,
+    controllers: Option<ControllersJson<'a>>,
     warnings: &'a [String],
     bus: BTreeMap<&'static str, Option<&'a str>>,
     config: ConfigJson,
@@ -97,6 +102,14 @@ struct LauncherJson<'a> {
     exec_program: Option<String>,
     exec_program_found_by: Option<String>,
     exec_program_error: Option<&'a str>,
+}
+
+/// The controllers the user manager was given (`names`), or why they are unknown (`error`).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ControllersJson<'a> {
+    Found { names: &'a [String] },
+    Error { error: &'a str },
 }
 
 /// How the requests reach the manager: `way` (`session bus …`, `private socket …`) or the

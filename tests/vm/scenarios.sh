@@ -22,6 +22,9 @@
 #   scenarios.sh cap            the operator's cap: tool_scope_slice with MemoryMax=, the kernel's
 #                               OOM killer inside the tool's scope; R12's warnings
 #   scenarios.sh handles        scope handles against real controllers: Python, C, Node
+#   scenarios.sh limits         each tool's own limits (synaps-scope run -p, both wrappers): the
+#                               kernel enforces them in the tool's scope, and `run --wait` tells
+#                               how it ended
 #
 # Prints "ok: ..." per check and exits non-zero at the first that fails. Under TCG thrashing is
 # slow, so the pressure rules act at 2 % for 5 s (distributions ship 50-80 % for 20-30 s): which
@@ -358,15 +361,65 @@ cap_case() {
   rm -rf "$state"
 }
 
+# A launch's own limits (A6) as alice, through each wrapper: MemoryMax is the kernel's limit inside
+# the tool's scope (its memory.max, its OOM kill told by `run --wait`, exit 137, the daemon beside it
+# alive), MemoryHigh throttles without a kill, TasksMax stops the fork past it, CPUQuota holds a
+# spinning tool to about half a CPU; a limit whose controller alice's manager lacks is said.
+limits_case() {
+  configure none
+  local controllers
+  controllers=$(alice 'synaps-scope doctor' | sed -n 's/^limits: *//p')
+  [ -n "$controllers" ] || fail "limits: doctor names no controllers"
+  ok "limits: doctor: $controllers"
+  local state; state=$(mktemp -d /tmp/limits.XXXXXX); chmod 0777 "$state"
+  alice "exec synaps-scope run --kind daemon -- sleep 600" >"$state/daemon.log" 2>&1 &
+  local daemon=$!
+  wait_until 10 sh -c "pgrep -u alice -x sleep >/dev/null" || fail "limits: the daemon did not start"
+  local tool="$here/limits.py" out status
+  for wrapper in synaps-scope-exec systemd-run; do
+    local run="SYNAPS_SCOPE_LAUNCHER=$wrapper synaps-scope run --wait"
+    status=0
+    out=$(alice "$run -p MemoryMax=64M -p MemorySwapMax=0 -- python3 $tool max 2>&1") || status=$?
+    [ "$status" = 137 ] || fail "limits ($wrapper): MemoryMax=64M: exit status $status, not 137: $out"
+    echo "$out" | grep -q '^memory.max 67108864$' || fail "limits ($wrapper): the scope's memory.max while it ran: $out"
+    echo "$out" | grep -q "killed by the kernel's OOM killer under MemoryMax=64M (told by the kernel's memory.events"       || fail "limits ($wrapper): run --wait did not tell the kernel's OOM kill: $out"
+    alive "$(pgrep -u alice -x sleep | head -1)" || fail "limits ($wrapper): the daemon beside the tool died"
+    ok "limits ($wrapper): MemoryMax=64M: the kernel killed the tool in its scope, the daemon lives; run --wait: $(echo "$out" | grep '^synaps-scope: synaps-tool')"
+
+    out=$(alice "$run -p MemoryHigh=32M -- python3 $tool high 64 2>&1") || fail "limits ($wrapper): MemoryHigh=32M: the tool did not live: $out"
+    local high; high=$(echo "$out" | sed -n 's/^memory.high 33554432 high \([0-9]*\)$/\1/p')
+    [ -n "$high" ] && [ "$high" -gt 0 ] || fail "limits ($wrapper): MemoryHigh=32M did not throttle (memory.events high): $out"
+    ok "limits ($wrapper): MemoryHigh=32M: the tool grew to 64 MB and lived, throttled $high times (memory.events high)"
+
+    out=$(alice "$run -p TasksMax=8 -- python3 $tool tasks 12 2>&1") || fail "limits ($wrapper): TasksMax=8: $out"
+    echo "$out" | grep -q '^forks 7 then BlockingIOError pids.max 8$' || fail "limits ($wrapper): TasksMax=8: $out"
+    ok "limits ($wrapper): TasksMax=8: the tool and 7 children; the next fork failed (EAGAIN), pids.max 8"
+
+    out=$(alice "$run -p CPUQuota=50% -- python3 $tool spin 4 2>&1") || fail "limits ($wrapper): CPUQuota=50%: $out"
+    if [[ "$controllers" == *"controllers "*cpu* ]]; then
+      local used; used=$(echo "$out" | sed -n 's/^cpu \([0-9.]*\) cpu.max 50000 100000$/\1/p')
+      [ -n "$used" ] && awk -v u="$used" 'BEGIN { exit !(u >= 0.35 && u <= 0.65) }'         || fail "limits ($wrapper): CPUQuota=50% did not hold the spinning tool to about half a CPU: $out"
+      ok "limits ($wrapper): CPUQuota=50%: the spinning tool used $used of a CPU (cpu.max 50000 100000)"
+    else
+      echo "$out" | grep -q 'CPUQuota will not be enforced: the user manager has no cpu controller'         || fail "limits ($wrapper): CPUQuota=50% without a cpu controller was not said: $out"
+      ok "limits ($wrapper): CPUQuota=50%: alice's manager has no cpu controller, and the launch says so"
+    fi
+  done
+  kill "$daemon" 2>/dev/null || true
+  pkill -u alice -x sleep || true
+  rm -rf "$state"
+}
+
 check_machine
 install_artifacts
 what="${1:-}"; shift || true
 case "$what" in
   oomd) for c in "$@"; do IFS=: read -r rule placement mode bus <<<"$c"; oomd_case "$rule" "$placement" "$mode" "$bus"; done ;;
   cap) cap_case ;;
+  limits) limits_case ;;
   handles)
     alice "~/venv/bin/python $here/handles.py" || fail "the Python wheel's handles"
     alice "$here/handles-c" || fail "the C library's handles"
     alice "$here/node $here/node-project/handles.js" || fail "the npm package's handles" ;;
-  *) fail "usage: scenarios.sh oomd CASE... | cap | handles" ;;
+  *) fail "usage: scenarios.sh oomd CASE... | cap | limits | handles" ;;
 esac

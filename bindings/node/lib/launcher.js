@@ -25,7 +25,7 @@ class ScopeLauncher {
     pointerOf = (launcher) => launcher.#live();
   }
 
-  constructor(pointer) {
+  constructor(pointer, limits = {}) {
     this.#pointer = pointer;
     launcherRegistry.register(this, pointer, this);
     this.kind = c.launcherKind(pointer) === KINDS.daemon ? 'daemon' : 'tool';
@@ -33,7 +33,26 @@ class ScopeLauncher {
     this.wrapper = WRAPPER_NAMES[c.launcherWrapper(pointer)];
     this.required = c.launcherRequired(pointer);
     this.systemdVersion = c.launcherVersion(pointer) || null;
+    this.limits = Object.freeze({ ...limits });
+    const unenforced = [];
+    for (let at = 0; at < c.launcherUnenforcedCount(pointer); at++) unenforced.push(c.launcherUnenforced(pointer, at));
+    this.unenforced = Object.freeze(unenforced);
     Object.freeze(this);
+  }
+
+  /**
+   * A new launcher like this one whose launches each give their scope `limits`, systemd's names
+   * and values in its own syntax: `{ MemoryMax: '2G', CPUQuota: '200%', TasksMax: 64 }`. A limit
+   * that will not be enforced is warned about and listed in `unenforced`; in `required` mode it
+   * throws ScopeRequiredError instead. Throws ScopeError (SCOPE_INVALID_ARGUMENT) for a bad name
+   * or value. Does not block.
+   */
+  withLimits(limits) {
+    return withLimits(limits, (pointer) => {
+      const out = [null];
+      check(c.launcherWithLimits(this.#live(), pointer, out));
+      return new ScopeLauncher(out[0], limits);
+    });
   }
 
   #live() {
@@ -81,7 +100,46 @@ class ScopeLauncher {
   }
 }
 
-function launcherArgs({ env, kind = 'tool', probeTimeoutMs } = {}) {
+/**
+ * Checks `limits` (an object of systemd property names to values) as every launch does, and hands
+ * the checked native limits to `use`; throws ScopeError (SCOPE_INVALID_ARGUMENT) for a bad one.
+ */
+function withLimits(limits, use) {
+  if (limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
+    throw new TypeError('limits must be an object of property names to values');
+  }
+  const properties = Object.entries(limits).map(([name, value]) => {
+    if (typeof value !== 'string' && !Number.isInteger(value)) {
+      throw new TypeError(`the value of ${name} must be a string or an integer`);
+    }
+    return { name: cString(name, 'a limit\'s name'), value: cString(String(value), `the value of ${name}`) };
+  });
+  const out = [null];
+  check(c.limitsNew(properties.length ? properties : null, properties.length, out));
+  try {
+    return use(out[0]);
+  } finally {
+    c.limitsFree(out[0]);
+  }
+}
+
+/** Checks `limits` as every launch does; throws ScopeError for a bad name or value. */
+function checkLimits(limits) {
+  withLimits(limits, () => undefined);
+}
+
+/** `launcher` with `limits` when there are any (the launcher closed for its successor). */
+function limited(launcher, limits) {
+  if (!launcher || limits === undefined) return launcher;
+  try {
+    return launcher.withLimits(limits);
+  } finally {
+    launcher.close();
+  }
+}
+
+function launcherArgs({ env, kind = 'tool', probeTimeoutMs, limits } = {}) {
+  if (limits !== undefined) checkLimits(limits);
   return [envArray(env), kindNumber(kind), timeoutMs(probeTimeoutMs, 'probeTimeoutMs', DEFAULT_PROBE_TIMEOUT_MS)];
 }
 
@@ -94,7 +152,7 @@ async function launcherForEnv(options) {
   const args = launcherArgs(options);
   return answeredOnOwnThread(LauncherReady, args[2], (ready) => c.launcherForEnvAsync(...args, ready, null), (_userdata, result, pointer, error) => {
     if (result !== RESULT.OK) throw failure(result, error ?? 'the request failed');
-    return pointer ? new ScopeLauncher(pointer) : null;
+    return limited(pointer ? new ScopeLauncher(pointer) : null, options?.limits);
   });
 }
 
@@ -102,7 +160,7 @@ async function launcherForEnv(options) {
 function launcherForEnvSync(options) {
   const out = [null];
   callHere(c.launcherForEnv, ...launcherArgs(options), out);
-  return out[0] ? new ScopeLauncher(out[0]) : null;
+  return limited(out[0] ? new ScopeLauncher(out[0]) : null, options?.limits);
 }
 
-module.exports = { ScopeLauncher, launcherForEnv, launcherForEnvSync, pointerOf };
+module.exports = { ScopeLauncher, checkLimits, launcherForEnv, launcherForEnvSync, pointerOf };

@@ -94,6 +94,8 @@ const { lib, libraryPath } = loadLibrary();
 koffi.opaque('scope_launcher');
 koffi.opaque('scope_argv');
 koffi.opaque('scope_handle');
+koffi.opaque('scope_limits');
+koffi.struct('scope_property', { name: 'const char *', value: 'const char *' });
 koffi.struct('scope_stats', { memory_current: 'uint64_t', memory_peak: 'uint64_t', pids_current: 'uint64_t' });
 koffi.struct('scope_ending', { kind: 'int', rule: 'int', kernel_oom_kills: 'uint64_t', evidence: 'int', forgeable: 'bool' });
 const LogCallback = koffi.proto('void scope_log_callback(void *userdata, uint32_t level, const char *message, size_t len)');
@@ -130,6 +132,11 @@ const c = {
   argvSize: lib.func('size_t scope_argv_size(const scope_argv *argv)'),
   argvCopy: lib.func('uint32_t scope_argv_copy(const scope_argv *argv, uint8_t *buffer, size_t buffer_len)'),
   argvFree: lib.func('void scope_argv_free(scope_argv *argv)'),
+  limitsNew: lib.func('uint32_t scope_limits_new(const scope_property *properties, size_t len, _Out_ scope_limits **out)'),
+  limitsFree: lib.func('void scope_limits_free(scope_limits *limits)'),
+  launcherWithLimits: lib.func('uint32_t scope_launcher_with_limits(const scope_launcher *launcher, const scope_limits *limits, _Out_ scope_launcher **out)'),
+  launcherUnenforcedCount: lib.func('size_t scope_launcher_unenforced_count(const scope_launcher *launcher)'),
+  launcherUnenforced: lib.func('const char *scope_launcher_unenforced(const scope_launcher *launcher, size_t index)'),
   launcherUserSwitch: lib.func('uint32_t scope_launcher_user_switch(const scope_launcher *launcher, const char *switches)'),
   resolveProgram: lib.func('uint32_t scope_resolve_program(const char *program, const char **envp, const char *cwd, _Out_ void **out)'),
   handleFromPid: lib.func('uint32_t scope_handle_from_pid(const char *unit, uint32_t pid, _Out_ scope_handle **out)'),

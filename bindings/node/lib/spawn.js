@@ -25,15 +25,16 @@ function unlessUserSwitch(launcher, { uid, gid }) {
 
 /**
  * child_process.spawn in a scope: resolves to the ChildProcess, with `scopeUnit` naming its scope
- * (null for a direct launch). `shell: true` runs `/bin/sh -c` inside the scope.
+ * (null for a direct launch). `shell: true` runs `/bin/sh -c` inside the scope; `limits` are the
+ * scope's resource limits (ScopeLauncher.withLimits).
  */
 async function spawn(command, args = [], options = {}) {
   if (!Array.isArray(args)) {
     options = args ?? {};
     args = [];
   }
-  const { kind, probeTimeoutMs, ...spawnOptions } = options;
-  const launcher = unlessUserSwitch(await launcherForEnv({ env: spawnOptions.env, kind, probeTimeoutMs }), spawnOptions);
+  const { kind, probeTimeoutMs, limits, ...spawnOptions } = options;
+  const launcher = unlessUserSwitch(await launcherForEnv({ env: spawnOptions.env, kind, probeTimeoutMs, limits }), spawnOptions);
   let argv = [command, ...args];
   let unit = null;
   if (launcher) {

@@ -45,6 +45,15 @@ function calls(c) {
     ];
   }
   if (c.kind !== undefined) return [['launcherForEnv', () => scope.launcherForEnv({ kind: c.kind })]];
+  if (c.limit !== undefined) {
+    const limits = { [c.limit[0]]: c.limit[1] };
+    return [
+      ['checkLimits', () => scope.checkLimits(limits)],
+      ['launcherForEnv', () => scope.launcherForEnv({ limits })],
+      ['launcherForEnvSync', () => scope.launcherForEnvSync({ limits })],
+      ['spawn', () => scope.spawn('true', [], { limits })],
+    ];
+  }
   assert.ok(['entry', 'bound_s', 'kind_code', 'shell_words_code'].some((key) => key in c), JSON.stringify(c));
   return [];
 }
@@ -65,5 +74,5 @@ for (const c of cases) {
 }
 
 test('Node runs most of the table', () => {
-  assert.ok(cases.map(calls).flat().length >= 20);
+  assert.ok(cases.map(calls).flat().length >= 68);
 });

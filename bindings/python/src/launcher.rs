@@ -109,6 +109,34 @@ impl ScopeLauncher {
         )
     }
 
+    /// This launcher with `limits` (name, value) for each launch's scope; raises ValueError for
+    /// a bad one, ScopeRequiredError in `required` mode for one that will not be enforced.
+    fn with_limits(&self, limits: Vec<(String, String)>) -> PyResult<ScopeLauncher> {
+        let limits = limits_from(limits)?;
+        let inner = self.inner.with_limits(limits).map_err(|e| py_error(&e))?;
+        Ok(ScopeLauncher { inner })
+    }
+
+    /// The limits each launch gives its scope, (name, value) in the order given.
+    #[getter]
+    fn limits(&self) -> Vec<(&'static str, String)> {
+        self.inner
+            .limits()
+            .iter()
+            .map(|l| (l.property().name(), l.value().to_owned()))
+            .collect()
+    }
+
+    /// The limits that will not be enforced: (name, why, still passed to the manager).
+    #[getter]
+    fn unenforced(&self) -> Vec<(&'static str, String, bool)> {
+        self.inner
+            .unenforced()
+            .iter()
+            .map(|u| (u.property.name(), u.why.clone(), u.passed))
+            .collect()
+    }
+
     /// For a child that switches user (`switches`: the options that do, for the message): it
     /// runs directly, said once per process; raises ScopeRequiredError in `required` mode.
     fn user_switch(&self, switches: &str) -> PyResult<()> {
@@ -125,6 +153,16 @@ impl ScopeLauncher {
             self.inner.wrapper().name()
         )
     }
+}
+
+/// Checks limits (name, value) as every surface does; ValueError for a bad one.
+#[pyfunction]
+pub(crate) fn check_limits(limits: Vec<(String, String)>) -> PyResult<()> {
+    limits_from(limits).map(drop)
+}
+
+fn limits_from(limits: Vec<(String, String)>) -> PyResult<synaps_scope::Limits> {
+    synaps_scope::Limits::from_pairs(limits).map_err(|e| py_error(&e))
 }
 
 impl ScopeLauncher {

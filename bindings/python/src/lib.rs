@@ -20,7 +20,9 @@ use synaps_scope::{DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT};
 
 use argv::Wrapped;
 use handle::PyScopeHandle;
-use launcher::{begin_launcher_for_env, launcher_for_env, PendingLauncher, ScopeLauncher};
+use launcher::{
+    begin_launcher_for_env, check_limits, launcher_for_env, PendingLauncher, ScopeLauncher,
+};
 use log::flush_warnings;
 
 #[pymodule]
@@ -34,6 +36,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(begin_launcher_for_env, m)?)?;
     m.add_function(wrap_pyfunction!(resolve::resolve, m)?)?;
     m.add_function(wrap_pyfunction!(flush_warnings, m)?)?;
+    m.add_function(wrap_pyfunction!(check_limits, m)?)?;
     m.add_function(wrap_pyfunction!(doctor::diagnose, m)?)?;
     m.add_function(wrap_pyfunction!(doctor::verdicts, m)?)?;
     m.add("DEFAULT_PROBE_TIMEOUT", DEFAULT_PROBE_TIMEOUT.as_secs_f64())?;

@@ -44,6 +44,13 @@ def calls(case: Dict[str, Any]) -> List[Tuple[str, Callable[[], object]]]:
     if "kind" in case:
         kind = case["kind"]
         return [("launcher_for_env", lambda: synaps_scope.launcher_for_env(kind=kind))]
+    if "limit" in case:
+        limits = {case["limit"][0]: case["limit"][1]}
+        return [
+            ("check_limits", lambda: synaps_scope.check_limits(limits)),
+            ("launcher_for_env", lambda: synaps_scope.launcher_for_env(limits=limits)),
+            ("Popen", lambda: synaps_scope.Popen(["true"], limits=limits)),
+        ]
     assert any(key in case for key in ("entry", "bound_ms", "kind_code", "shell_words_code")), case
     return []
 
@@ -66,4 +73,4 @@ def test_a_bad_value_is_bad_input_on_every_call_that_takes_it(case: Dict[str, An
 
 
 def test_python_runs_most_of_the_table() -> None:
-    assert sum(len(calls(case)) for case in CASES) >= 20
+    assert sum(len(calls(case)) for case in CASES) >= 56

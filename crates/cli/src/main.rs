@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod log;
+mod wait;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -17,8 +18,8 @@ use synaps_scope::doctor::diagnose;
 use synaps_scope::intake::{self, BadInput};
 use synaps_scope::{
     decide, decide_in_place, flush_warnings, inherited_env, set_env, Classified, Decision,
-    DirectReason, ErrorClass, InPlace, InPlaceDecision, Launch, LauncherOptions, ResolveError,
-    ScopeKind, ScopeLauncher, ScopeNotMade, EXEC_FAILED_STATUS,
+    DirectReason, ErrorClass, InPlace, InPlaceDecision, Launch, LauncherOptions, Limit, Limits,
+    ResolveError, ScopeKind, ScopeLauncher, ScopeNotMade, Wrapper, EXEC_FAILED_STATUS,
 };
 
 /// Exit status when `required` mode refuses a launch.
@@ -65,9 +66,17 @@ enum Action {
     /// directory either way. Exit status: the command's own; 127 not found, 126 not executable,
     /// 3 when `required` mode refuses, 2 usage, 125 when the launcher program could not make the
     /// scope in `required` mode.
+    ///
+    /// With --wait, as systemd-run --wait: the command runs as a child, this process waits outside
+    /// its scope until the scope is empty (the command and whatever it left there), says on stderr in one line how the scope ended (systemd-oomd and its rule, the
+    /// kernel's OOM killer, a signal, an exit) with its memory peak and CPU time, and exits with
+    /// the command's status (128+N for a signal N: 137 for the kernel's OOM kill).
     Run {
         #[command(flatten)]
         request: Request,
+        /// Run the command as a child, wait for it, and say how its scope ended.
+        #[arg(long)]
+        wait: bool,
         #[command(flatten)]
         command: CommandName,
         /// The command and its arguments, after `--`.
@@ -120,6 +129,10 @@ struct Request {
     /// The bound on the probe of the user manager, in milliseconds.
     #[arg(long = "probe-timeout-ms", value_name = "N", value_parser = parse_bound)]
     probe_timeout: Option<Duration>,
+    /// A resource limit of the scope, as systemd-run takes it: MemoryMax, MemoryHigh,
+    /// MemorySwapMax, CPUWeight, CPUQuota, TasksMax or IOWeight (-p MemoryMax=2G -p CPUQuota=200%).
+    #[arg(short = 'p', long = "property", value_name = "NAME=VALUE", value_parser = parse_limit)]
+    properties: Vec<Limit>,
 }
 
 impl Request {
@@ -134,6 +147,10 @@ impl Request {
 
 fn parse_bound(text: &str) -> Result<Duration, BadInput> {
     intake::bound_from_millis_text(text, "the bound")
+}
+
+fn parse_limit(text: &str) -> Result<Limit, BadInput> {
+    text.parse()
 }
 
 fn parse_kind(text: &str) -> Result<ScopeKind, BadInput> {
@@ -163,13 +180,27 @@ fn main() -> ExitCode {
             request,
             command,
             argv,
-        } => (request, command, argv, None),
+            wait,
+        } => (request, command, argv, (!wait).then_some(None)),
         Action::Wrap {
             request,
             command,
             nul_separated,
             argv,
-        } => (request, command, argv, Some(nul_separated)),
+        } => (request, command, argv, Some(Some(nul_separated))),
+    };
+    // `nul_separated`: Some(None) to run in place, Some(Some(_)) to print, None to run and wait.
+    let limits = match request
+        .properties
+        .iter()
+        .cloned()
+        .try_fold(Limits::new(), Limits::with)
+    {
+        Ok(limits) => limits,
+        Err(e) => {
+            eprintln!("synaps-scope: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
     };
 
     let kind = request.kind.unwrap_or(ScopeKind::Tool);
@@ -189,21 +220,42 @@ fn main() -> ExitCode {
     };
     let decided = match nul_separated {
         // `run` with the launcher program: made by this process, as the launcher program would.
-        None => match decide_in_place(&env, kind, &options, &program, None) {
-            Ok(InPlaceDecision::Entered {
-                launcher,
-                launch,
-                entered,
-            }) => return exec_in_scope(&launcher, &launch, entered, &command_argv, &env, flush),
-            Ok(InPlaceDecision::Decided(decision)) => Ok(decision),
-            Err(e) => Err(e),
-        },
-        Some(_) => decide(&env, kind, &options),
+        Some(None) if limits.is_empty() => {
+            match decide_in_place(&env, kind, &options, &program, None) {
+                Ok(InPlaceDecision::Entered {
+                    launcher,
+                    launch,
+                    entered,
+                }) => {
+                    return exec_in_scope(&launcher, &launch, entered, &command_argv, &env, flush)
+                }
+                Ok(InPlaceDecision::Decided(decision)) => Ok(decision),
+                Err(e) => Err(e),
+            }
+        }
+        _ => decide(&env, kind, &options),
+    };
+    let decided = match decided {
+        Ok(Decision::Scoped(launcher)) if !limits.is_empty() => {
+            launcher.with_limits(limits).map(Decision::Scoped)
+        }
+        decided => decided,
     };
     let launch = match decided {
-        Ok(Decision::Scoped(launcher)) => {
-            Launch::new(Some(&launcher), &program, command_argv, &env)
-        }
+        Ok(Decision::Scoped(launcher)) => match nul_separated {
+            None => {
+                return wait::run_and_wait(Some(&launcher), &program, command_argv, &env, flush)
+            }
+            // With limits, the scope is made here as the launcher program would make it.
+            Some(None) if matches!(launcher.wrapper(), Wrapper::Exec { .. }) => {
+                if let Some(launch) = launcher.in_place(&program, &env, None) {
+                    let entered = launcher.enter(&launch);
+                    return exec_in_scope(&launcher, &launch, entered, &command_argv, &env, flush);
+                }
+                Launch::new(Some(&launcher), &program, command_argv, &env)
+            }
+            _ => Launch::new(Some(&launcher), &program, command_argv, &env),
+        },
         Ok(Decision::Direct(reason)) => {
             // A failed probe has already been warned about by the library; off is silent (R8).
             if !matches!(
@@ -217,6 +269,9 @@ fn main() -> ExitCode {
                     "launching directly, not in a scope: {reason}"
                 );
             }
+            if nul_separated.is_none() {
+                return wait::run_and_wait(None, &program, command_argv, &env, flush);
+            }
             Launch::new(None, &program, command_argv, &env)
         }
         Err(e) => {
@@ -225,7 +280,7 @@ fn main() -> ExitCode {
         }
     };
 
-    if let Some(nul_separated) = nul_separated {
+    if let Some(Some(nul_separated)) = nul_separated {
         let status = print_argv(
             &launch.spawnable_argv(),
             launch.unit.as_deref(),

@@ -11,7 +11,9 @@ use std::process::Command;
 
 use serde_json::Value;
 use synaps_scope::intake::{self, CheckedEnv};
-use synaps_scope::{launcher_for_effective_env, Classified, ErrorClass, ScopeHandle, ScopeKind};
+use synaps_scope::{
+    launcher_for_effective_env, Classified, ErrorClass, Limit, Limits, ScopeHandle, ScopeKind,
+};
 
 fn cases() -> Vec<Value> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/cases/bad_input.json");
@@ -92,13 +94,21 @@ fn rust_classes(case: &Value) -> Vec<ErrorClass> {
         let code = u32::try_from(code).unwrap();
         return vec![refused(intake::shell_words_from_code(code))];
     }
+    if let Some(limit) = case["limit"].as_array() {
+        let (name, value) = (limit[0].as_str().unwrap(), limit[1].as_str().unwrap());
+        return vec![
+            refused(Limits::from_pairs([(name, value)])),
+            refused(Limits::new().set(name, value)),
+            refused(format!("{name}={value}").parse::<Limit>()),
+        ];
+    }
     panic!("a case no surface knows: {case}");
 }
 
 #[test]
 fn every_bad_value_is_bad_input_on_the_rust_surface() {
     let cases = cases();
-    assert!(cases.len() >= 16, "the table holds every case");
+    assert!(cases.len() >= 28, "the table holds every case");
     for case in &cases {
         let classes = rust_classes(case);
         assert!(!classes.is_empty());
@@ -116,6 +126,9 @@ fn every_bad_value_the_command_line_takes_exits_2_with_the_core_s_words() {
             ("--probe-timeout-ms", ms.to_string())
         } else if let Some(kind) = case["kind"].as_str() {
             ("--kind", kind.to_owned())
+        } else if let Some(limit) = case["limit"].as_array() {
+            let (name, value) = (limit[0].as_str().unwrap(), limit[1].as_str().unwrap());
+            ("--property", format!("{name}={value}"))
         } else {
             continue;
         };
@@ -126,6 +139,8 @@ fn every_bad_value_the_command_line_takes_exits_2_with_the_core_s_words() {
         assert_eq!(out.status.code(), Some(2), "{}: {out:?}", case["name"]);
         let core_words = if option == "--kind" {
             intake::kind_from_name(&value).unwrap_err().to_string()
+        } else if option == "--property" {
+            value.parse::<Limit>().unwrap_err().to_string()
         } else {
             intake::bound_from_millis_text(&value, "the bound")
                 .unwrap_err()
@@ -136,7 +151,7 @@ fn every_bad_value_the_command_line_takes_exits_2_with_the_core_s_words() {
         run += 1;
     }
     assert!(
-        run >= 3,
-        "the command line takes bounds and kinds: {run} cases run"
+        run >= 15,
+        "the command line takes bounds, kinds and limits: {run} cases run"
     );
 }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! synaps-scope-exec --unit=UNIT [--slice=SLICE] --description=TEXT --timeout-ms=N [--required] \
-//!     -- PROGRAM ARGV0 [ARGS...]
+//!     [--property=NAME=VALUE]... [--hold-fd=N] -- PROGRAM ARGV0 [ARGS...]
 //! ```
 //!
 //! The command line is the core's `ExecLine`, the same type `wrap` builds it with.
@@ -13,7 +13,11 @@
 //! dispositions. If the scope cannot be made by the deadline, the command has not run: with
 //! `--required` it exits 125 with the reason on stderr; otherwise it says why on stderr and runs
 //! the command without a scope (or, when the request reached a manager that had not answered by
-//! the deadline, before the scope was confirmed: the manager may still move it there).
+//! the deadline, before the scope was confirmed: the manager may still move it there). Each
+//! `--property` is a resource limit of the scope (`MemoryMax=2G`), sent typed as the manager takes
+//! it; a limit the manager refuses is a scope not made, told with the manager's words. With
+//! `--hold-fd=N` it reads descriptor N to its end (its parent closing it) after the scope is made
+//! and before the exec, so that a parent watching the scope misses none of the command's life.
 #![no_main]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -82,6 +86,7 @@ fn run() -> i32 {
         unit: &line.unit,
         slice: line.slice.as_deref(),
         description: &line.description,
+        limits: &line.limits,
         required: line.required,
     };
     if let Err(not_made) = make_own_scope(&env, &request, deadline) {
@@ -93,6 +98,9 @@ fn run() -> i32 {
             return EXEC_FAILED_STATUS;
         }
     }
+    if let Some(fd) = line.hold_fd {
+        hold(fd);
+    }
     let to_c = |s: &OsString| CString::new(s.as_bytes()).expect("argv holds no NUL");
     let program_c = to_c(&line.program);
     let argv_c: Vec<CString> = line.argv.iter().map(to_c).collect();
@@ -102,6 +110,15 @@ fn run() -> i32 {
         Errno::ENOENT | Errno::ENOTDIR => 127,
         _ => 126,
     }
+}
+
+/// Reads the descriptor `fd` to its end, then closes it, so that the command does not inherit it.
+fn hold(fd: i32) {
+    let Some(fd) = ffi::take_named_fd(fd) else {
+        return say(format_args!("--hold-fd={fd}: no descriptor is open there"));
+    };
+    let mut held = std::fs::File::from(fd);
+    let _ = std::io::copy(&mut held, &mut std::io::sink());
 }
 
 /// `--help` or `--version` on stdout; exit status 0.

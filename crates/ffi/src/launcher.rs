@@ -20,6 +20,23 @@ use synaps_scope::{direct_for_user_switch, Decision, LauncherOptions, ScopeError
 pub struct scope_launcher {
     pub(crate) inner: ScopeLauncher,
     slice: Option<CString>,
+    /// The limits that will not be enforced, in words, for `scope_launcher_unenforced`.
+    pub(crate) unenforced: Vec<CString>,
+}
+
+impl scope_launcher {
+    /// The handle of `inner`, with the words of its unenforced limits.
+    pub(crate) fn with(inner: ScopeLauncher, unenforced: Vec<CString>) -> Result<Self, Failure> {
+        let slice = inner
+            .slice()
+            .map(|s| c_string(s.as_bytes().to_vec()))
+            .transpose()?;
+        Ok(scope_launcher {
+            inner,
+            slice,
+            unenforced,
+        })
+    }
 }
 
 /// Runs a fresh, bounded (3 s) availability check for a launch of `kind` with the environment
@@ -68,11 +85,7 @@ pub unsafe extern "C" fn scope_launcher_for_env_timeout(
 fn launcher_out(decision: Result<Decision, ScopeError>) -> Result<*mut scope_launcher, Failure> {
     Ok(match decision.map_err(|e| Failure::of(&e))? {
         Decision::Scoped(inner) => {
-            let slice = inner
-                .slice()
-                .map(|s| c_string(s.as_bytes().to_vec()))
-                .transpose()?;
-            Box::into_raw(Box::new(scope_launcher { inner, slice }))
+            Box::into_raw(Box::new(scope_launcher::with(inner, Vec::new())?))
         }
         Decision::Direct(_) => ptr::null_mut(),
     })

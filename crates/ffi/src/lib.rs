@@ -19,6 +19,7 @@ mod export;
 pub mod handle;
 pub mod handle_async;
 pub mod launcher;
+pub mod limits;
 pub mod log;
 mod own_thread;
 mod panic;

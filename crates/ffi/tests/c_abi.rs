@@ -153,6 +153,12 @@ fn from_a_pid_namespace_with_the_session_bus_alone_a_pidfd_names_the_launch_or_i
 }
 
 #[test]
+fn limits_are_checked_kept_by_the_launcher_read_back_and_said_when_not_enforced() {
+    let Some(_rig) = rig() else { return };
+    scenario("limits");
+}
+
+#[test]
 fn no_manager_means_a_null_launcher() {
     let Some(_rig) = rig() else { return };
     scenario("direct_no_manager");

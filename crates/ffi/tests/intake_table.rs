@@ -19,6 +19,7 @@ use synaps_scope_ffi::handle::{scope_handle, scope_handle_of_process};
 use synaps_scope_ffi::launcher::{
     scope_kind_from_name, scope_launcher, scope_launcher_for_env_timeout, scope_launcher_free,
 };
+use synaps_scope_ffi::limits::{scope_limits, scope_limits_new, scope_property};
 use synaps_scope_ffi::log::scope_flush_warnings;
 
 fn cases() -> Vec<Value> {
@@ -157,6 +158,20 @@ fn c_results(case: &Value) -> Option<Vec<(scope_result, &'static str)>> {
         unsafe { scope_launcher_free(launcher) };
         return Some(vec![(result, "scope_wrap_shell")]);
     }
+    if let Some(limit) = case["limit"].as_array() {
+        let name = CString::new(limit[0].as_str().unwrap()).unwrap();
+        let value = CString::new(limit[1].as_str().unwrap()).unwrap();
+        let properties = [scope_property {
+            name: name.as_ptr(),
+            value: value.as_ptr(),
+        }];
+        let mut out = ptr::NonNull::<scope_limits>::dangling().as_ptr();
+        let before = out;
+        // SAFETY: one property of C strings; out is writable.
+        let result = unsafe { scope_limits_new(properties.as_ptr(), 1, &mut out) };
+        assert_eq!(out, before, "out written on failure");
+        return Some(vec![(result, "scope_limits_new")]);
+    }
     if case["bound_s"].is_number() {
         return None;
     }
@@ -190,5 +205,5 @@ fn every_bad_value_a_c_caller_can_hand_over_gets_its_result_code() {
             run += 1;
         }
     }
-    assert!(run >= 12, "{run} refusals checked");
+    assert!(run >= 24, "{run} refusals checked");
 }

@@ -63,7 +63,10 @@ __all__ = [
     "ScopedProcess",
     "Wrapped",
     "Diagnosis",
+    "Limits",
+    "Unenforced",
     "Verdict",
+    "check_limits",
     "create_subprocess_exec",
     "diagnose",
     "doctor",
@@ -90,6 +93,41 @@ StrOrBytesPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 #: An environment: str or bytes keys and values (None means ``os.environ``).
 Env = Union[Mapping[str, str], Mapping[bytes, bytes]]
 _Pairs = List[Tuple[bytes, bytes]]
+#: A scope's resource limits: systemd's property names and values in its own syntax,
+#: ``{"MemoryMax": "2G", "CPUQuota": "200%", "TasksMax": 64}``.
+Limits = Mapping[str, Union[str, int]]
+
+
+class Unenforced(NamedTuple):
+    """A limit that will not be enforced: the launch goes on without it (with a warning), unless
+    ``process_scopes = required`` refuses it."""
+
+    property: str
+    why: str
+    #: Whether it still reaches the manager, which records it without applying it.
+    passed: bool
+
+
+def _limit_pairs(limits: Optional[Limits]) -> List[Tuple[str, str]]:
+    if limits is None:
+        return []
+    if not isinstance(limits, Mapping):
+        raise TypeError(f"limits must be a mapping of names to values, not {type(limits).__name__}")
+    pairs = []
+    for name, value in limits.items():
+        if not isinstance(name, str):
+            raise TypeError(f"a limit's name must be a str, not {type(name).__name__}")
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise TypeError(f"the value of {name} must be a str or an int, not {type(value).__name__}")
+        pairs.append((name, str(value)))
+    return pairs
+
+
+def check_limits(limits: Limits) -> None:
+    """Checks ``limits`` as every launch does, before anything runs: raises ValueError for a
+    name that is not one a launch may set (``MemoryMax``, ``MemoryHigh``, ``MemorySwapMax``,
+    ``CPUWeight``, ``CPUQuota``, ``TasksMax``, ``IOWeight``) or a value that is not one for it."""
+    _native.check_limits(_limit_pairs(limits))
 
 
 def _fsencode(value: object, what: str) -> bytes:
@@ -226,6 +264,25 @@ class ScopeLauncher:
         wrapped = self._native.wrap_shell(_argv_bytes(words), _env_pairs(env), _cwd_bytes(cwd), shell)
         return Wrapped([os.fsdecode(arg) for arg in wrapped.argv], wrapped.unit)
 
+    def with_limits(self, limits: Limits) -> ScopeLauncher:
+        """This launcher with ``limits`` for the scope of each launch it wraps, e.g.
+        ``{"MemoryMax": "2G", "CPUQuota": "200%"}``. A limit that will not be enforced (the user
+        manager was not given its cgroup controller, or the systemd-run in use cannot pass the
+        value) is logged as a warning and listed in :attr:`unenforced`; in ``required`` mode it
+        raises :class:`ScopeRequiredError` instead. Raises ValueError for a bad name or value.
+        Does not block."""
+        return ScopeLauncher(self._native.with_limits(_limit_pairs(limits)))
+
+    @property
+    def limits(self) -> Dict[str, str]:
+        """The limits each launch gives its scope."""
+        return dict(self._native.limits)
+
+    @property
+    def unenforced(self) -> List[Unenforced]:
+        """The limits that will not be enforced, and why."""
+        return [Unenforced(*u) for u in self._native.unenforced]
+
     def __repr__(self) -> str:
         return repr(self._native)
 
@@ -235,14 +292,21 @@ def launcher_for_env(
     kind: str = "tool",
     *,
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+    limits: Optional[Limits] = None,
 ) -> Optional[ScopeLauncher]:
     """A fresh, bounded availability check for a launch of ``kind`` (``"tool"`` or ``"daemon"``)
     with the child's environment ``env`` (None: ``os.environ``). Returns a launcher, or None to
     launch directly. Blocks up to ``probe_timeout`` seconds with the GIL released; from asyncio,
     use :func:`launcher_for_env_async`. Raises :class:`ScopeRequiredError` only in
-    ``process_scopes = required`` mode."""
+    ``process_scopes = required`` mode. With ``limits``, the launcher is
+    :meth:`ScopeLauncher.with_limits` of them (checked before the probe)."""
     _check_request(kind, probe_timeout)
+    pairs = _limit_pairs(limits)
+    if pairs:
+        _native.check_limits(pairs)
     native = _native.launcher_for_env(_env_pairs(env), kind, float(probe_timeout))
+    if native is not None and pairs:
+        native = native.with_limits(pairs)
     return None if native is None else ScopeLauncher(native)
 
 
@@ -258,12 +322,16 @@ async def launcher_for_env_async(
     kind: str = "tool",
     *,
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+    limits: Optional[Limits] = None,
 ) -> Optional[ScopeLauncher]:
     """:func:`launcher_for_env` on a thread of its own: never blocks the loop, and never waits
     for a pool's free worker, so every request answers within its own ``probe_timeout``. The
     probe's thread never takes the GIL: it wakes the loop through a descriptor, and the loop's
     own thread takes the answer, so probes that answer together never stall the loop."""
     _check_request(kind, probe_timeout)
+    pairs = _limit_pairs(limits)
+    if pairs:
+        _native.check_limits(pairs)
     pending = _native.begin_launcher_for_env(_env_pairs(env), kind, float(probe_timeout))
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[None] = loop.create_future()
@@ -273,6 +341,8 @@ async def launcher_for_env_async(
     finally:
         loop.remove_reader(pending.fileno())
     native = pending.result()
+    if native is not None and pairs:
+        native = native.with_limits(pairs)
     return None if native is None else ScopeLauncher(native)
 
 
@@ -478,7 +548,8 @@ def _unless_user_switch(launcher: Optional[ScopeLauncher], kwargs: Dict[str, Any
 class Popen(subprocess.Popen):  # type: ignore[type-arg]
     """A :class:`subprocess.Popen` whose child runs in its own scope when one can be had
     (``scope_unit`` names it; None for a direct launch). Takes every Popen argument; ``shell=True``
-    runs ``/bin/sh -c`` in the scope. The probe blocks up to ``probe_timeout`` seconds."""
+    runs ``/bin/sh -c`` in the scope. The probe blocks up to ``probe_timeout`` seconds.
+    ``limits`` are the scope's resource limits (:meth:`ScopeLauncher.with_limits`)."""
 
     scope_unit: Optional[str]
 
@@ -488,9 +559,10 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
         *,
         kind: str = "tool",
         probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+        limits: Optional[Limits] = None,
         **kwargs: Any,
     ) -> None:
-        launcher = launcher_for_env(kwargs.get("env"), kind, probe_timeout=probe_timeout)
+        launcher = launcher_for_env(kwargs.get("env"), kind, probe_timeout=probe_timeout, limits=limits)
         launcher = _unless_user_switch(launcher, kwargs)
         spawn_args, self.scope_unit = _scoped_args(args, kwargs, launcher)
         super().__init__(spawn_args, **kwargs)
@@ -521,6 +593,7 @@ def run(
     *,
     kind: str = "tool",
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+    limits: Optional[Limits] = None,
     input: Any = None,
     capture_output: bool = False,
     timeout: Optional[float] = None,
@@ -537,7 +610,7 @@ def run(
         if kwargs.get("stdout") is not None or kwargs.get("stderr") is not None:
             raise ValueError("stdout and stderr arguments may not be used with capture_output.")
         kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
-    with Popen(args, kind=kind, probe_timeout=probe_timeout, **kwargs) as process:
+    with Popen(args, kind=kind, probe_timeout=probe_timeout, limits=limits, **kwargs) as process:
         try:
             stdout, stderr = process.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -569,6 +642,7 @@ async def create_subprocess_exec(
     *args: StrOrBytesPath,
     kind: str = "tool",
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+    limits: Optional[Limits] = None,
     stdin: Union[int, IO[Any], None] = None,
     stdout: Union[int, IO[Any], None] = None,
     stderr: Union[int, IO[Any], None] = None,
@@ -577,7 +651,7 @@ async def create_subprocess_exec(
 ) -> ScopedProcess:
     """Like :func:`asyncio.create_subprocess_exec`, in a scope. The probe runs on a thread of its
     own, so the event loop never blocks on it."""
-    launcher = await launcher_for_env_async(kwargs.get("env"), kind, probe_timeout=probe_timeout)
+    launcher = await launcher_for_env_async(kwargs.get("env"), kind, probe_timeout=probe_timeout, limits=limits)
     launcher = _unless_user_switch(launcher, kwargs)
     argv, unit = _scoped_args([program, *args], kwargs, launcher)
     # asyncio forks and execs on the loop's own thread. Probes that answer together would wake

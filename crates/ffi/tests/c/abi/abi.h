@@ -83,5 +83,6 @@ int scenario_ending(void);
 int scenario_fork(void);
 int scenario_fork_host_ticket(void);
 int scenario_held_turn(void);
+int scenario_limits(void);
 
 #endif
