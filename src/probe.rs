@@ -138,13 +138,14 @@ fn ask(route: &Route, unit_slice: Option<&str>, deadline: Instant) -> Result<Rea
                 return Ok(Err(why));
             }
         }
-        // Asked first, answered with the verdict's own questions: no round trip of its own.
+        if let Some(slice) = unit_slice {
+            if let Err(refused) = slice_verdict(bus, slice)? {
+                return Ok(Err(refused));
+            }
+        }
+        // One question more, which a running manager answers on its own event loop: its cgroup,
+        // whose controllers are the ones a launch's limits need.
         let cgroup = bus.send_get(MANAGER_PATH, MANAGER, "ControlGroup")?;
-        let verdict = match unit_slice {
-            Some(slice) => slice_verdict(bus, slice)?,
-            // The question of the cgroup asks a running manager for an answer too.
-            None => Ok(()),
-        };
         // A manager that will not say is no failure of the probe: its limits are then unknown.
         let manager_cgroup = match bus.reply(cgroup) {
             Ok(reply) => reply
@@ -156,7 +157,7 @@ fn ask(route: &Route, unit_slice: Option<&str>, deadline: Instant) -> Result<Rea
             }
             Err(e) => return Err(e),
         };
-        Ok(verdict.map(|()| Reached {
+        Ok(Ok(Reached {
             pids_differ: bus.peer_outside_our_pid_namespace(),
             manager_cgroup,
         }))

@@ -20,7 +20,7 @@ READ_BACK = (
     "unit=$(grep '^0::' /proc/$$/cgroup); unit=${unit##*/}; "
     'systemctl --user show -p MemoryMax -p TasksMax -p CPUQuotaPerSecUSec -- "$unit"'
 )
-LIMITS: Dict[str, object] = {"MemoryMax": "64M", "TasksMax": 8, "CPUQuota": "50%"}
+LIMITS: synaps_scope.Limits = {"MemoryMax": "64M", "TasksMax": 8, "CPUQuota": "50%"}
 HELD = {"MemoryMax=67108864", "TasksMax=8", "CPUQuotaPerSecUSec=500ms"}
 
 

@@ -11,6 +11,7 @@ __all__ = [
     "Wrapped",
     "__version__",
     "begin_launcher_for_env",
+    "check_limits",
     "diagnose",
     "flush_warnings",
     "launcher_for_env",
