@@ -28,9 +28,10 @@ pub struct ExecLine {
     pub required: bool,
     /// The scope's resource limits (A6), each `--property=NAME=VALUE`.
     pub limits: Limits,
-    /// A descriptor to read to its end once the scope is made, before the exec: a parent that
-    /// waits for the command (`synaps-scope run --wait`) watches the scope from its start so, and
-    /// no command ends before it is watched.
+    /// A descriptor to tell whether the scope was made on (`1` or `0`, where it is a socket) and
+    /// then read to its end, before the exec: a parent that waits for the command
+    /// (`synaps-scope run --wait`) watches the scope from its start so, and no command ends before
+    /// it is watched.
     pub hold_fd: Option<i32>,
     /// The program to exec, by absolute path.
     pub program: OsString,

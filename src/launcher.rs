@@ -132,6 +132,12 @@ impl ScopeLauncher {
         self.required
     }
 
+    /// How long making a scope may take: the request's probe bound, which the launcher program
+    /// is given too.
+    pub fn bound(&self) -> Duration {
+        self.bound
+    }
+
     /// The program that makes the scope.
     pub fn wrapper(&self) -> &Wrapper {
         &self.wrapper
@@ -285,10 +291,11 @@ impl ScopeLauncher {
     }
 
     /// [`ScopeLauncher::wrap_program`] for a parent that watches the scope from its start
-    /// (`synaps-scope run --wait`): with the launcher program, once the scope is made, the launch
-    /// reads descriptor `hold_fd` (inherited, open for reading) to its end before the command
-    /// runs, so the parent takes a [`crate::ScopeHandle`] first and then closes its end. With
-    /// systemd-run, which cannot wait so, `hold_fd` is not used.
+    /// (`synaps-scope run --wait`): with the launcher program, once it has made the scope (or
+    /// failed to), the launch writes `1` (or `0`) to descriptor `hold_fd` (inherited; one end of a
+    /// socket pair, or the read end of a pipe, which gets no word) and reads it to its end before
+    /// the command runs, so the parent takes a [`crate::ScopeHandle`] first and then closes its
+    /// end. With systemd-run, which cannot wait so, `hold_fd` is not used.
     pub fn wrap_holding(
         &self,
         program: &OsStr,

@@ -6,7 +6,9 @@
 
 use std::ffi::OsString;
 use std::fs;
+use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, ExitCode, ExitStatus};
@@ -16,7 +18,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rustix::io::{fcntl_setfd, FdFlags};
-use rustix::pipe::{pipe_with, PipeFlags};
+use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
 use synaps_scope::limits::Property;
 use synaps_scope::{
     set_env, Ending, Evidence, HandleError, Launch, ResolveError, ScopeEnding, ScopeHandle,
@@ -54,12 +56,13 @@ pub(crate) fn run_and_wait(
             Err(e) => cannot_run(program, e),
         };
     };
-    // The launcher program holds the command until this end is closed; systemd-run cannot.
+    // The launcher program says whether it made the scope and holds the command until this end
+    // is closed; systemd-run cannot.
     let hold = match launcher.wrapper() {
-        Wrapper::Exec { .. } => match held_pipe() {
-            Ok(pipe) => Some(pipe),
+        Wrapper::Exec { .. } => match held_pair() {
+            Ok(pair) => Some(pair),
             Err(e) => {
-                eprintln!("synaps-scope: cannot make a pipe: {e}");
+                eprintln!("synaps-scope: cannot make a socket pair: {e}");
                 return ExitCode::from(1);
             }
         },
@@ -70,7 +73,7 @@ pub(crate) fn run_and_wait(
         &argv,
         env,
         None,
-        hold.as_ref().map(|(read, _)| read.as_raw_fd()),
+        hold.as_ref().map(|(_, child_end)| child_end.as_raw_fd()),
     );
     let Some(unit) = wrapped.unit.clone() else {
         // Not resolvable: spawned as given, it fails as it would without scopes.
@@ -81,13 +84,26 @@ pub(crate) fn run_and_wait(
         Ok(child) => child,
         Err(e) => return cannot_run(&wrapped.argv[0], e),
     };
-    let write_end = hold.map(|(read, write)| {
-        drop(read);
-        write
-    });
-    let handle = handle_of(&unit, &mut child);
-    // The command may run now: the scope is watched.
-    drop(write_end);
+    let mut not_made = false;
+    let handle = match hold {
+        Some((ours, child_end)) => {
+            drop(child_end);
+            match made(ours, launcher) {
+                // Not made: the launcher program has said why, and runs the command unscoped.
+                (Some(false), _ours) => {
+                    not_made = true;
+                    None
+                }
+                (_, ours) => {
+                    let handle = handle_of(&unit, &mut child);
+                    drop(ours);
+                    handle
+                }
+            }
+        }
+        None => handle_of(&unit, &mut child),
+    };
+    // The command runs now (it was held until `ours` closed): the scope is watched.
     let figures = Arc::new(Mutex::new(Figures::default()));
     let done = Arc::new(AtomicBool::new(false));
     let sampler = handle.as_ref().map(|handle| {
@@ -119,6 +135,7 @@ pub(crate) fn run_and_wait(
             figures.read(handle.cgroup_dir());
             told(&handle.ending(env, DEFAULT_PROBE_TIMEOUT), launcher)
         }
+        None if not_made => "not made, so the command ran without it".to_owned(),
         None => "how cannot be told: the scope could not be watched".to_owned(),
     };
     eprintln!(
@@ -142,11 +159,30 @@ fn told(ending: &Ending, launcher: &ScopeLauncher) -> String {
     how
 }
 
-/// A pipe whose read end the child inherits and whose write end it does not.
-fn held_pipe() -> rustix::io::Result<(OwnedFd, OwnedFd)> {
-    let (read, write) = pipe_with(PipeFlags::CLOEXEC)?;
-    fcntl_setfd(&read, FdFlags::empty())?;
-    Ok((read, write))
+/// A socket pair: this process's end, and the child's, which it inherits.
+fn held_pair() -> rustix::io::Result<(OwnedFd, OwnedFd)> {
+    let (ours, child_end) = socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    fcntl_setfd(&child_end, FdFlags::empty())?;
+    Ok((ours, child_end))
+}
+
+/// The launcher program's word on `ours`: whether it made the scope (None: it said nothing, and
+/// ended or exec'd), within its own bound and a second more; and `ours`, to close once the scope
+/// is watched.
+fn made(ours: OwnedFd, launcher: &ScopeLauncher) -> (Option<bool>, OwnedFd) {
+    let mut stream = UnixStream::from(ours);
+    let _ = stream.set_read_timeout(Some(launcher.bound() + Duration::from_secs(1)));
+    let mut word = [0u8];
+    let said = match stream.read(&mut word) {
+        Ok(1) => Some(word[0] == b'1'),
+        _ => None,
+    };
+    (said, OwnedFd::from(stream))
 }
 
 /// A handle on `unit` once the child is in it; None when the child ended first or the scope

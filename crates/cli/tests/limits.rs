@@ -8,13 +8,15 @@
 mod common;
 
 use std::ffi::{OsStr, OsString};
+use std::io::Read;
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{env_with, exec_program, rig, TempDir};
 use rustix::io::{fcntl_setfd, FdFlags};
-use rustix::pipe::{pipe_with, PipeFlags};
+use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
 use synaps_scope::{launcher_for_env, ScopeHandle};
 
 fn cli(args: &[&str], env: &[(OsString, OsString)]) -> Output {
@@ -159,14 +161,63 @@ fn run_wait_says_how_the_scope_ended_and_exits_with_the_command_s_status() {
     }
 }
 
+/// A scope the manager refuses (systemd 247's takes no `CPUWeight=idle`): the launcher program says
+/// so at once, the command runs once without it, and `run --wait` says that, without waiting.
+#[test]
+fn run_wait_tells_a_scope_the_manager_refused_at_once() {
+    let Some(rig) = rig() else { return };
+    if rig.version >= 252 {
+        // Taken from 252 on: the launch is scoped (tests/limits.rs proves both sides).
+        return;
+    }
+    let env = env_for("synaps-scope-exec", &[]);
+    let started = Instant::now();
+    let out = cli(
+        &[
+            "run",
+            "--wait",
+            "-p",
+            "CPUWeight=idle",
+            "--",
+            "sh",
+            "-c",
+            "exit 4",
+        ],
+        &env,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Value specified in CPUWeight is out of range"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            ": not made, so the command ran without it; the command exited with status 4"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn the_launcher_program_holds_the_command_until_its_parent_lets_go() {
     let Some(_rig) = rig() else { return };
     let env = env_for("synaps-scope-exec", &[]);
     let launcher = launcher_for_env(&env).unwrap().expect("the rig's manager");
-    let (read, write) = pipe_with(PipeFlags::CLOEXEC).unwrap();
-    fcntl_setfd(&read, FdFlags::empty()).unwrap();
-    let fd = read.as_raw_fd();
+    let (ours, theirs) = socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap();
+    fcntl_setfd(&theirs, FdFlags::empty()).unwrap();
+    let fd = theirs.as_raw_fd();
     // The command lists its descriptors: the held one is not among them.
     let argv: Vec<OsString> = vec!["sh".into(), "-c".into(), "ls /proc/self/fd".into()];
     let wrapped = launcher.wrap_holding(OsStr::new("sh"), &argv, &env, None, Some(fd));
@@ -178,8 +229,13 @@ fn the_launcher_program_holds_the_command_until_its_parent_lets_go() {
     cmd.args(&wrapped.argv[1..]).stdout(Stdio::piped());
     synaps_scope::set_env(&mut cmd, &env);
     let child = cmd.spawn().unwrap();
-    drop(read);
+    drop(theirs);
     let pid = child.id();
+    // Its word: the scope was made.
+    let mut ours = UnixStream::from(ours);
+    let mut word = [0u8];
+    ours.read_exact(&mut word).unwrap();
+    assert_eq!(&word, b"1");
     // Held: in its scope, and still the launcher program.
     let since = Instant::now();
     let handle = loop {
@@ -193,7 +249,7 @@ fn the_launcher_program_holds_the_command_until_its_parent_lets_go() {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
     assert!(exe.ends_with("synaps-scope-exec"), "still held: {exe:?}");
     assert_eq!(handle.pids().unwrap(), [pid]);
-    drop(write);
+    drop(ours);
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let fds: Vec<String> = String::from_utf8_lossy(&out.stdout)

@@ -16,8 +16,9 @@
 //! the deadline, before the scope was confirmed: the manager may still move it there). Each
 //! `--property` is a resource limit of the scope (`MemoryMax=2G`), sent typed as the manager takes
 //! it; a limit the manager refuses is a scope not made, told with the manager's words. With
-//! `--hold-fd=N` it reads descriptor N to its end (its parent closing it) after the scope is made
-//! and before the exec, so that a parent watching the scope misses none of the command's life.
+//! `--hold-fd=N`, once the scope is made (or not), it writes `1` (or `0`) to descriptor N where it
+//! can (a socket) and reads it to its end (its parent closing it) before the exec, so that a parent
+//! watching the scope misses none of the command's life.
 #![no_main]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -89,7 +90,8 @@ fn run() -> i32 {
         limits: &line.limits,
         required: line.required,
     };
-    if let Err(not_made) = make_own_scope(&env, &request, deadline) {
+    let made = make_own_scope(&env, &request, deadline);
+    if let Err(not_made) = &made {
         say(format_args!(
             "{}",
             not_made.message(&shown, &line.unit, line.required)
@@ -99,7 +101,7 @@ fn run() -> i32 {
         }
     }
     if let Some(fd) = line.hold_fd {
-        hold(fd);
+        hold(fd, made.is_ok());
     }
     let to_c = |s: &OsString| CString::new(s.as_bytes()).expect("argv holds no NUL");
     let program_c = to_c(&line.program);
@@ -112,12 +114,15 @@ fn run() -> i32 {
     }
 }
 
-/// Reads the descriptor `fd` to its end, then closes it, so that the command does not inherit it.
-fn hold(fd: i32) {
+/// Tells the parent on the descriptor `fd` whether the scope was made (`1` or `0`, where the
+/// descriptor can be written: a socket), reads it to its end, then closes it, so that the command
+/// does not inherit it.
+fn hold(fd: i32, made: bool) {
     let Some(fd) = ffi::take_named_fd(fd) else {
         return say(format_args!("--hold-fd={fd}: no descriptor is open there"));
     };
     let mut held = std::fs::File::from(fd);
+    let _ = held.write_all(if made { b"1" } else { b"0" });
     let _ = std::io::copy(&mut held, &mut std::io::sink());
 }
 
