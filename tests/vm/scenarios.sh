@@ -384,6 +384,9 @@ limits_case() {
     echo "$out" | grep -q '^memory.max 67108864$' || fail "limits ($wrapper): the scope's memory.max while it ran: $out"
     echo "$out" | grep -q "killed by the kernel's OOM killer under MemoryMax=64M (told by the kernel's memory.events"       || fail "limits ($wrapper): run --wait did not tell the kernel's OOM kill: $out"
     alive "$(pgrep -u alice -x sleep | head -1)" || fail "limits ($wrapper): the daemon beside the tool died"
+    # The peak is read within one of the tool's 8 MB steps of the limit.
+    local peak; peak=$(echo "$out" | sed -n 's/.*memory peak \([0-9]*\)\.[0-9] MiB.*/\1/p')
+    [ -n "$peak" ] && [ "$peak" -ge 52 ] && [ "$peak" -le 64 ] || fail "limits ($wrapper): run --wait told a memory peak of ${peak:-nothing} MiB under MemoryMax=64M: $out"
     ok "limits ($wrapper): MemoryMax=64M: the kernel killed the tool in its scope, the daemon lives; run --wait: $(echo "$out" | grep '^synaps-scope: synaps-tool')"
 
     out=$(alice "$run -p MemoryHigh=32M -- python3 $tool high 64 2>&1") || fail "limits ($wrapper): MemoryHigh=32M: the tool did not live: $out"
@@ -403,6 +406,16 @@ limits_case() {
     else
       echo "$out" | grep -q 'CPUQuota will not be enforced: the user manager has no cpu controller'         || fail "limits ($wrapper): CPUQuota=50% without a cpu controller was not said: $out"
       ok "limits ($wrapper): CPUQuota=50%: alice's manager has no cpu controller, and the launch says so"
+    fi
+    # A limit whose controller alice's manager was not given is said, and refused in required mode.
+    if [[ "$controllers" != *"controllers "*io* ]]; then
+      out=$(alice "$run -p IOWeight=50 -- true 2>&1") || fail "limits ($wrapper): IOWeight=50: $out"
+      echo "$out" | grep -q 'warning: IOWeight will not be enforced: the user manager has no io controller' \
+        || fail "limits ($wrapper): IOWeight=50 without an io controller was not said: $out"
+      status=0
+      out=$(alice "SYNAPS_PROCESS_SCOPES=required $run -p IOWeight=50 -- touch $state/ran 2>&1") || status=$?
+      [ "$status" = 3 ] && [ ! -e "$state/ran" ] || fail "limits ($wrapper): required mode ran a launch whose IOWeight will not hold (exit $status): $out"
+      ok "limits ($wrapper): IOWeight=50: alice's manager has no io controller; the launch says so, and required mode runs nothing (exit 3)"
     fi
   done
   kill "$daemon" 2>/dev/null || true
