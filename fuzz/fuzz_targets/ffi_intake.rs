@@ -18,8 +18,8 @@ use synaps_scope_ffi::resolve::scope_resolve_program;
 use synaps_scope_ffi::{scope_result, scope_string_free, SCOPE_KIND_TOOL};
 
 /// A launcher to wrap with, made once, with no manager needed (only the intake is under test): the
-/// probe meets a stand-in private socket that answers the auth, and a stand-in systemd-run that
-/// answers `--version`.
+/// probe meets a stand-in private socket that answers the auth and says it has no such property to
+/// every call, and a stand-in systemd-run that answers `--version`.
 struct Launcher(*mut scope_launcher);
 // SAFETY: launchers are thread-safe (R17); this one is never freed.
 unsafe impl Send for Launcher {}
@@ -44,6 +44,9 @@ fn launcher() -> *const scope_launcher {
                         seen.push(byte[0]);
                     }
                     let _ = stream.write_all(b"OK 0123456789abcdef0123456789abcdef\r\n");
+                    while let Some(serial) = read_call(&mut stream) {
+                        let _ = stream.write_all(&no_such_property(serial));
+                    }
                 }
             });
             let fake = dir.join("systemd-run");
@@ -71,6 +74,40 @@ fn launcher() -> *const scope_launcher {
             Launcher(out)
         })
         .0
+}
+
+/// The serial of the next message on `stream` (read whole), or None when it ends.
+fn read_call(stream: &mut std::os::unix::net::UnixStream) -> Option<u32> {
+    let mut fixed = [0u8; 16];
+    stream.read_exact(&mut fixed).ok()?;
+    let word = |at: usize| u32::from_le_bytes(fixed[at..at + 4].try_into().unwrap()) as usize;
+    let fields = (word(12) + 7) / 8 * 8;
+    let mut rest = vec![0u8; fields + word(4)];
+    stream.read_exact(&mut rest).ok()?;
+    Some(word(8) as u32)
+}
+
+/// An error reply to the call `reply_to`: `org.freedesktop.DBus.Error.UnknownProperty`, no body.
+fn no_such_property(reply_to: u32) -> Vec<u8> {
+    let name = b"org.freedesktop.DBus.Error.UnknownProperty";
+    let mut fields = vec![4, 1, b's', 0];
+    fields.extend_from_slice(&(name.len() as u32).to_le_bytes());
+    fields.extend_from_slice(name);
+    fields.push(0);
+    while fields.len() % 8 != 0 {
+        fields.push(0);
+    }
+    fields.extend_from_slice(&[5, 1, b'u', 0]);
+    fields.extend_from_slice(&reply_to.to_le_bytes());
+    let mut message = vec![b'l', 3, 0, 1];
+    message.extend_from_slice(&0u32.to_le_bytes());
+    message.extend_from_slice(&1u32.to_le_bytes());
+    message.extend_from_slice(&(fields.len() as u32).to_le_bytes());
+    message.extend_from_slice(&fields);
+    while message.len() % 8 != 0 {
+        message.push(0);
+    }
+    message
 }
 
 /// The input's NUL-free pieces, split at `separator`, as C strings.
