@@ -260,6 +260,42 @@ typedef void (*scope_log_callback)(void *userdata,
                                    const char *message,
                                    size_t len);
 
+// One line of a pressure file: the share of the last 10, 60 and 300 seconds spent waiting, in
+// percent, and the whole time spent waiting, in microseconds.
+typedef struct scope_pressure_line {
+  // The last 10 seconds, in percent.
+  double avg10;
+  // The last 60 seconds, in percent.
+  double avg60;
+  // The last 300 seconds, in percent.
+  double avg300;
+  // Since the cgroup was made, in microseconds.
+  uint64_t total_usec;
+} scope_pressure_line;
+
+// One resource's pressure: `some` (a task waited) where `has_some`, `full` (every task waited
+// at once) where `has_full`; a line the kernel does not give is all zeros.
+typedef struct scope_pressure {
+  // Whether the kernel gives this resource's pressure for the scope.
+  bool has_some;
+  // Whether it counts `full` too (CPU from Linux 5.13).
+  bool has_full;
+  // Some task waited.
+  struct scope_pressure_line some;
+  // Every task waited at once.
+  struct scope_pressure_line full;
+} scope_pressure;
+
+// A scope's pressure, per resource (`memory.pressure`, `cpu.pressure`, `io.pressure`).
+typedef struct scope_pressures {
+  // Waiting for memory: what systemd-oomd's pressure rule reads.
+  struct scope_pressure memory;
+  // Waiting for CPU.
+  struct scope_pressure cpu;
+  // Waiting for I/O.
+  struct scope_pressure io;
+} scope_pressures;
+
 // Shell tool commands and PTY shells (`tool_scope_slice`).
 #define SCOPE_KIND_TOOL 0
 
@@ -813,6 +849,13 @@ scope_result scope_set_log_level(uint32_t level);
 // finished, `SCOPE_RESULT_TIMED_OUT` when some had not by the deadline; a `timeout_ms` of 0 is
 // `SCOPE_RESULT_INVALID_ARGUMENT`, as every bound's is (1.0 took it as "do not wait").
 scope_result scope_flush_warnings(uint32_t timeout_ms);
+
+// The scope's pressure stall information into `*out`: each resource's `has_some` is false where
+// the kernel has no PSI, and for a scope that is gone.
+//
+// # Safety
+// `handle` is NULL or a live handle; `out` is writable.
+scope_result scope_handle_pressure(const struct scope_handle *handle, struct scope_pressures *out);
 
 // Resolves `program` as execvp in a child with environment `envp` (NULL: this process's) and
 // working directory `cwd` (NULL: this process's) would. On success `*out` is the absolute path,

@@ -26,6 +26,7 @@ use crate::cgroup::{self, Cgroup, CgroupError};
 use crate::ending::{Ending, Witness};
 use crate::intake;
 use crate::manager;
+use crate::pressure::ScopePressure;
 use crate::unit_name::parse_unit_name;
 
 /// Why a scope handle could not be made or used.
@@ -359,6 +360,13 @@ impl ScopeHandle {
             memory_peak: read("memory.peak"),
             pids_current: read("pids.current"),
         }
+    }
+
+    /// The scope's pressure stall information: how much of the last 10, 60 and 300 seconds its
+    /// tasks spent waiting for memory, CPU and I/O (`some` and `full`), and the total. None per
+    /// resource where the kernel has no PSI, and for a scope that is gone.
+    pub fn pressure(&self) -> ScopePressure {
+        ScopePressure::read(self.cgroup.dir(), || self.is_still_the_same_scope())
     }
 
     /// Kills every process in the scope and waits, up to `timeout`, until it is empty. Uses

@@ -45,6 +45,7 @@ mod oom_watch;
 mod oomd_signal;
 mod own_scope;
 mod per_process;
+mod pressure;
 mod probe;
 mod refusal;
 mod request_thread;
@@ -80,6 +81,7 @@ pub use launcher::{InPlace, ScopeLauncher, Wrapped, Wrapper};
 pub use limits::{Limit, Limits, Unenforced};
 pub use manager::ManagerVersion;
 pub use own_scope::NotMade as ScopeNotMade;
+pub use pressure::{Pressure, PressureLine, ScopePressure};
 pub use request_thread::{decide_on_own_thread, Answer};
 #[allow(deprecated)]
 pub use resolve::resolve_program;

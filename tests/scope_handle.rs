@@ -207,6 +207,42 @@ fn usage_of_an_absent_controller_reads_as_unknown() {
     });
 }
 
+/// A scope's pressure: each resource's figures from its own files, CPU pressure rising while more
+/// processes spin in it than there are CPUs, and nothing for a scope that is gone.
+#[test]
+fn a_scopes_pressure_is_its_own_and_rises_under_contention() {
+    let Some(_rig) = rig() else { return };
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let spinners = (cpus * 2).to_string();
+    let script = "i=0; while [ $i -lt $1 ]; do (while :; do :; done) & i=$((i + 1)); done; wait";
+    let (mut child, _unit) = spawn_scoped(&["sh", "-c", script, "sh", &spinners]);
+    let handle = ScopeHandle::of_process(child.id()).unwrap();
+    let started = handle.pressure();
+    for (resource, file) in [
+        (started.memory, "memory.pressure"),
+        (started.cpu, "cpu.pressure"),
+        (started.io, "io.pressure"),
+    ] {
+        assert_eq!(
+            resource.is_some(),
+            handle.cgroup_dir().join(file).exists(),
+            "{file}: {resource:?}"
+        );
+    }
+    let cpu = started.cpu.expect("PSI: this machine's kernel has it");
+    wait_for("the spinners to wait for CPU", || {
+        handle
+            .pressure()
+            .cpu
+            .is_some_and(|now| now.some.total_usec > cpu.some.total_usec + 100_000)
+    });
+    handle.kill(Duration::from_secs(5)).unwrap();
+    child.wait().unwrap();
+    wait_for("the scope's files to be gone", || {
+        handle.pressure() == synaps_scope::ScopePressure::default()
+    });
+}
+
 /// Issue 13, item 12: a handle stays bound to the scope it was made for. Once that scope is gone
 /// and another starts under the same unit name (a new cgroup at the same path), the old handle
 /// lists nothing and kills nothing; the new scope is found and killed through a new handle.

@@ -131,6 +131,27 @@ export interface ScopeStats {
   pidsCurrent: number | null;
 }
 
+/** One line of a pressure file: the share of the last 10, 60 and 300 s spent waiting (percent), and the total (µs). */
+export interface PressureLine {
+  avg10: number;
+  avg60: number;
+  avg300: number;
+  totalUsec: number;
+}
+
+/** One resource's pressure: some task waited; every task did (`full`, null where not counted). */
+export interface Pressure {
+  some: PressureLine;
+  full: PressureLine | null;
+}
+
+/** A scope's pressure stall information; null per resource where the kernel has no PSI or the scope is gone. */
+export interface ScopePressure {
+  memory: Pressure | null;
+  cpu: Pressure | null;
+  io: Pressure | null;
+}
+
 /** How a scope ended (`ScopeHandle.ending`). */
 export interface ScopeEnding {
   /** 'oomd': systemd-oomd killed it; 'kernel-oom': the kernel's OOM killer killed `kernelOomKills`
@@ -158,6 +179,8 @@ export declare class ScopeHandle {
   readonly cgroup: string;
   pids(): number[];
   stats(): ScopeStats;
+  /** The scope's pressure stall information (`memory.pressure`, `cpu.pressure`, `io.pressure`). */
+  pressure(): ScopePressure;
   /** Kills every process in the scope, descendants that left the process group included;
    * resolves to the pids that were in it when the kill began. */
   kill(options?: { timeoutMs?: number }): Promise<number[]>;

@@ -79,6 +79,19 @@ class ScopeHandle {
     return { memoryCurrent: known(out.memory_current), memoryPeak: known(out.memory_peak), pidsCurrent: known(out.pids_current) };
   }
 
+  /**
+   * The scope's pressure stall information, per resource (memory, cpu, io): null where the kernel
+   * has no PSI or the scope is gone, else `{some, full}`, each `{avg10, avg60, avg300, totalUsec}`
+   * (`full` null where the kernel does not count it).
+   */
+  pressure() {
+    const out = {};
+    check(c.handlePressure(this.#live(), out));
+    const line = (l) => ({ avg10: l.avg10, avg60: l.avg60, avg300: l.avg300, totalUsec: Number(l.total_usec) });
+    const resource = (p) => (p.has_some ? { some: line(p.some), full: p.has_full ? line(p.full) : null } : null);
+    return { memory: resource(out.memory), cpu: resource(out.cpu), io: resource(out.io) };
+  }
+
   /** Kills every process in the scope, descendants that left the process group included; resolves
    * to the pids that were in it when the kill began. Waits on a thread of the library's own. */
   async kill({ timeoutMs: ms } = {}) {

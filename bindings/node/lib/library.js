@@ -95,6 +95,9 @@ koffi.opaque('scope_launcher');
 koffi.opaque('scope_argv');
 koffi.opaque('scope_handle');
 koffi.opaque('scope_limits');
+koffi.struct('scope_pressure_line', { avg10: 'double', avg60: 'double', avg300: 'double', total_usec: 'uint64_t' });
+koffi.struct('scope_pressure', { has_some: 'bool', has_full: 'bool', some: 'scope_pressure_line', full: 'scope_pressure_line' });
+koffi.struct('scope_pressures', { memory: 'scope_pressure', cpu: 'scope_pressure', io: 'scope_pressure' });
 koffi.struct('scope_property', { name: 'const char *', value: 'const char *' });
 koffi.struct('scope_stats', { memory_current: 'uint64_t', memory_peak: 'uint64_t', pids_current: 'uint64_t' });
 koffi.struct('scope_ending', { kind: 'int', rule: 'int', kernel_oom_kills: 'uint64_t', evidence: 'int', forgeable: 'bool' });
@@ -147,6 +150,7 @@ const c = {
   handlePids: lib.func('uint32_t scope_handle_pids(const scope_handle *handle, _Out_ void **pids, _Out_ size_t *len)'),
   pidsFree: lib.func('void scope_pids_free(void *pids, size_t len)'),
   handleStats: lib.func('uint32_t scope_handle_stats(const scope_handle *handle, _Out_ scope_stats *out)'),
+  handlePressure: lib.func('uint32_t scope_handle_pressure(const scope_handle *handle, _Out_ scope_pressures *out)'),
   handleEndingAsync: lib.func(
     'uint32_t scope_handle_ending_async(const scope_handle *handle, const char **envp, uint32_t timeout_ms, scope_ending_ready *ready, void *userdata)',
   ),

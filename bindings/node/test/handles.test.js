@@ -25,6 +25,12 @@ test('the scope handle kills a descendant that left the process group', async (t
   assert.deepEqual(handle.pids().sort(), [Number(child.pid), escaped].sort());
   const stats = handle.stats();
   assert.equal(stats.memoryCurrent === null, !fs.existsSync(path.join(handle.cgroup, 'memory.current')));
+  const pressure = handle.pressure();
+  for (const name of /** @type {const} */ (['memory', 'cpu', 'io'])) {
+    assert.equal(pressure[name] !== null, fs.existsSync(path.join(handle.cgroup, `${name}.pressure`)), name);
+  }
+  assert.ok(pressure.memory && pressure.memory.full, 'memory: some and full');
+  assert.ok(pressure.memory.some.avg10 >= 0 && pressure.memory.some.avg10 <= 100 && Number.isInteger(pressure.memory.some.totalUsec));
   process.kill(-Number(child.pid), 'SIGKILL');
   assert.ok(fs.existsSync(`/proc/${escaped}`), 'a process-group kill misses it');
   const killed = await handle.kill({ timeoutMs: 5000 });

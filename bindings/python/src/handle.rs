@@ -17,6 +17,11 @@ type EndingTuple = (
     String,
 );
 
+/// A pressure line: (avg10, avg60, avg300, total microseconds).
+type LineTuple = (f64, f64, f64, u64);
+/// One resource's pressure: (some, full where counted).
+type PressureTuple = (LineTuple, Option<LineTuple>);
+
 use crate::args::{env_from, pid_from, timeout_from};
 use crate::error::py_error;
 
@@ -77,6 +82,15 @@ impl PyScopeHandle {
     fn stats(&self) -> (Option<u64>, Option<u64>, Option<u64>) {
         let stats = self.inner.stats();
         (stats.memory_current, stats.memory_peak, stats.pids_current)
+    }
+
+    /// Per resource (memory, cpu, io): None, or (some, full or None), each line
+    /// (avg10, avg60, avg300, total microseconds).
+    fn pressure(&self) -> [Option<PressureTuple>; 3] {
+        let pressure = self.inner.pressure();
+        let line = |l: synaps_scope::PressureLine| (l.avg10, l.avg60, l.avg300, l.total_usec);
+        let of = |p: Option<synaps_scope::Pressure>| p.map(|p| (line(p.some), p.full.map(line)));
+        [of(pressure.memory), of(pressure.cpu), of(pressure.io)]
     }
 
     fn kill(&self, py: Python<'_>, timeout: f64) -> PyResult<Vec<u32>> {

@@ -87,6 +87,11 @@ def test_the_scope_kill_reaches_an_escaped_descendant(rig: Dict[str, str], tmp_p
     assert sorted(handle.pids()) == sorted([proc.pid, escaped])
     stats = handle.stats()
     assert (stats.memory_current is None) == (not os.path.exists(os.path.join(handle.cgroup, "memory.current")))
+    pressure = handle.pressure()
+    for resource, name in [(pressure.memory, "memory"), (pressure.cpu, "cpu"), (pressure.io, "io")]:
+        assert (resource is not None) == os.path.exists(os.path.join(handle.cgroup, f"{name}.pressure"))
+    assert pressure.memory is not None and pressure.memory.full is not None
+    assert 0 <= pressure.memory.some.avg10 <= 100 and isinstance(pressure.memory.some.total_usec, int)
     os.killpg(proc.pid, 9)
     proc.wait()
     assert Path(f"/proc/{escaped}").exists(), "a process-group kill misses it"

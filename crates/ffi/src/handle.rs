@@ -15,7 +15,7 @@ use synaps_scope::{Ending, Evidence, OomdRule, ScopeEnding, ScopeHandle};
 /// use one handle at once (one reading it while another kills the scope); free it with
 /// [`scope_handle_free`] once none of them is using it.
 pub struct scope_handle {
-    inner: ScopeHandle,
+    pub(crate) inner: ScopeHandle,
     unit: CString,
     cgroup: CString,
 }

@@ -23,6 +23,7 @@ pub mod limits;
 pub mod log;
 mod own_thread;
 mod panic;
+pub mod pressure;
 pub mod resolve;
 
 pub use abi::*;

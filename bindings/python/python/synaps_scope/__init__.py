@@ -52,10 +52,13 @@ __all__ = [
     "NotInScopeError",
     "NotOurScopeError",
     "Popen",
+    "Pressure",
+    "PressureLine",
     "ScopeError",
     "ScopeHandle",
     "ScopeLauncher",
     "ScopeNotFoundError",
+    "ScopePressure",
     "ScopeRequiredError",
     "ScopeEnding",
     "ScopeStats",
@@ -422,6 +425,40 @@ class ScopeStats:
     pids_current: Optional[int]
 
 
+class PressureLine(NamedTuple):
+    """One line of a pressure file: the share of the last 10, 60 and 300 seconds spent waiting, in
+    percent, and the whole time spent waiting, in microseconds."""
+
+    avg10: float
+    avg60: float
+    avg300: float
+    total_usec: int
+
+
+class Pressure(NamedTuple):
+    """One resource's pressure: ``some`` task waited; ``full``: every task did (None where the
+    kernel does not count it)."""
+
+    some: PressureLine
+    full: Optional[PressureLine]
+
+
+class ScopePressure(NamedTuple):
+    """A scope's pressure stall information per resource; None where the kernel has no PSI or
+    the scope is gone. ``memory`` is what systemd-oomd's pressure rule reads."""
+
+    memory: Optional[Pressure]
+    cpu: Optional[Pressure]
+    io: Optional[Pressure]
+
+
+def _pressure(raw: Optional[Tuple[Tuple[float, float, float, int], Optional[Tuple[float, float, float, int]]]]) -> Optional[Pressure]:
+    if raw is None:
+        return None
+    some, full = raw
+    return Pressure(PressureLine(*some), None if full is None else PressureLine(*full))
+
+
 @dataclass(frozen=True)
 class ScopeEnding:
     """How a scope ended (:meth:`ScopeHandle.ending`).
@@ -490,6 +527,12 @@ class ScopeHandle:
 
     def stats(self) -> ScopeStats:
         return ScopeStats(*self._native.stats())
+
+    def pressure(self) -> ScopePressure:
+        """The scope's pressure stall information (``memory.pressure``, ``cpu.pressure``,
+        ``io.pressure``)."""
+        memory, cpu, io = self._native.pressure()
+        return ScopePressure(_pressure(memory), _pressure(cpu), _pressure(io))
 
     def kill(self, timeout: float = DEFAULT_KILL_TIMEOUT) -> List[int]:
         """Kills every process in the scope, descendants that left the process group included,

@@ -36,6 +36,16 @@ int scenario_scope_kill(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/memory.current", scope_handle_cgroup(handle));
     CHECK((stats.memory_current == SCOPE_STAT_UNKNOWN) == (access(path, F_OK) != 0), "unknown iff absent");
+    /* Pressure stall information: each resource there iff its file is, its figures its own. */
+    scope_pressures pressures;
+    memset(&pressures, 0xff, sizeof pressures);
+    CHECK(scope_handle_pressure(handle, &pressures) == SCOPE_RESULT_OK, "pressure");
+    snprintf(path, sizeof path, "%s/cpu.pressure", scope_handle_cgroup(handle));
+    CHECK(pressures.cpu.has_some == (access(path, F_OK) == 0), "cpu pressure iff its file");
+    CHECK(pressures.memory.has_some && pressures.memory.has_full, "memory: some and full");
+    CHECK(pressures.memory.some.avg10 >= 0 && pressures.memory.some.avg10 <= 100, "a share in percent");
+    CHECK(scope_handle_pressure(NULL, &pressures) == SCOPE_RESULT_NULL_PARAMETER, "NULL handle");
+    CHECK(scope_handle_pressure(handle, NULL) == SCOPE_RESULT_NULL_PARAMETER, "NULL out");
 
     CHECK(kill(-pid, SIGKILL) == 0, "killpg");
     CHECK(wait_exit(pid) == 128 + SIGKILL, "the group leader died");
