@@ -40,7 +40,8 @@ pub struct ScopePressure {
 
 impl ScopePressure {
     /// Reads the pressure files of the cgroup directory `dir`; `same` says whether it is still the
-    /// scope the caller asks about (checked before and after reading).
+    /// scope the caller asks about, asked after each file is read, so that no figure of another
+    /// scope under the same path is given.
     pub(crate) fn read(dir: &Path, same: impl Fn() -> bool) -> Self {
         let read = |name: &str| {
             std::fs::read_to_string(dir.join(name))

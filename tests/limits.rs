@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::process::Command;
 
-use common::{env_with, exec_program, rig, systemctl_value, Capture, TempDir};
+use common::{env_with, rig, systemctl_value, with_wrapper, Capture, TempDir};
 use synaps_scope::limits::Property;
 use synaps_scope::{
     launcher_for_env, set_env, Classified, ErrorClass, Limits, ScopeLauncher, EXEC_FAILED_STATUS,
@@ -34,14 +34,7 @@ fn launcher_through(
     wrapper: &str,
     extra: &[(&str, &OsString)],
 ) -> (ScopeLauncher, Vec<(OsString, OsString)>) {
-    let name = OsString::from(wrapper);
-    let exec = exec_program().into_os_string();
-    let mut overrides = vec![
-        ("SYNAPS_SCOPE_LAUNCHER", &name),
-        ("SYNAPS_SCOPE_EXEC", &exec),
-    ];
-    overrides.extend_from_slice(extra);
-    let env = env_with(&overrides);
+    let env = with_wrapper(&env_with(extra), wrapper);
     let launcher = launcher_for_env(&env)
         .unwrap()
         .expect("the rig's manager answers the probe");

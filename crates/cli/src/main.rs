@@ -161,7 +161,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     log::init();
     let env = inherited_env();
-    let (request, command, argv, nul_separated) = match cli.command {
+    let (request, command, argv, then) = match cli.command {
         Action::Doctor { request, json } => {
             let kinds = match request.kind {
                 Some(kind) => vec![kind],
@@ -181,15 +181,17 @@ fn main() -> ExitCode {
             command,
             argv,
             wait,
-        } => (request, command, argv, (!wait).then_some(None)),
+        } => {
+            let then = if wait { Then::Wait } else { Then::ExecInPlace };
+            (request, command, argv, then)
+        }
         Action::Wrap {
             request,
             command,
             nul_separated,
             argv,
-        } => (request, command, argv, Some(Some(nul_separated))),
+        } => (request, command, argv, Then::Print { nul_separated }),
     };
-    // `nul_separated`: Some(None) to run in place, Some(Some(_)) to print, None to run and wait.
     let limits = match request
         .properties
         .iter()
@@ -218,9 +220,9 @@ fn main() -> ExitCode {
     let flush = || {
         flush_warnings(options.probe_timeout.saturating_sub(started.elapsed()));
     };
-    let decided = match nul_separated {
+    let decided = match then {
         // `run` with the launcher program: made by this process, as the launcher program would.
-        Some(None) if limits.is_empty() => {
+        Then::ExecInPlace if limits.is_empty() => {
             match decide_in_place(&env, kind, &options, &program, None) {
                 Ok(InPlaceDecision::Entered {
                     launcher,
@@ -241,21 +243,8 @@ fn main() -> ExitCode {
         }
         decided => decided,
     };
-    let launch = match decided {
-        Ok(Decision::Scoped(launcher)) => match nul_separated {
-            None => {
-                return wait::run_and_wait(Some(&launcher), &program, command_argv, &env, flush)
-            }
-            // With limits, the scope is made here as the launcher program would make it.
-            Some(None) if matches!(launcher.wrapper(), Wrapper::Exec { .. }) => {
-                if let Some(launch) = launcher.in_place(&program, &env, None) {
-                    let entered = launcher.enter(&launch);
-                    return exec_in_scope(&launcher, &launch, entered, &command_argv, &env, flush);
-                }
-                Launch::new(Some(&launcher), &program, command_argv, &env)
-            }
-            _ => Launch::new(Some(&launcher), &program, command_argv, &env),
-        },
+    let launcher = match decided {
+        Ok(Decision::Scoped(launcher)) => Some(launcher),
         Ok(Decision::Direct(reason)) => {
             // A failed probe has already been warned about by the library; off is silent (R8).
             if !matches!(
@@ -269,18 +258,27 @@ fn main() -> ExitCode {
                     "launching directly, not in a scope: {reason}"
                 );
             }
-            if nul_separated.is_none() {
-                return wait::run_and_wait(None, &program, command_argv, &env, flush);
-            }
-            Launch::new(None, &program, command_argv, &env)
+            None
         }
         Err(e) => {
             tracing::error!(target: synaps_scope::diag::TARGET, "{e}");
             return ExitCode::from(exit_status(e.class()));
         }
     };
-
-    if let Some(Some(nul_separated)) = nul_separated {
+    if then == Then::Wait {
+        return wait::run_and_wait(launcher.as_ref(), &program, command_argv, &env, flush);
+    }
+    // With limits, the scope is made here as the launcher program would make it.
+    if let (Then::ExecInPlace, Some(launcher)) = (then, &launcher) {
+        if matches!(launcher.wrapper(), Wrapper::Exec { .. }) {
+            if let Some(launch) = launcher.in_place(&program, &env, None) {
+                let entered = launcher.enter(&launch);
+                return exec_in_scope(launcher, &launch, entered, &command_argv, &env, flush);
+            }
+        }
+    }
+    let launch = Launch::new(launcher.as_ref(), &program, command_argv, &env);
+    if let Then::Print { nul_separated } = then {
         let status = print_argv(
             &launch.spawnable_argv(),
             launch.unit.as_deref(),
@@ -291,6 +289,17 @@ fn main() -> ExitCode {
     }
     flush();
     exec(&launch.program, &launch.argv[0], &launch.argv[1..], &env)
+}
+
+/// What `run` or `wrap` does once its request is decided.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Then {
+    /// `run`: exec the command in place.
+    ExecInPlace,
+    /// `run --wait`: run it as a child and say how its scope ended.
+    Wait,
+    /// `wrap`: print the argv, each argument ended by NUL rather than a newline when asked.
+    Print { nul_separated: bool },
 }
 
 /// `run` with the launcher program as the wrapper, done by this process itself as the launcher

@@ -45,7 +45,7 @@ pub(crate) fn run_and_wait(
     let Some(launcher) = launcher else {
         let launch = Launch::new(None, program, argv, env);
         flush();
-        let status = match spawn(&launch.program, &launch.argv, env, None) {
+        let status = match spawn(&launch.program, &launch.argv, env) {
             Ok(mut child) => child.wait(),
             Err(e) => return cannot_run(program, e),
         };
@@ -81,7 +81,7 @@ pub(crate) fn run_and_wait(
         return run_and_wait(None, program, argv, env, flush);
     };
     flush();
-    let mut child = match spawn(&wrapped.argv[0], &wrapped.argv, env, None) {
+    let mut child = match spawn(&wrapped.argv[0], &wrapped.argv, env) {
         Ok(child) => child,
         Err(e) => return cannot_run(&wrapped.argv[0], e),
     };
@@ -216,18 +216,15 @@ fn handle_of(unit: &str, child: &mut Child) -> Option<ScopeHandle> {
     }
 }
 
+/// Spawns `program` with `argv` (its `argv[0]` included) and `env`, in this process's directory.
 fn spawn(
     program: &OsString,
     argv: &[OsString],
     env: &[(OsString, OsString)],
-    cwd: Option<&Path>,
 ) -> std::io::Result<Child> {
     let mut cmd = Command::new(program);
     cmd.arg0(&argv[0]).args(&argv[1..]);
     set_env(&mut cmd, env);
-    if let Some(cwd) = cwd {
-        cmd.current_dir(cwd);
-    }
     cmd.spawn()
 }
 

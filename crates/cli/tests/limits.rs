@@ -14,7 +14,7 @@ use std::os::unix::net::UnixStream;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{env_with, exec_program, rig, TempDir};
+use common::{env_with, rig, with_wrapper, TempDir};
 use rustix::io::{fcntl_setfd, FdFlags};
 use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
 use synaps_scope::{launcher_for_env, ScopeHandle};
@@ -27,14 +27,7 @@ fn cli(args: &[&str], env: &[(OsString, OsString)]) -> Output {
 }
 
 fn env_for(wrapper: &str, extra: &[(&str, &OsString)]) -> Vec<(OsString, OsString)> {
-    let name = OsString::from(wrapper);
-    let exec = exec_program().into_os_string();
-    let mut overrides = vec![
-        ("SYNAPS_SCOPE_LAUNCHER", &name),
-        ("SYNAPS_SCOPE_EXEC", &exec),
-    ];
-    overrides.extend_from_slice(extra);
-    env_with(&overrides)
+    with_wrapper(&env_with(extra), wrapper)
 }
 
 const WRAPPERS: [&str; 2] = ["synaps-scope-exec", "systemd-run"];
