@@ -9,6 +9,10 @@
 #     daemon and its other tool live on; on Debian 13 each with its control (scopes off), where
 #     oomd kills the daemon's own cgroup, and the swap rule once more with dbus-broker as alice's
 #     session bus;
+#   - the warning before oomd acts: in each scoped case the daemon's one watch on both its tools
+#     warned of the runaway's scope (never the idle one's) before oomd killed it, its lead time
+#     written down; and the calm control (SYNAPS_VM_CALM seconds of ordinary work, watched, under
+#     the pressure rule: no warning);
 #   - the operator's cap (tool_scope_slice with MemoryMax=: the kernel's OOM killer inside the
 #     tool's scope) and R12 against real limits;
 #   - each tool's own limits (`synaps-scope run --wait -p ...` through both wrappers): MemoryMax,
@@ -73,7 +77,7 @@ for release in "${releases[@]}"; do
     boots=$((boots + 1))
     status=0
     "$here/vm-rig.sh" --release "$release" --share "$stage" --timeout "${SYNAPS_VM_TIMEOUT:-1200}" -- \
-      "bash scenarios.sh oomd $(cases_of "$release") && bash scenarios.sh cap && bash scenarios.sh limits && bash scenarios.sh handles" 2>&1 | tee "$log" \
+      "bash scenarios.sh oomd $(cases_of "$release") && bash scenarios.sh calm ${SYNAPS_VM_CALM:-150} && bash scenarios.sh cap && bash scenarios.sh limits && bash scenarios.sh handles" 2>&1 | tee "$log" \
       || status=${PIPESTATUS[0]}
     [ "$status" = 3 ] && [ "$boots" -lt 3 ] || break
     echo "test-vm: Debian $release's guest stopped answering (its kernel or qemu, before the scenarios ended); booting it again"

@@ -25,17 +25,14 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::bus::wire::Value;
-use crate::bus::{Fallback, Route};
 use crate::cgroup;
-use crate::manager;
 use crate::oom_watch::HANDLE_KILL_MARK;
 use crate::oom_watch::{self, has_any_mark, OomKills, ScopeWatch, OOMD_MARKS};
+use crate::oomd_rules::{self, OomdDefaults};
 use crate::oomd_signal::{self, Claim, Said, Subscription};
 use crate::per_process::lock;
 
@@ -399,39 +396,10 @@ impl Witness {
 
 /// Which rule could have made oomd kill the scope at `cgroup`: the one kind that its ancestors
 /// are set to kill by, asked of the manager that owns each. None where both kinds do, or where any
-/// manager could not say (half the answers could name a rule the other half contradicts).
+/// manager could not say.
 fn oomd_rule(cgroup: &str, env: &[(OsString, OsString)], deadline: Instant) -> Option<OomdRule> {
-    let user = Route::from_env(env, Fallback::UpTo256);
-    let system = Route::to_system_manager(std::ffi::OsStr::from_bytes(
-        &oomd_signal::system_bus_address(env),
-    ));
-    let mut rules = Vec::new();
-    for (unit, in_user_manager) in ancestors(cgroup) {
-        let route = if in_user_manager { &user } else { &system };
-        let interface = if unit.ends_with(".service") {
-            manager::SERVICE
-        } else {
-            manager::SLICE
-        };
-        let asked = manager::properties(
-            route,
-            &manager::unit_path(&unit),
-            &[
-                (interface, "ManagedOOMSwap"),
-                (interface, "ManagedOOMMemoryPressure"),
-            ],
-            deadline,
-        );
-        tracing::debug!(target: crate::diag::TARGET, "oomd's rules on {unit}: {asked:?}");
-        let values = asked.ok()?;
-        let kills = |at: usize| values.get(at).and_then(Value::as_str) == Some("kill");
-        if kills(0) {
-            rules.push(OomdRule::Swap);
-        }
-        if kills(1) {
-            rules.push(OomdRule::MemoryPressure);
-        }
-    }
+    let covering = oomd_rules::covering(cgroup, env, &OomdDefaults::default(), deadline).ok()?;
+    let mut rules: Vec<OomdRule> = covering.iter().map(|covering| covering.rule).collect();
     rules.sort_by_key(|rule| rule.as_str());
     rules.dedup();
     match rules.as_slice() {
@@ -440,41 +408,9 @@ fn oomd_rule(cgroup: &str, env: &[(OsString, OsString)], deadline: Instant) -> O
     }
 }
 
-/// The units whose cgroups hold the cgroup at `path`, outermost first (`-.slice` for the root),
-/// each with whether the user manager owns it (below `user@UID.service`) or the system manager.
-fn ancestors(path: &str) -> Vec<(String, bool)> {
-    let mut units = vec![("-.slice".to_owned(), false)];
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let mut in_user_manager = false;
-    for part in parts.iter().take(parts.len().saturating_sub(1)) {
-        units.push(((*part).to_owned(), in_user_manager));
-        if part.starts_with("user@") && part.ends_with(".service") {
-            in_user_manager = true;
-        }
-    }
-    units.retain(|(unit, _)| !unit.is_empty());
-    units
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ancestors_are_owned_by_the_system_manager_up_to_the_users_manager() {
-        let path = "/user.slice/user-1000.slice/user@1000.service/agent.slice/agent-tools.slice/synaps-tool-0123.scope";
-        assert_eq!(
-            ancestors(path),
-            vec![
-                ("-.slice".to_owned(), false),
-                ("user.slice".to_owned(), false),
-                ("user-1000.slice".to_owned(), false),
-                ("user@1000.service".to_owned(), false),
-                ("agent.slice".to_owned(), true),
-                ("agent-tools.slice".to_owned(), true),
-            ]
-        );
-    }
 
     #[test]
     fn oomds_reasons_name_the_rules() {

@@ -328,6 +328,11 @@ impl ScopeHandle {
 
     /// False once the scope has gone and another cgroup took its path (a scope started later
     /// under the same name): nothing in it is this handle's to list or kill.
+    /// The scope's cgroup path (from the hierarchy's root) and the inode number it was made with.
+    pub(crate) fn identity(&self) -> (&str, u64) {
+        (self.cgroup.path(), self.cgroup_id)
+    }
+
     fn is_still_the_same_scope(&self) -> bool {
         cgroup::inode_at(self.cgroup.dir()) == Some(self.cgroup_id)
     }

@@ -361,6 +361,24 @@ fn subscribe(address: &[u8]) -> Result<Arc<Subscription>, BusError> {
     Ok(subscription)
 }
 
+/// Whether systemd-oomd is on the system bus `env` names (something owns its name), asked by
+/// `deadline`; why it cannot be told where the bus cannot be reached.
+pub(crate) fn oomd_is_there(
+    env: &[(OsString, OsString)],
+    deadline: Instant,
+) -> Result<bool, String> {
+    let address = system_bus_address(env);
+    let mut connection = Connection::listener(&address, deadline).map_err(|e| {
+        format!(
+            "the system bus at {} cannot be reached: {e}",
+            String::from_utf8_lossy(&address)
+        )
+    })?;
+    name_owner(&mut connection)
+        .map(|owner| owner.is_some())
+        .map_err(|e| e.to_string())
+}
+
 /// Asks `owner` for its introspection data (the answer comes later).
 fn introspect(connection: &mut Connection, owner: &str) -> Result<u32, BusError> {
     connection.send(

@@ -14,6 +14,11 @@ STATE/after: the cgroup of the tool launched after the runaway ended, and its ex
 STATE/ending: scoped, how the runaway's scope ended, as a handle made while it ran tells it once
 its exit status is in (the installed wheel's ScopeHandle.ending): "KIND RULE KILLS EVIDENCE
 MESSAGE".
+STATE/warnings: scoped, each warning before systemd-oomd acts that the daemon's one watch on both
+tools' scopes gave (the wheel's OomdWatch), one per line: "SECONDS UNIT RULE SURE FIGURE LIMIT
+HELD DURATION", SECONDS on time.monotonic(); STATE/watch: what the watch said when made.
+STATE/killed_at: time.monotonic() when the runaway's scope was seen killed (the library's reading
+of oomd's mark, else the daemon's seeing its exit), for the warnings' lead time.
 STATE/oomd_delay: where oomd killed it, the milliseconds from the library's reading of oomd's mark
 (written before the kill) to its hearing oomd's Killed signal (sent after it), from the library's
 own debug lines: what bounds the wait for the signal (docs/guarantees.md).
@@ -52,7 +57,7 @@ def launch(name, argv):
     deadline = time.monotonic() + 10
     where = cgroup(tool.pid)
     while mode != "direct" and "/synaps-tool-" not in where and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.1)
         where = cgroup(tool.pid)
     # The scope's own cgroup, whether or not the tool has moved below it yet.
     where = where[: where.index(".scope") + len(".scope")] if "/synaps-tool-" in where else where
@@ -89,16 +94,35 @@ hog = launch("hog", hog_argv)
 # Made from the unit's name (the tool may already be in its cgroup below the scope).
 unit = open(os.path.join(state, "hog")).read().split()[1].rsplit("/", 1)[1]
 handle = synaps_scope.ScopeHandle.from_manager(unit) if synaps_scope and mode != "direct" else None
+watch = None
+if handle is not None:
+    idle_unit = open(os.path.join(state, "idle")).read().split()[1].rsplit("/", 1)[1]
+    warned = []
+
+    def on_warning(warning):
+        warned.append(
+            f"{time.monotonic():.3f} {warning.unit} {warning.rule} {warning.sure} {warning.figure:.2f} "
+            f"{warning.limit:.2f} {warning.held_for:.1f} {warning.duration:.1f}"
+        )
+        record("warnings", "\n".join(warned))
+
+    try:
+        watch = synaps_scope.OomdWatch([synaps_scope.ScopeHandle.from_manager(idle_unit), handle], on_warning)
+        record("watch", f"watched {' '.join(watch.watched)} cannot {watch.cannot_warn}")
+    except synaps_scope.CannotWarnError as e:
+        record("watch", f"cannot {e.kind}: {e}")
 after_done = False
 while True:
     record("heartbeat", str(time.time()))
     if not after_done and hog.poll() is not None:
+        seen_ended = time.monotonic()
         after = subprocess.Popen(
             ["synaps-scope", "run", "--kind", "tool", "--", "sh", "-c", "grep ^0:: /proc/self/cgroup"],
             stdout=subprocess.PIPE,
             text=True,
         )
         out, _ = after.communicate(timeout=30)
+        record("killed_at", f"{oomd_times.mark if oomd_times.mark is not None else seen_ended:.3f}")
         record("after", f"{out.strip()[3:]} exit {after.returncode} hog {hog.returncode}")
         if handle is not None:
             ending = handle.ending()
@@ -106,4 +130,4 @@ while True:
             if oomd_times.mark is not None and oomd_times.signal is not None:
                 record("oomd_delay", f"{(oomd_times.signal - oomd_times.mark) * 1000:.1f}")
         after_done = True
-    time.sleep(0.25)
+    time.sleep(0.1)

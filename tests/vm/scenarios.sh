@@ -21,6 +21,8 @@
 #                  dbus-broker her session bus is dbus-broker (Fedora's and Arch's), for this case
 #   scenarios.sh cap            the operator's cap: tool_scope_slice with MemoryMax=, the kernel's
 #                               OOM killer inside the tool's scope; R12's warnings
+#   scenarios.sh calm [SECONDS] the calm control of the warning before oomd acts: ordinary work,
+#                               watched, under the pressure rule; no warning
 #   scenarios.sh handles        scope handles against real controllers: Python, C, Node
 #   scenarios.sh limits         each tool's own limits (synaps-scope run -p, both wrappers): the
 #                               kernel enforces them in the tool's scope, and `run --wait` tells
@@ -216,6 +218,44 @@ user_bus() {
     || fail "alice's manager is not on her $bus"
 }
 
+# warned_first CASE STATE HOG-UNIT IDLE-UNIT RULE: the daemon's one watch on both tools' scopes
+# (daemon.py) warned of the runaway's scope under RULE before oomd killed it, never of the idle
+# tool's; the lead time, from the first such warning to the kill (the library's reading of oomd's
+# mark, written just before it), is written down: under the pressure rule at least half of oomd's
+# duration, under the swap rule any time before the kill.
+warned_first() {
+  local case="$1" state="$2" hog_unit="$3" idle_unit="$4" rule="$5" first killed_at lead floor
+  wait_until 10 test -s "$state/killed_at" || fail "$case: the daemon did not write down when the runaway was killed"
+  [ -s "$state/warnings" ] || fail "$case: the daemon was not warned before oomd killed the runaway (its watch: $(cat "$state/watch" 2>/dev/null))"
+  ! grep -q " $idle_unit " "$state/warnings" || fail "$case: the daemon was warned of its idle tool, which oomd did not kill: $(cat "$state/warnings")"
+  first=$(awk -v u="$hog_unit" -v r="$rule" '$2 == u && $3 == r {print; exit}' "$state/warnings")
+  [ -n "$first" ] || fail "$case: no warning of the runaway's scope under the $rule rule: $(cat "$state/warnings")"
+  killed_at=$(cat "$state/killed_at")
+  lead=$(awk -v k="$killed_at" -v w="${first%% *}" 'BEGIN {printf "%.1f", k - w}')
+  floor=0
+  [ "$rule" = swap ] || floor=$(echo "$first" | awk '{print $8 / 2}')
+  awk -v l="$lead" -v f="$floor" 'BEGIN {exit !(l > f)}' \
+    || fail "$case: warned ${lead} s before oomd's kill, not more than $floor s: $(cat "$state/warnings")"
+  ok "$case: the daemon was warned ${lead} s before oomd killed the runaway (at least $floor s wanted), of it alone of its two tools: \"$(echo "$first" | cut -d' ' -f2-)\"; $(wc -l <"$state/warnings") warning(s) in all"
+}
+
+# calm_case SECONDS: the calm control, under the pressure rule at the VM's 2 % for 5 s: a daemon's
+# watch on an ordinary tool (it holds 200 MB and works, and nothing runs away) gives no warning in
+# SECONDS, and oomd acts on nothing meanwhile.
+calm_case() {
+  configure user
+  drain_swap
+  settle
+  local state cursor; state=$(mktemp -d /tmp/calm.XXXXXX); chmod 0777 "$state"
+  cursor=$(journalctl -u systemd-oomd --show-cursor -n 0 -q | sed -n 's/^-- cursor: //p')
+  alice "~/venv/bin/python $here/calm.py $state $1" >"$state/log" 2>&1 || { cat "$state/log"; fail "calm: the watching daemon failed"; }
+  local kills; kills=$(journalctl -u systemd-oomd --after-cursor="$cursor" -q -o cat | grep -c '^Killed ' || true)
+  [ "$kills" = 0 ] || fail "calm: oomd killed $kills cgroup(s) meanwhile, so the machine was not calm"
+  grep -q '^watched 1 warnings 0 ' "$state/log" || fail "calm: $(cat "$state/log")"
+  ok "calm control: $1 s of ordinary work under the pressure rule (2 % for 5 s), watched: no warning, no kill ($(cat "$state/log"))"
+  rm -rf "$state"
+}
+
 # oomd_case RULE PLACEMENT MODE [BUS]
 oomd_case() {
   local rule="$1" placement="$2" mode="$3" bus="${4:-dbus-daemon}" scopes=on state cursor line killed daemon_cg hog_cg idle_cg
@@ -296,6 +336,7 @@ oomd_case() {
         [[ "$(cat "$state/ending")" == "oomd $expected_rule 0 oomd-signal "* ]] \
           || fail "$rule/$placement/$mode: the handle told \"$(cat "$state/ending")\", not an oomd kill under the $expected_rule rule on oomd's signal"
         ok "$rule rule, $mode: the daemon's handle on the runaway's scope, asked after its exit status was in: $(cut -d' ' -f5- "$state/ending")"
+        warned_first "$rule/$placement/$mode" "$state" "${hog_cg##*/}" "${idle_cg##*/}" "$expected_rule"
         # The library waits for oomd's signal at most 500 ms after reading its mark: oomd's own
         # delay between the two, as the library saw them, must be within that.
         if [ -s "$state/oomd_delay" ]; then
@@ -429,10 +470,11 @@ what="${1:-}"; shift || true
 case "$what" in
   oomd) for c in "$@"; do IFS=: read -r rule placement mode bus <<<"$c"; oomd_case "$rule" "$placement" "$mode" "$bus"; done ;;
   cap) cap_case ;;
+  calm) calm_case "${1:-120}" ;;
   limits) limits_case ;;
   handles)
     alice "~/venv/bin/python $here/handles.py" || fail "the Python wheel's handles"
     alice "$here/handles-c" || fail "the C library's handles"
     alice "$here/node $here/node-project/handles.js" || fail "the npm package's handles" ;;
-  *) fail "usage: scenarios.sh oomd CASE... | cap | limits | handles" ;;
+  *) fail "usage: scenarios.sh oomd CASE... | calm [SECONDS] | cap | limits | handles" ;;
 esac

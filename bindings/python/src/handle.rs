@@ -31,6 +31,13 @@ pub(crate) struct PyScopeHandle {
     inner: ScopeHandle,
 }
 
+impl PyScopeHandle {
+    /// The core's handle.
+    pub(crate) fn inner(&self) -> &ScopeHandle {
+        &self.inner
+    }
+}
+
 #[pymethods]
 impl PyScopeHandle {
     #[staticmethod]

@@ -3,7 +3,7 @@
 //! the library's diagnostics go to `logging.getLogger("synaps_scope")`.
 //!
 //! One module per concept, as the C ABI crate lays its own out (`crates/ffi/src`): `launcher`,
-//! `argv`, `handle`, `resolve`, `doctor`, `log`, `error` (the one map of the core's errors to
+//! `argv`, `handle`, `oomd_watch`, `resolve`, `doctor`, `log`, `error` (the one map of the core's errors to
 //! exceptions) and `args`.
 
 mod args;
@@ -13,6 +13,7 @@ mod error;
 mod handle;
 mod launcher;
 mod log;
+mod oomd_watch;
 mod resolve;
 
 use pyo3::prelude::*;
@@ -24,6 +25,7 @@ use launcher::{
     begin_launcher_for_env, check_limits, launcher_for_env, PendingLauncher, ScopeLauncher,
 };
 use log::flush_warnings;
+use oomd_watch::PyOomdWatch;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -32,6 +34,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Wrapped>()?;
     m.add_class::<PyScopeHandle>()?;
     m.add_class::<PendingLauncher>()?;
+    m.add_class::<PyOomdWatch>()?;
     m.add_function(wrap_pyfunction!(launcher_for_env, m)?)?;
     m.add_function(wrap_pyfunction!(begin_launcher_for_env, m)?)?;
     m.add_function(wrap_pyfunction!(resolve::resolve, m)?)?;

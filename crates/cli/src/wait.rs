@@ -21,8 +21,8 @@ use rustix::io::{fcntl_setfd, FdFlags};
 use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
 use synaps_scope::limits::Property;
 use synaps_scope::{
-    set_env, Ending, Evidence, HandleError, Launch, ResolveError, ScopeEnding, ScopeHandle,
-    ScopeLauncher, Wrapper, DEFAULT_PROBE_TIMEOUT,
+    set_env, Ending, Evidence, HandleError, Launch, OomdWatch, ResolveError, ScopeEnding,
+    ScopeHandle, ScopeLauncher, Wrapper, DEFAULT_PROBE_TIMEOUT,
 };
 
 /// How often the scope's figures are read while it runs: they are gone once it is. A tool that
@@ -117,6 +117,7 @@ pub(crate) fn run_and_wait(
             }
         })
     });
+    let _warnings = handle.as_ref().and_then(|handle| warn_of_oomd(handle, env));
     let status = child.wait();
     // The scope ends with the last of its processes: what the command left behind too. Its
     // figures are read at once (the manager removes an empty scope's cgroup within milliseconds),
@@ -153,6 +154,24 @@ pub(crate) fn run_and_wait(
         said(status)
     );
     exit_code(status)
+}
+
+/// A watch that prints a line on stderr when systemd-oomd is on its way to killing the scope;
+/// where oomd may act on it unseen (a rule covers it that cannot be followed here), a line that
+/// says so. Nothing where oomd does not act on it (no oomd, no rule).
+fn warn_of_oomd(handle: &ScopeHandle, env: &[(OsString, OsString)]) -> Option<OomdWatch> {
+    let watch = handle.watch_oomd(env, DEFAULT_PROBE_TIMEOUT, |warning| {
+        eprintln!("synaps-scope: {warning}");
+    });
+    match watch {
+        Ok(watch) => Some(watch),
+        Err(why) => {
+            if why.oomd_may_act() {
+                eprintln!("synaps-scope: no warning before systemd-oomd acts: {why}");
+            }
+            None
+        }
+    }
 }
 
 /// How the scope ended, with what that rests on, and the memory limit a kernel OOM kill met.

@@ -17,12 +17,15 @@ import asyncio
 import enum
 import os
 import subprocess
+import threading
 import weakref
 from asyncio.subprocess import Process
 from dataclasses import dataclass, field
 from typing import (
     IO,
     Any,
+    AsyncIterator,
+    Callable,
     Dict,
     List,
     Mapping,
@@ -36,6 +39,7 @@ from typing import (
 
 from . import _native
 from ._errors import (
+    CannotWarnError,
     NotInScopeError,
     NotOurScopeError,
     ScopeError,
@@ -48,9 +52,13 @@ __all__ = [
     "DEFAULT_KILL_TIMEOUT",
     "DEFAULT_PROBE_TIMEOUT",
     "EXEC_FAILED_STATUS",
+    "CannotWarn",
+    "CannotWarnError",
     "CompletedProcess",
     "NotInScopeError",
     "NotOurScopeError",
+    "OomdWarning",
+    "OomdWatch",
     "Popen",
     "Pressure",
     "PressureLine",
@@ -552,8 +560,147 @@ class ScopeHandle:
         first answer is kept and given again."""
         return ScopeEnding(*self._native.ending(_env_pairs(env), float(timeout)))
 
+    def watch_oomd(
+        self,
+        callback: Optional[Callable[[OomdWarning], object]] = None,
+        env: Optional[Env] = None,
+        timeout: float = DEFAULT_PROBE_TIMEOUT,
+    ) -> OomdWatch:
+        """A watch on this scope for systemd-oomd's rules (:class:`OomdWatch`)."""
+        return OomdWatch([self], callback, env, timeout)
+
     def __repr__(self) -> str:
         return f"ScopeHandle(unit={self.unit!r}, cgroup={self.cgroup!r})"
+
+
+class OomdWarning(NamedTuple):
+    """systemd-oomd is on its way to kill the scope ``unit`` (:class:`OomdWatch`).
+
+    ``rule`` is ``"memory-pressure"`` or ``"swap"``; ``monitored`` the unit the rule is set on;
+    ``figure`` and ``limit`` in percent: the monitored unit's memory pressure (``full avg10``) and
+    the limit oomd acts past, or the share of swap used and oomd's ``SwapUsedLimit``; under the
+    pressure rule, ``held_for`` is how long (seconds) it has been over the limit, of the
+    ``duration`` oomd waits. ``sure`` is ``"possible"`` (past the limit, or within 10 points of
+    the swap limit, and this scope ranks first among oomd's candidates) or ``"likely"`` (held for
+    half the duration with reclaim going on, or within 3 points of the swap limit)."""
+
+    unit: str
+    rule: str
+    monitored: str
+    figure: float
+    limit: float
+    held_for: float
+    duration: float
+    sure: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class CannotWarn(NamedTuple):
+    """A scope a watch cannot warn about: ``kind`` as :class:`CannotWarnError` says it."""
+
+    unit: str
+    kind: str
+    message: str
+
+
+def _dispatcher(watch: "weakref.ref[OomdWatch]") -> Callable[[Tuple[str, str, str, float, float, float, float, str, str]], None]:
+    """What the native watch calls, on the library's watching thread: holds the watch weakly, so
+    that an unreferenced watch is collected (and closed)."""
+
+    def dispatch(raw: Tuple[str, str, str, float, float, float, float, str, str]) -> None:
+        alive = watch()
+        if alive is not None:
+            alive._dispatch(OomdWarning(*raw))
+
+    return dispatch
+
+
+class OomdWatch:
+    """Watches scopes for systemd-oomd's rules, and warns before oomd acts on one: ``callback``
+    is called with each :class:`OomdWarning` on the library's one watching thread (keep it short;
+    hand work to your own thread or loop), and ``async for warning in watch`` yields them on the
+    running event loop. Asking the managers which rules cover each scope blocks up to ``timeout``
+    seconds (GIL released). Scopes it cannot warn about are in :attr:`cannot_warn`; where none
+    can be, :class:`CannotWarnError` says why. :meth:`close` (or leaving a ``with`` block) stops
+    it: no call after it returns, and every ``async for`` ends; so does its collection, so keep
+    a reference for as long as it should warn."""
+
+    def __init__(
+        self,
+        handles: Sequence[ScopeHandle],
+        callback: Optional[Callable[[OomdWarning], object]] = None,
+        env: Optional[Env] = None,
+        timeout: float = DEFAULT_PROBE_TIMEOUT,
+    ) -> None:
+        self._callback = callback
+        self._lock = threading.Lock()
+        self._queues: List[Tuple[asyncio.AbstractEventLoop, "asyncio.Queue[Optional[OomdWarning]]"]] = []
+        self._closed = False
+        self._native = _native.OomdWatch(
+            [handle._native for handle in handles], _env_pairs(env), float(timeout), _dispatcher(weakref.ref(self))
+        )
+
+    @property
+    def watched(self) -> List[str]:
+        """The units of the scopes this watch can warn about."""
+        return self._native.watched
+
+    @property
+    def cannot_warn(self) -> List[CannotWarn]:
+        """The scopes given that this watch cannot warn about, and why."""
+        return [CannotWarn(*why) for why in self._native.cannot_warn]
+
+    def _dispatch(self, warning: OomdWarning) -> None:
+        if self._callback is not None:
+            self._callback(warning)
+        with self._lock:
+            queues = list(self._queues)
+        for loop, queue in queues:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, warning)
+            except RuntimeError:  # that loop is closed
+                pass
+
+    def close(self) -> None:
+        """Stops the watch: no callback after this returns, and every ``async for`` ends."""
+        self._native.close()
+        with self._lock:
+            self._closed = True
+            queues, self._queues = self._queues, []
+        for loop, queue in queues:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+            except RuntimeError:
+                pass
+
+    def __enter__(self) -> OomdWatch:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def __aiter__(self) -> AsyncIterator[OomdWarning]:
+        queue: "asyncio.Queue[Optional[OomdWarning]]" = asyncio.Queue()
+        with self._lock:
+            if self._closed:
+                queue.put_nowait(None)
+            else:
+                self._queues.append((asyncio.get_running_loop(), queue))
+        return _warnings(queue)
+
+    def __repr__(self) -> str:
+        return f"OomdWatch(watched={self.watched!r}, cannot_warn={[why.unit for why in self.cannot_warn]!r})"
+
+
+async def _warnings(queue: "asyncio.Queue[Optional[OomdWarning]]") -> AsyncIterator[OomdWarning]:
+    while True:
+        warning = await queue.get()
+        if warning is None:
+            return
+        yield warning
 
 
 def _scoped_args(args: Any, kwargs: Dict[str, Any], launcher: Optional[ScopeLauncher]) -> Tuple[Any, Optional[str]]:

@@ -24,3 +24,14 @@ class ScopeNotFoundError(ScopeError, LookupError):
 
 class ScopeTimeoutError(ScopeError, TimeoutError):
     """Processes were still in the scope at the deadline."""
+
+
+class CannotWarnError(ScopeError):
+    """None of the scopes given can be warned about before systemd-oomd acts: ``kind`` says why
+    (``"no-oomd"``, ``"no-rule"``, ``"no-psi"``, ``"unreadable"``, ``"no-swap"``,
+    ``"no-memory-controller"``, ``"scope-gone"`` or ``"cannot-ask"``), ``unit`` of which scope."""
+
+    def __init__(self, message: str, unit: str = "", kind: str = "") -> None:
+        super().__init__(message)
+        self.unit = unit
+        self.kind = kind

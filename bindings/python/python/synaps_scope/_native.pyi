@@ -1,10 +1,11 @@
 # Type stubs of the native part of synaps_scope; the public API is in __init__.py.
-from typing import List, Optional, Sequence, Tuple, final
+from typing import Callable, List, Optional, Sequence, Tuple, final
 
 __all__ = [
     "DEFAULT_KILL_TIMEOUT",
     "DEFAULT_PROBE_TIMEOUT",
     "EXEC_FAILED_STATUS",
+    "OomdWatch",
     "PendingLauncher",
     "ScopeHandle",
     "ScopeLauncher",
@@ -95,3 +96,18 @@ class PendingLauncher:
 
 def begin_launcher_for_env(env: _Env, kind: str, probe_timeout: float) -> PendingLauncher: ...
 def resolve(program: bytes, env: _Env, cwd: Optional[bytes] = None) -> bytes: ...
+
+@final
+class OomdWatch:
+    def __init__(
+        self,
+        handles: Sequence[ScopeHandle],
+        env: _Env,
+        timeout: float,
+        callback: Callable[[Tuple[str, str, str, float, float, float, float, str, str]], object],
+    ) -> None: ...
+    @property
+    def watched(self) -> List[str]: ...
+    @property
+    def cannot_warn(self) -> List[Tuple[str, str, str]]: ...
+    def close(self) -> None: ...

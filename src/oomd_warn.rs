@@ -1,0 +1,1054 @@
+//! Warnings before systemd-oomd acts: a watch on one or more scopes tells its caller when a rule of
+//! oomd's that covers a scope is on its way to firing and that scope is the one oomd would pick.
+//!
+//! oomd decides from files any process of the user can read, and so does the watch, the same way:
+//! - the pressure rule: the `full avg10` of the monitored unit's `memory.pressure` over the unit's
+//!   limit (its `ManagedOOMMemoryPressureLimit=`, else oomd.conf's default), held for the rule's
+//!   duration, with reclaim going on; oomd then kills the leaf cgroup below that unit with the most
+//!   reclaim (`pgscan` of `memory.stat` per second), then the most memory (`memory.current`);
+//! - the swap rule: memory and swap both used past `SwapUsedLimit=` (`/proc/meminfo`); oomd then
+//!   kills the leaf cgroup using the most swap (`memory.swap.current`).
+//!
+//! A warning is sent when the rule's figure crosses its limit (pressure) or comes within 10 points
+//! of it (swap) while the scope ranks first among oomd's candidates, `Possible`; and once more when
+//! it is `Likely` (the pressure has held for half the rule's duration with reclaim going on, or
+//! swap is within 3 points). An episode ends when the figure falls back; a later one warns again.
+//!
+//! One thread per process serves every watch, started with the first and asleep (no timer at all)
+//! while none is made. It reads at oomd's own cadence (each second; every 100 ms while swap is
+//! past half its limit) only while a figure is raised; while the pressure is calm it sleeps on a
+//! PSI trigger on each monitored unit's `memory.pressure` (a 2 s window, which Linux 6.4 and later
+//! require of an unprivileged trigger), woken by the kernel when stalls reach half the limit. The
+//! swap rule has no trigger: `/proc/meminfo` is read each second while a swap rule is watched on a
+//! machine with swap. A watch holds no descriptor of its own; the thread holds one per monitored
+//! unit (usually one) and an eventfd. A forked child's copies of a watch never fire there.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fmt;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
+use rustix::fs::{Mode, OFlags};
+
+use crate::bounds::deadline_after;
+use crate::cgroup::{self, Cgroup};
+use crate::ending::OomdRule;
+use crate::handle::ScopeHandle;
+use crate::oomd_rules::{self, CoveringRule, OomdDefaults};
+use crate::oomd_signal;
+use crate::per_process::{lock, PerProcess};
+use crate::pressure;
+
+/// A warning that systemd-oomd is on its way to kill a scope.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OomdWarning {
+    /// The scope's unit.
+    pub unit: String,
+    /// The rule on its way to firing.
+    pub rule: OomdRule,
+    /// The unit the rule is set on (`user@1000.service` for the pressure rule as Debian and Fedora
+    /// ship it, `-.slice` for the swap rule).
+    pub monitored: String,
+    /// In percent: the monitored unit's memory pressure (`full avg10`), or the share of swap used.
+    pub figure: f64,
+    /// In percent: the figure at which oomd acts.
+    pub limit: f64,
+    /// How long the pressure has been over its limit (zero under the swap rule).
+    pub held_for: Duration,
+    /// How long it must hold before oomd acts (zero under the swap rule, which acts at once).
+    pub duration: Duration,
+    /// How sure the warning is.
+    pub sure: Sureness,
+}
+
+/// How sure a warning is.
+///
+/// Exhaustive on purpose: every surface maps each, and a new one must not compile unmapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Sureness {
+    /// The rule's figure is past its limit (pressure) or within 10 points of it (swap), and the
+    /// scope ranks first among oomd's candidates: oomd acts if it goes on so.
+    Possible,
+    /// The pressure has held past its limit for half the rule's duration with reclaim going on, or
+    /// swap is within 3 points of its limit: oomd acts soon unless it eases.
+    Likely,
+}
+
+impl Sureness {
+    /// The word on every surface: `possible` or `likely`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sureness::Possible => "possible",
+            Sureness::Likely => "likely",
+        }
+    }
+}
+
+impl fmt::Display for OomdWarning {
+    /// One line that names oomd, the rule and the scope's unit, with the figures.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "systemd-oomd's {} rule is on its way to killing {} ({}): ",
+            self.rule.as_str(),
+            self.unit,
+            self.sure.as_str()
+        )?;
+        match self.rule {
+            OomdRule::MemoryPressure => write!(
+                f,
+                "the memory pressure of {} is {:.2}%, over its limit of {:.2}% for {:.0} s of {:.0} s",
+                self.monitored,
+                self.figure,
+                self.limit,
+                self.held_for.as_secs_f64(),
+                self.duration.as_secs_f64()
+            ),
+            OomdRule::Swap => write!(
+                f,
+                "swap is {:.2}% used, and {}'s rule acts past {:.2}%",
+                self.figure, self.monitored, self.limit
+            ),
+        }
+    }
+}
+
+impl CannotWarn {
+    /// Whether oomd may still act on the scope, unseen: a rule covers it but cannot be followed
+    /// here (not: no oomd, no rule, no swap for the swap rule, the scope gone).
+    pub fn oomd_may_act(&self) -> bool {
+        matches!(
+            self.kind,
+            CannotWarnKind::NoPsi
+                | CannotWarnKind::Unreadable
+                | CannotWarnKind::NoMemoryController
+                | CannotWarnKind::CannotAsk
+        )
+    }
+}
+
+/// Why a scope cannot be warned about.
+///
+/// Exhaustive on purpose: every surface maps each, and a new one must not compile unmapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CannotWarnKind {
+    /// systemd-oomd is not running (nothing owns `org.freedesktop.oom1`), or the system bus that
+    /// would tell cannot be reached.
+    NoOomd,
+    /// No rule of oomd's covers the scope: oomd does not act on it.
+    NoRule,
+    /// The kernel has no pressure stall information (PSI), which the pressure rule reads.
+    NoPsi,
+    /// A file oomd reads cannot be read here.
+    Unreadable,
+    /// The machine has no swap: the swap rule cannot fire.
+    NoSwap,
+    /// The scope has no memory controller: oomd cannot rank it, nor kill it by rule.
+    NoMemoryController,
+    /// The scope is gone.
+    ScopeGone,
+    /// A manager could not say which rules cover the scope.
+    CannotAsk,
+}
+
+impl CannotWarnKind {
+    /// The word on every surface.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CannotWarnKind::NoOomd => "no-oomd",
+            CannotWarnKind::NoRule => "no-rule",
+            CannotWarnKind::NoPsi => "no-psi",
+            CannotWarnKind::Unreadable => "unreadable",
+            CannotWarnKind::NoSwap => "no-swap",
+            CannotWarnKind::NoMemoryController => "no-memory-controller",
+            CannotWarnKind::ScopeGone => "scope-gone",
+            CannotWarnKind::CannotAsk => "cannot-ask",
+        }
+    }
+}
+
+/// Why a scope cannot be warned about, in words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CannotWarn {
+    /// The scope's unit.
+    pub unit: String,
+    /// Why, as a kind.
+    pub kind: CannotWarnKind,
+    /// Why, in words.
+    pub message: String,
+}
+
+impl fmt::Display for CannotWarn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} cannot be warned about: {}", self.unit, self.message)
+    }
+}
+
+impl std::error::Error for CannotWarn {}
+
+/// What a watch calls with each warning.
+type Deliver = Box<dyn Fn(&OomdWarning) + Send + Sync>;
+
+/// Where a watch's warnings go, until the watch is dropped.
+struct Sink {
+    deliver: Mutex<Option<Deliver>>,
+    /// Set by a watch dropped on the thread that delivers (from inside its own callback).
+    closed: AtomicBool,
+}
+
+/// A watch on scopes for systemd-oomd's rules: warnings go to its callback or channel, on this
+/// process's one watching thread, until it is dropped; none is delivered after `drop` returns
+/// (dropped from inside its own callback, none after that callback returns).
+pub struct OomdWatch {
+    id: u64,
+    pid: u32,
+    sink: Arc<Sink>,
+    watched: Vec<String>,
+    cannot: Vec<CannotWarn>,
+}
+
+impl fmt::Debug for OomdWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OomdWatch")
+            .field("watched", &self.watched)
+            .field("cannot", &self.cannot)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OomdWatch {
+    /// Watches the scopes of `handles`, asking the managers and the system bus (`env`'s) within
+    /// `timeout` which rules cover each; `on_warning` is called with each warning, on this
+    /// process's watching thread. Scopes that cannot be warned about are listed by
+    /// [`Self::cannot_warn`]; where none can, the error says why of the first.
+    pub fn new<F>(
+        handles: &[ScopeHandle],
+        env: &[(OsString, OsString)],
+        timeout: Duration,
+        on_warning: F,
+    ) -> Result<OomdWatch, CannotWarn>
+    where
+        F: Fn(&OomdWarning) + Send + Sync + 'static,
+    {
+        let deadline = deadline_after(timeout);
+        let defaults = OomdDefaults::of_this_machine();
+        let oomd = oomd_signal::oomd_is_there(env, deadline);
+        let mut scopes = Vec::new();
+        let mut cannot = Vec::new();
+        for handle in handles {
+            match scope_of(handle, &oomd, env, &defaults, deadline) {
+                Ok(scope) => scopes.push(scope),
+                Err(why) => cannot.push(why),
+            }
+        }
+        if scopes.is_empty() {
+            return Err(cannot.into_iter().next().unwrap_or(CannotWarn {
+                unit: String::new(),
+                kind: CannotWarnKind::ScopeGone,
+                message: "no scope was given to watch".into(),
+            }));
+        }
+        for why in &cannot {
+            tracing::warn!(target: crate::diag::TARGET, "{why}");
+        }
+        let sink = Arc::new(Sink {
+            deliver: Mutex::new(Some(Box::new(on_warning))),
+            closed: AtomicBool::new(false),
+        });
+        let watched = scopes.iter().map(|scope| scope.unit.clone()).collect();
+        let id = register(Arc::clone(&sink), scopes);
+        Ok(OomdWatch {
+            id,
+            pid: std::process::id(),
+            sink,
+            watched,
+            cannot,
+        })
+    }
+
+    /// [`Self::new`] with the warnings sent to a channel.
+    pub fn channel(
+        handles: &[ScopeHandle],
+        env: &[(OsString, OsString)],
+        timeout: Duration,
+    ) -> Result<(OomdWatch, mpsc::Receiver<OomdWarning>), CannotWarn> {
+        let (sender, receiver) = mpsc::channel();
+        let sender = Mutex::new(sender);
+        let watch = OomdWatch::new(handles, env, timeout, move |warning| {
+            let _ = lock(&sender).send(warning.clone());
+        })?;
+        Ok((watch, receiver))
+    }
+
+    /// The units of the scopes this watch can warn about.
+    pub fn watched(&self) -> &[String] {
+        &self.watched
+    }
+
+    /// The scopes given that this watch cannot warn about, and why.
+    pub fn cannot_warn(&self) -> &[CannotWarn] {
+        &self.cannot
+    }
+}
+
+impl Drop for OomdWatch {
+    fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // A forked child's copy: the watch is the parent's, and never fires here.
+            return;
+        }
+        let engine = ENGINE.get();
+        let delivering_thread = {
+            let mut state = lock(&engine.state);
+            state.watches.remove(&self.id);
+            state.thread
+        };
+        engine.wake();
+        if delivering_thread == Some(std::thread::current().id()) {
+            // Dropped from inside a callback: the one delivery in flight is this call's own.
+            self.sink.closed.store(true, Ordering::Release);
+        } else {
+            // Waits for a delivery in flight, and makes sure none follows.
+            lock(&self.sink.deliver).take();
+        }
+    }
+}
+
+impl ScopeHandle {
+    /// Watches this handle's scope for systemd-oomd's rules (see [`OomdWatch::new`]).
+    pub fn watch_oomd<F>(
+        &self,
+        env: &[(OsString, OsString)],
+        timeout: Duration,
+        on_warning: F,
+    ) -> Result<OomdWatch, CannotWarn>
+    where
+        F: Fn(&OomdWarning) + Send + Sync + 'static,
+    {
+        OomdWatch::new(std::slice::from_ref(self), env, timeout, on_warning)
+    }
+}
+
+/// One scope a watch warns about.
+struct Scope {
+    unit: String,
+    dir: PathBuf,
+    ino: u64,
+    /// The rules that cover it and can fire, each with the surest warning sent in this episode.
+    rules: Vec<(CoveringRule, Option<Sureness>)>,
+}
+
+/// The scope of `handle` with the rules that cover it and can fire, or why it cannot be warned.
+fn scope_of(
+    handle: &ScopeHandle,
+    oomd: &Result<bool, String>,
+    env: &[(OsString, OsString)],
+    defaults: &OomdDefaults,
+    deadline: Instant,
+) -> Result<Scope, CannotWarn> {
+    let unit = handle.unit().to_owned();
+    let cannot = |kind, message: String| CannotWarn {
+        unit: unit.clone(),
+        kind,
+        message,
+    };
+    let (cgroup_path, ino) = handle.identity();
+    let dir = handle.cgroup_dir().to_path_buf();
+    if cgroup::inode_at(&dir) != Some(ino) {
+        return Err(cannot(
+            CannotWarnKind::ScopeGone,
+            "the scope is gone".into(),
+        ));
+    }
+    match oomd {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(cannot(
+                CannotWarnKind::NoOomd,
+                "systemd-oomd is not running (nothing owns org.freedesktop.oom1 on the system bus)"
+                    .into(),
+            ))
+        }
+        Err(why) => return Err(cannot(CannotWarnKind::NoOomd, why.clone())),
+    }
+    let covering = oomd_rules::covering(cgroup_path, env, defaults, deadline)
+        .map_err(|why| cannot(CannotWarnKind::CannotAsk, why))?;
+    if covering.is_empty() {
+        return Err(cannot(
+            CannotWarnKind::NoRule,
+            "no unit above it has ManagedOOMMemoryPressure=kill or ManagedOOMSwap=kill".into(),
+        ));
+    }
+    if !dir.join("memory.current").exists() {
+        return Err(cannot(
+            CannotWarnKind::NoMemoryController,
+            "its cgroup has no memory controller, so oomd neither ranks nor kills it".into(),
+        ));
+    }
+    let mut rules = Vec::new();
+    let mut first_why = None;
+    for rule in covering {
+        match can_fire(&rule) {
+            Ok(()) => rules.push((rule, None)),
+            Err((kind, message)) => {
+                first_why.get_or_insert_with(|| cannot(kind, message));
+            }
+        }
+    }
+    if rules.is_empty() {
+        return Err(first_why.expect("a rule was there"));
+    }
+    Ok(Scope {
+        unit,
+        dir,
+        ino,
+        rules,
+    })
+}
+
+/// Whether `rule` can fire on this machine, and can be followed; why not where it cannot.
+fn can_fire(rule: &CoveringRule) -> Result<(), (CannotWarnKind, String)> {
+    match rule.rule {
+        OomdRule::MemoryPressure => {
+            let file = monitored_dir(&rule.cgroup)?.join("memory.pressure");
+            match std::fs::read_to_string(&file) {
+                Ok(text) if pressure::parse(&text).is_some_and(|p| p.full.is_some()) => Ok(()),
+                Ok(_) => Err((
+                    CannotWarnKind::NoPsi,
+                    format!("{} holds no full line", file.display()),
+                )),
+                Err(e) if !Path::new("/proc/pressure/memory").exists() => Err((
+                    CannotWarnKind::NoPsi,
+                    format!("the kernel has no pressure stall information ({e})"),
+                )),
+                Err(e) => Err((
+                    CannotWarnKind::Unreadable,
+                    format!("{} cannot be read: {e}", file.display()),
+                )),
+            }
+        }
+        OomdRule::Swap => match Meminfo::read() {
+            Some(meminfo) if meminfo.swap_total > 0 => Ok(()),
+            Some(_) => Err((
+                CannotWarnKind::NoSwap,
+                format!(
+                    "the machine has no swap, so the swap rule of {} cannot fire",
+                    rule.unit
+                ),
+            )),
+            None => Err((
+                CannotWarnKind::Unreadable,
+                "/proc/meminfo cannot be read".into(),
+            )),
+        },
+    }
+}
+
+/// The directory of a monitored unit's cgroup (from the hierarchy's root).
+fn monitored_dir(cgroup: &str) -> Result<PathBuf, (CannotWarnKind, String)> {
+    Cgroup::at(cgroup)
+        .map(|cgroup| cgroup.dir().to_path_buf())
+        .map_err(|e| (CannotWarnKind::Unreadable, e.to_string()))
+}
+
+/// Every watch of this process, and its thread.
+#[derive(Default)]
+struct Engine {
+    state: Mutex<State>,
+    /// Told when the first watch is made.
+    watched: Condvar,
+    /// Wakes the thread from its sleep on the kernel's triggers when watches change.
+    wake: Mutex<Option<Arc<OwnedFd>>>,
+}
+
+#[derive(Default)]
+struct State {
+    watches: HashMap<u64, Registered>,
+    next_id: u64,
+    /// The thread's id, once started.
+    thread: Option<std::thread::ThreadId>,
+    /// Bumped at each change of the watches, so the thread plans anew.
+    generation: u64,
+}
+
+struct Registered {
+    sink: Arc<Sink>,
+    scopes: Vec<Scope>,
+}
+
+static ENGINE: PerProcess<Engine> = PerProcess::new();
+
+impl Engine {
+    fn wake(&self) {
+        if let Some(fd) = lock(&self.wake).as_ref() {
+            let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+        }
+    }
+}
+
+/// Adds a watch; starts this process's thread with the first.
+fn register(sink: Arc<Sink>, scopes: Vec<Scope>) -> u64 {
+    let engine = ENGINE.get();
+    let id = {
+        let mut state = lock(&engine.state);
+        let id = state.next_id;
+        state.next_id += 1;
+        state.generation += 1;
+        state.watches.insert(id, Registered { sink, scopes });
+        if state.thread.is_none() {
+            let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+                .ok()
+                .map(Arc::new);
+            *lock(&engine.wake) = fd;
+            let thread_engine = Arc::clone(&engine);
+            match std::thread::Builder::new()
+                .name("synaps-oomd-warn".into())
+                .spawn(move || run(&thread_engine))
+            {
+                Ok(thread) => state.thread = Some(thread.thread().id()),
+                Err(e) => {
+                    tracing::warn!(target: crate::diag::TARGET, "no thread to watch for systemd-oomd: {e}")
+                }
+            }
+        }
+        id
+    };
+    engine.watched.notify_all();
+    engine.wake();
+    id
+}
+
+/// What the thread keeps of one monitored unit under the pressure rule.
+struct Monitor {
+    dir: PathBuf,
+    limit: f64,
+    /// The kernel's trigger on its `memory.pressure`, where one could be set.
+    trigger: Option<OwnedFd>,
+    avg10: f64,
+    /// Since when the pressure is over the limit (oomd's own moment, at its cadence).
+    above_since: Option<Instant>,
+    /// The unit's `pgscan` when last read, and when it last rose.
+    pgscan: Option<u64>,
+    reclaimed_at: Option<Instant>,
+}
+
+/// How long ago reclaim must have gone on for oomd to act on pressure.
+const RECLAIM_RECENT: Duration = Duration::from_secs(30);
+/// oomd's cadence for the pressure rule, and this thread's while a figure is raised.
+const CADENCE: Duration = Duration::from_secs(1);
+/// The cadence while swap is past half its limit.
+const SWAP_CADENCE: Duration = Duration::from_millis(100);
+/// The window of the kernel's trigger: Linux 6.4 and later take an unprivileged trigger only in
+/// multiples of 2 s.
+const TRIGGER_WINDOW_USEC: u64 = 2_000_000;
+
+fn run(engine: &Engine) {
+    let mut monitors: HashMap<String, Monitor> = HashMap::new();
+    let mut leaf_pgscan: HashMap<u64, u64> = HashMap::new();
+    let mut planned = u64::MAX;
+    loop {
+        // Nothing watched: asleep until a watch is made.
+        let swap_limit = {
+            let mut state = lock(&engine.state);
+            while state.watches.is_empty() {
+                monitors.clear();
+                leaf_pgscan.clear();
+                state = engine
+                    .watched
+                    .wait(state)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+            if state.generation != planned {
+                planned = state.generation;
+                plan(&state, &mut monitors);
+            }
+            state
+                .watches
+                .values()
+                .flat_map(|watch| &watch.scopes)
+                .flat_map(|scope| &scope.rules)
+                .filter(|(rule, _)| rule.rule == OomdRule::Swap)
+                .map(|(rule, _)| rule.limit)
+                .reduce(f64::min)
+        };
+        let now = Instant::now();
+        for monitor in monitors.values_mut() {
+            monitor.read(now);
+        }
+        let swap = swap_limit.and_then(|_| Meminfo::read());
+        let warnings = {
+            let mut state = lock(&engine.state);
+            judge(&mut state, &monitors, swap.as_ref(), &mut leaf_pgscan, now)
+        };
+        for (sink, warning) in warnings {
+            deliver(&sink, &warning);
+        }
+        let raised = monitors
+            .values()
+            .any(|monitor| monitor.avg10 >= monitor.limit / 2.0 || monitor.trigger.is_none());
+        let swap_raised = match (swap_limit, &swap) {
+            (Some(limit), Some(meminfo)) => meminfo.swap_used_percent() >= limit / 2.0,
+            _ => false,
+        };
+        let timeout = if swap_raised {
+            Some(SWAP_CADENCE)
+        } else if raised || swap.as_ref().is_some_and(|m| m.swap_total > 0) {
+            Some(CADENCE)
+        } else {
+            None
+        };
+        sleep(engine, &monitors, timeout, raised);
+    }
+}
+
+/// Takes in the watches as they now are: a monitor per unit whose pressure rule covers a scope.
+fn plan(state: &State, monitors: &mut HashMap<String, Monitor>) {
+    let mut wanted: HashMap<String, f64> = HashMap::new();
+    for (rule, _) in state
+        .watches
+        .values()
+        .flat_map(|watch| &watch.scopes)
+        .flat_map(|scope| &scope.rules)
+    {
+        if rule.rule == OomdRule::MemoryPressure {
+            wanted.entry(rule.cgroup.clone()).or_insert(rule.limit);
+        }
+    }
+    monitors.retain(|cgroup, _| wanted.contains_key(cgroup));
+    for (cgroup, limit) in wanted {
+        if monitors.contains_key(&cgroup) {
+            continue;
+        }
+        let Ok(dir) = monitored_dir(&cgroup) else {
+            continue;
+        };
+        let trigger = arm(&dir, limit);
+        monitors.insert(
+            cgroup,
+            Monitor {
+                dir,
+                limit,
+                trigger,
+                avg10: 0.0,
+                above_since: None,
+                pgscan: None,
+                reclaimed_at: None,
+            },
+        );
+    }
+}
+
+/// A PSI trigger on `dir`'s `memory.pressure`: woken when full stalls reach half of `limit` over
+/// the window. None where the kernel refuses one (no PSI, or no unprivileged trigger).
+fn arm(dir: &Path, limit: f64) -> Option<OwnedFd> {
+    let file = rustix::fs::open(
+        dir.join("memory.pressure"),
+        OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let stall = ((limit / 200.0) * TRIGGER_WINDOW_USEC as f64).max(1.0) as u64;
+    let trigger = format!("full {stall} {TRIGGER_WINDOW_USEC}\0");
+    match rustix::io::write(&file, trigger.as_bytes()) {
+        Ok(_) => Some(file),
+        Err(e) => {
+            tracing::debug!(target: crate::diag::TARGET, "no PSI trigger on {}: {e}; read at oomd's cadence", dir.display());
+            None
+        }
+    }
+}
+
+impl Monitor {
+    /// Reads the unit's pressure and reclaim, as oomd does at each of its rounds.
+    fn read(&mut self, now: Instant) {
+        let avg10 = std::fs::read_to_string(self.dir.join("memory.pressure"))
+            .ok()
+            .and_then(|text| pressure::parse(&text))
+            .and_then(|p| p.full)
+            .map_or(0.0, |full| full.avg10);
+        self.avg10 = avg10;
+        if avg10 > self.limit {
+            self.above_since.get_or_insert(now);
+        } else {
+            self.above_since = None;
+        }
+        if let Some(pgscan) = stat_field(&self.dir, "pgscan") {
+            if self.pgscan.is_some_and(|before| pgscan > before) {
+                self.reclaimed_at = Some(now);
+            }
+            self.pgscan = Some(pgscan);
+        }
+    }
+}
+
+/// Sleeps until `timeout` (for ever where None), or until the kernel's trigger on a calm unit
+/// fires, or until the watches change.
+fn sleep(
+    engine: &Engine,
+    monitors: &HashMap<String, Monitor>,
+    timeout: Option<Duration>,
+    raised: bool,
+) {
+    let wake = lock(&engine.wake).clone();
+    let mut fds: Vec<PollFd<'_>> = Vec::new();
+    if let Some(wake) = wake.as_deref() {
+        fds.push(PollFd::new(wake, PollFlags::IN));
+    }
+    if !raised {
+        for monitor in monitors.values() {
+            if let Some(trigger) = monitor.trigger.as_ref() {
+                fds.push(PollFd::new(trigger, PollFlags::PRI));
+            }
+        }
+    }
+    let timespec = timeout.map(|t| Timespec {
+        tv_sec: t.as_secs() as _,
+        tv_nsec: t.subsec_nanos() as _,
+    });
+    if fds.is_empty() {
+        std::thread::sleep(timeout.unwrap_or(CADENCE));
+        return;
+    }
+    let _ = poll(&mut fds, timespec.as_ref());
+    if let Some(wake) = wake.as_deref() {
+        let mut count = [0u8; 8];
+        let _ = rustix::io::read(wake.as_fd(), &mut count);
+    }
+}
+
+/// Decides, for every watched scope, whether a rule that covers it is on its way and it is oomd's
+/// likeliest pick; returns the warnings to deliver (each once per sureness and episode).
+fn judge(
+    state: &mut State,
+    monitors: &HashMap<String, Monitor>,
+    swap: Option<&Meminfo>,
+    leaf_pgscan: &mut HashMap<u64, u64>,
+    now: Instant,
+) -> Vec<(Arc<Sink>, OomdWarning)> {
+    let mut picks: HashMap<String, Option<Pick>> = HashMap::new();
+    let mut warnings = Vec::new();
+    for watch in state.watches.values_mut() {
+        for scope in &mut watch.scopes {
+            for (rule, warned) in &mut scope.rules {
+                let verdict = match rule.rule {
+                    OomdRule::MemoryPressure => monitors.get(&rule.cgroup).and_then(|m| {
+                        pressure_verdict(rule, m.avg10, m.above_since, m.reclaimed_at, now)
+                    }),
+                    OomdRule::Swap => swap.and_then(|meminfo| swap_verdict(rule, meminfo)),
+                };
+                let Some((figure, held_for, sure)) = verdict else {
+                    *warned = None;
+                    continue;
+                };
+                if warned.is_some_and(|before| before >= sure) {
+                    continue;
+                }
+                let key = format!("{}:{}", rule.rule.as_str(), rule.cgroup);
+                let pick = picks
+                    .entry(key)
+                    .or_insert_with(|| pick(rule, leaf_pgscan))
+                    .as_ref();
+                let likeliest = pick.is_some_and(|pick| {
+                    pick.dir.starts_with(&scope.dir)
+                        && cgroup::inode_at(&scope.dir) == Some(scope.ino)
+                });
+                if !likeliest {
+                    continue;
+                }
+                *warned = Some(sure);
+                warnings.push((
+                    Arc::clone(&watch.sink),
+                    OomdWarning {
+                        unit: scope.unit.clone(),
+                        rule: rule.rule,
+                        monitored: rule.unit.clone(),
+                        figure,
+                        limit: rule.limit,
+                        held_for,
+                        duration: rule.duration,
+                        sure,
+                    },
+                ));
+            }
+        }
+    }
+    warnings
+}
+
+/// Whether the pressure rule is on its way: the figure, how long it has held, and how sure.
+fn pressure_verdict(
+    rule: &CoveringRule,
+    avg10: f64,
+    above_since: Option<Instant>,
+    reclaimed_at: Option<Instant>,
+    now: Instant,
+) -> Option<(f64, Duration, Sureness)> {
+    let since = above_since?;
+    let held = now.saturating_duration_since(since);
+    let reclaiming =
+        reclaimed_at.is_some_and(|at| now.saturating_duration_since(at) <= RECLAIM_RECENT);
+    let sure = if held >= rule.duration / 2 && reclaiming {
+        Sureness::Likely
+    } else {
+        Sureness::Possible
+    };
+    Some((avg10, held, sure))
+}
+
+/// Whether the swap rule is on its way: swap used, and how sure.
+fn swap_verdict(rule: &CoveringRule, meminfo: &Meminfo) -> Option<(f64, Duration, Sureness)> {
+    let (swap, memory) = (meminfo.swap_used_percent(), meminfo.memory_used_percent());
+    let within = |points: f64| swap >= rule.limit - points && memory >= rule.limit - points;
+    let sure = if within(3.0) {
+        Sureness::Likely
+    } else if within(10.0) {
+        Sureness::Possible
+    } else {
+        return None;
+    };
+    Some((swap, Duration::ZERO, sure))
+}
+
+/// The cgroup oomd would pick under `rule` now.
+struct Pick {
+    dir: PathBuf,
+}
+
+/// The leaf cgroup below the rule's unit that oomd ranks first: under the pressure rule the most
+/// reclaim since the last look (`pgscan`), then the most memory; under the swap rule the most
+/// swap, past 5% of the machine's. Cgroups marked `user.oomd_omit` are left out and those marked
+/// `user.oomd_avoid` ranked last, as oomd does.
+fn pick(rule: &CoveringRule, leaf_pgscan: &mut HashMap<u64, u64>) -> Option<Pick> {
+    let root = monitored_dir(&rule.cgroup).ok()?;
+    let mut leaves = Vec::new();
+    collect_leaves(&root, &mut leaves);
+    let swap_floor = Meminfo::read().map_or(0, |m| m.swap_total * 1024 / 20);
+    let mut best: Option<((bool, u64, u64), PathBuf)> = None;
+    for dir in leaves {
+        if has_xattr(&dir, "user.oomd_omit") {
+            continue;
+        }
+        let avoid = has_xattr(&dir, "user.oomd_avoid");
+        let key = match rule.rule {
+            OomdRule::MemoryPressure => {
+                let current = read_u64(&dir.join("memory.current")).unwrap_or(0);
+                let pgscan = stat_field(&dir, "pgscan").unwrap_or(0);
+                if pgscan == 0 && current == 0 {
+                    continue;
+                }
+                let rate = cgroup::inode_at(&dir)
+                    .map(|ino| {
+                        let before = leaf_pgscan.insert(ino, pgscan).unwrap_or(pgscan);
+                        pgscan.saturating_sub(before)
+                    })
+                    .unwrap_or(0);
+                (!avoid, rate, current)
+            }
+            OomdRule::Swap => {
+                let swap = read_u64(&dir.join("memory.swap.current")).unwrap_or(0);
+                if swap <= swap_floor {
+                    continue;
+                }
+                (!avoid, swap, 0)
+            }
+        };
+        if best.as_ref().map_or(true, |(top, _)| key > *top) {
+            best = Some((key, dir));
+        }
+    }
+    best.map(|(_, dir)| Pick { dir })
+}
+
+/// The leaf cgroups at and below `dir`.
+fn collect_leaves(dir: &Path, leaves: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut children = 0;
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            children += 1;
+            collect_leaves(&entry.path(), leaves);
+        }
+    }
+    if children == 0 {
+        leaves.push(dir.to_path_buf());
+    }
+}
+
+fn has_xattr(dir: &Path, name: &str) -> bool {
+    let mut value = [0u8; 8];
+    rustix::fs::getxattr(dir, name, &mut value).is_ok_and(|n| n > 0)
+}
+
+fn read_u64(file: &Path) -> Option<u64> {
+    std::fs::read_to_string(file).ok()?.trim().parse().ok()
+}
+
+/// A field of a cgroup's `memory.stat`.
+fn stat_field(dir: &Path, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+    text.lines().find_map(|line| {
+        let (key, value) = line.split_once(' ')?;
+        (key == name).then(|| value.trim().parse().ok())?
+    })
+}
+
+/// Calls a watch's callback with `warning`, unless the watch is gone; a panic in the callback
+/// stays there.
+fn deliver(sink: &Sink, warning: &OomdWarning) {
+    let deliver = lock(&sink.deliver);
+    if sink.closed.load(Ordering::Acquire) {
+        return;
+    }
+    if let Some(callback) = deliver.as_ref() {
+        let call = std::panic::AssertUnwindSafe(|| callback(warning));
+        if std::panic::catch_unwind(call).is_err() {
+            tracing::warn!(target: crate::diag::TARGET, "a warning's callback panicked");
+        }
+    }
+}
+
+/// The machine's memory and swap, in kB, as oomd reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Meminfo {
+    mem_total: u64,
+    mem_available: u64,
+    swap_total: u64,
+    swap_free: u64,
+}
+
+impl Meminfo {
+    fn read() -> Option<Meminfo> {
+        Meminfo::parse(&std::fs::read_to_string("/proc/meminfo").ok()?)
+    }
+
+    fn parse(text: &str) -> Option<Meminfo> {
+        let field = |name: &str| {
+            text.lines().find_map(|line| {
+                let rest = line.strip_prefix(name)?.strip_prefix(':')?;
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+        };
+        Some(Meminfo {
+            mem_total: field("MemTotal")?,
+            mem_available: field("MemAvailable")?,
+            swap_total: field("SwapTotal")?,
+            swap_free: field("SwapFree")?,
+        })
+    }
+
+    fn swap_used_percent(&self) -> f64 {
+        if self.swap_total == 0 {
+            return 0.0;
+        }
+        self.swap_total.saturating_sub(self.swap_free) as f64 * 100.0 / self.swap_total as f64
+    }
+
+    fn memory_used_percent(&self) -> f64 {
+        if self.mem_total == 0 {
+            return 0.0;
+        }
+        self.mem_total.saturating_sub(self.mem_available) as f64 * 100.0 / self.mem_total as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(kind: OomdRule, limit: f64, duration: u64) -> CoveringRule {
+        CoveringRule {
+            rule: kind,
+            unit: "user@1000.service".into(),
+            cgroup: "/user.slice/user-1000.slice/user@1000.service".into(),
+            limit,
+            duration: Duration::from_secs(duration),
+        }
+    }
+
+    #[test]
+    fn pressure_warns_from_the_crossing_and_is_likely_after_half_the_duration_with_reclaim() {
+        let rule = rule(OomdRule::MemoryPressure, 50.0, 20);
+        let start = Instant::now();
+        assert_eq!(
+            pressure_verdict(&rule, 40.0, None, Some(start), start),
+            None
+        );
+        let at = |secs| start + Duration::from_secs(secs);
+        assert_eq!(
+            pressure_verdict(&rule, 55.0, Some(start), Some(start), at(3)),
+            Some((55.0, Duration::from_secs(3), Sureness::Possible))
+        );
+        assert_eq!(
+            pressure_verdict(&rule, 70.0, Some(start), Some(at(9)), at(10)),
+            Some((70.0, Duration::from_secs(10), Sureness::Likely))
+        );
+        // No reclaim for longer than oomd looks back: oomd would not act, so not likely.
+        assert_eq!(
+            pressure_verdict(&rule, 70.0, Some(start), Some(start), at(40)).map(|v| v.2),
+            Some(Sureness::Possible)
+        );
+    }
+
+    #[test]
+    fn swap_warns_within_ten_points_of_the_limit_and_is_likely_within_three() {
+        let rule = rule(OomdRule::Swap, 90.0, 0);
+        let meminfo = |mem_used: u64, swap_used: u64| Meminfo {
+            mem_total: 100,
+            mem_available: 100 - mem_used,
+            swap_total: 100,
+            swap_free: 100 - swap_used,
+        };
+        assert_eq!(swap_verdict(&rule, &meminfo(95, 70)), None);
+        assert_eq!(
+            swap_verdict(&rule, &meminfo(50, 95)),
+            None,
+            "memory is free"
+        );
+        assert_eq!(
+            swap_verdict(&rule, &meminfo(95, 82)).map(|v| v.2),
+            Some(Sureness::Possible)
+        );
+        assert_eq!(
+            swap_verdict(&rule, &meminfo(95, 88)).map(|v| v.2),
+            Some(Sureness::Likely)
+        );
+    }
+
+    #[test]
+    fn meminfo_is_read_as_oomd_reads_it() {
+        let text = "MemTotal:        8000000 kB\nMemFree:  10 kB\nMemAvailable:    2000000 kB\nSwapTotal:       1000000 kB\nSwapFree:         250000 kB\n";
+        let meminfo = Meminfo::parse(text).unwrap();
+        assert_eq!(meminfo.memory_used_percent(), 75.0);
+        assert_eq!(meminfo.swap_used_percent(), 75.0);
+        assert_eq!(Meminfo::parse("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn every_word_is_distinct() {
+        let kinds = [
+            CannotWarnKind::NoOomd,
+            CannotWarnKind::NoRule,
+            CannotWarnKind::NoPsi,
+            CannotWarnKind::Unreadable,
+            CannotWarnKind::NoSwap,
+            CannotWarnKind::NoMemoryController,
+            CannotWarnKind::ScopeGone,
+            CannotWarnKind::CannotAsk,
+        ];
+        let words: std::collections::HashSet<_> = kinds.iter().map(|k| k.as_str()).collect();
+        assert_eq!(words.len(), kinds.len());
+        assert_ne!(Sureness::Possible.as_str(), Sureness::Likely.as_str());
+    }
+}

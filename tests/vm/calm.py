@@ -1,0 +1,42 @@
+"""The calm control of the warning before systemd-oomd acts (scenarios.sh calm): launches one
+ordinary tool through the installed `synaps-scope run` (it holds 200 MB and keeps working over it,
+and nothing runs away), watches its scope with the wheel's OomdWatch for SECONDS, and prints
+"watched N warnings M pressure P": N the scopes watched, M the warnings given, P the highest
+full avg10 of the monitored unit's memory.pressure seen (sampled each second).
+
+    python3 calm.py STATE SECONDS
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import synaps_scope
+
+state, seconds = sys.argv[1], float(sys.argv[2])
+work = "b = bytearray(200 << 20)\nwhile True:\n    for i in range(0, len(b), 4096): b[i] = (b[i] + 1) & 255\n    import time; time.sleep(0.5)\n"
+tool = subprocess.Popen(["synaps-scope", "run", "--kind", "tool", "--", "python3", "-c", work])
+deadline = time.monotonic() + 10
+unit = None
+while unit is None and time.monotonic() < deadline:
+    with open(f"/proc/{tool.pid}/cgroup") as f:
+        where = next(line[3:].strip() for line in f if line.startswith("0::"))
+    if "/synaps-tool-" in where:
+        unit = where.rsplit("/", 1)[1]
+    time.sleep(0.05)
+assert unit is not None, "the tool never ran in its scope"
+warnings = []
+watch = synaps_scope.ScopeHandle.from_manager(unit).watch_oomd(warnings.append)
+monitored = "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/memory.pressure"
+highest = 0.0
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    with open(monitored) as f:
+        full = next(line for line in f if line.startswith("full"))
+    highest = max(highest, float(full.split()[1].split("=")[1]))
+    time.sleep(1)
+watch.close()
+tool.kill()
+tool.wait()
+print(f"watched {len(watch.watched)} warnings {len(warnings)} pressure {highest:.2f}", *warnings, flush=True)
