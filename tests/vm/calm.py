@@ -1,8 +1,10 @@
 """The calm control of the warning before systemd-oomd acts (scenarios.sh calm): launches one
 ordinary tool through the installed `synaps-scope run` (it holds 200 MB and keeps working over it,
 and nothing runs away), watches its scope with the wheel's OomdWatch for SECONDS, and prints
-"watched N warnings M pressure P": N the scopes watched, M the warnings given, P the highest
-full avg10 of the monitored unit's memory.pressure seen (sampled each second).
+"watched N warnings M pressure P cpu C threads T": N the scopes watched, M the warnings given, P
+the highest full avg10 of the monitored unit's memory.pressure seen (sampled each second), C the
+CPU time the library's watching thread used over the SECONDS (ms), T how many such threads the
+process has.
 
     python3 calm.py STATE SECONDS
 """
@@ -26,8 +28,23 @@ while unit is None and time.monotonic() < deadline:
         unit = where.rsplit("/", 1)[1]
     time.sleep(0.05)
 assert unit is not None, "the tool never ran in its scope"
+def watcher_threads():
+    """The library's watching threads of this process, and their CPU time in clock ticks."""
+    found = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/comm") as f:
+            if f.read().strip() != "synaps-oomd-warn":
+                continue
+        with open(f"/proc/self/task/{task}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        found.append(int(fields[11]) + int(fields[12]))
+    return found
+
+
 warnings = []
 watch = synaps_scope.ScopeHandle.from_manager(unit).watch_oomd(warnings.append)
+time.sleep(0.5)
+ticks_before = sum(watcher_threads())
 monitored = "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/memory.pressure"
 highest = 0.0
 end = time.monotonic() + seconds
@@ -36,7 +53,13 @@ while time.monotonic() < end:
         full = next(line for line in f if line.startswith("full"))
     highest = max(highest, float(full.split()[1].split("=")[1]))
     time.sleep(1)
+threads = watcher_threads()
+cpu_ms = (sum(threads) - ticks_before) * 1000 / os.sysconf("SC_CLK_TCK")
 watch.close()
 tool.kill()
 tool.wait()
-print(f"watched {len(watch.watched)} warnings {len(warnings)} pressure {highest:.2f}", *warnings, flush=True)
+print(
+    f"watched {len(watch.watched)} warnings {len(warnings)} pressure {highest:.2f} cpu {cpu_ms:.0f} threads {len(threads)}",
+    *warnings,
+    flush=True,
+)
