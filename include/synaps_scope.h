@@ -71,6 +71,9 @@ enum scope_result
   SCOPE_RESULT_IO = 12,
   // The library panicked; this is a bug. Nothing was written.
   SCOPE_RESULT_PANIC = 13,
+  // None of the scopes given can be warned about before systemd-oomd acts (the message says
+  // why; `scope_oomd_last_cannot_warn` gives the kind).
+  SCOPE_RESULT_CANNOT_WARN = 14,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -153,6 +156,38 @@ typedef uint32_t scope_log_level;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// How sure a warning is. The numbers never change meaning.
+typedef enum scope_sureness {
+  // The rule's figure is past its limit (pressure) or within 10 points of it (swap), and the
+  // scope ranks first among oomd's candidates.
+  SCOPE_SURENESS_POSSIBLE = 1,
+  // The pressure has held for half the rule's duration with reclaim going on, or swap is
+  // within 3 points of its limit.
+  SCOPE_SURENESS_LIKELY = 2,
+} scope_sureness;
+
+// Why a scope cannot be warned about. The numbers never change meaning.
+typedef enum scope_cannot_warn_kind {
+  // The calling thread's last call failed otherwise, or did not fail.
+  SCOPE_CANNOT_WARN_KIND_NONE = 0,
+  // systemd-oomd is not running, or the system bus cannot be reached.
+  SCOPE_CANNOT_WARN_KIND_NO_OOMD = 1,
+  // No rule of oomd's covers the scope.
+  SCOPE_CANNOT_WARN_KIND_NO_RULE = 2,
+  // The kernel has no pressure stall information.
+  SCOPE_CANNOT_WARN_KIND_NO_PSI = 3,
+  // A file oomd reads cannot be read here.
+  SCOPE_CANNOT_WARN_KIND_UNREADABLE = 4,
+  // The machine has no swap: the swap rule cannot fire.
+  SCOPE_CANNOT_WARN_KIND_NO_SWAP = 5,
+  // The scope has no memory controller.
+  SCOPE_CANNOT_WARN_KIND_NO_MEMORY_CONTROLLER = 6,
+  // The scope is gone.
+  SCOPE_CANNOT_WARN_KIND_SCOPE_GONE = 7,
+  // A manager could not say which rules cover the scope.
+  SCOPE_CANNOT_WARN_KIND_CANNOT_ASK = 8,
+} scope_cannot_warn_kind;
+
 // A wrapped command line. Free with [`scope_argv_free`]; not to be shared between threads
 // while one of them frees it.
 typedef struct scope_argv scope_argv;
@@ -169,6 +204,9 @@ typedef struct scope_launcher scope_launcher;
 // Checked resource limits for the scopes of a launcher. Immutable. Free with
 // [`scope_limits_free`].
 typedef struct scope_limits scope_limits;
+
+// A watch on scopes for systemd-oomd's rules (opaque).
+typedef struct scope_oomd_watch scope_oomd_watch;
 
 // How `scope_wrap_shell` hands the shell a command's words: a plain integer, as
 // [`scope_kind`] is.
@@ -259,6 +297,53 @@ typedef void (*scope_log_callback)(void *userdata,
                                    scope_log_level level,
                                    const char *message,
                                    size_t len);
+
+// A warning that systemd-oomd is on its way to kill a scope; its strings are valid during the
+// call that hands it over only.
+typedef struct scope_oomd_warning {
+  // The scope's unit.
+  const char *unit;
+  // The rule on its way to firing.
+  enum scope_oomd_rule rule;
+  // The unit the rule is set on.
+  const char *monitored;
+  // In percent: the monitored unit's memory pressure (`full avg10`), or the share of swap used.
+  double figure;
+  // In percent: the figure at which oomd acts.
+  double limit;
+  // How long the pressure has been over its limit, in microseconds (0 under the swap rule).
+  uint64_t held_for_usec;
+  // How long it must hold before oomd acts, in microseconds (0 under the swap rule).
+  uint64_t duration_usec;
+  // How sure the warning is.
+  enum scope_sureness sure;
+  // The whole warning in one line.
+  const char *message;
+} scope_oomd_warning;
+
+// Receives each warning of a watch, on the library's one watching thread (never the caller's):
+// keep it short, and hand work to a thread of your own.
+typedef void (*scope_oomd_warned)(void *userdata, const struct scope_oomd_warning *warning);
+
+// Receives the outcome of [`scope_oomd_watch_new_async`], exactly once, on the request's own
+// thread: `result` as `scope_oomd_watch_new` returns it; on success `watch` is the caller's (free
+// it with [`scope_oomd_watch_free`]); with `SCOPE_RESULT_CANNOT_WARN`, `kind` says why; on
+// failure `error` is the message (valid during the call only).
+typedef void (*scope_oomd_watch_ready)(void *userdata,
+                                       scope_result result,
+                                       struct scope_oomd_watch *watch,
+                                       enum scope_cannot_warn_kind kind,
+                                       const char *error);
+
+// A scope a watch cannot warn about; its strings live as long as the watch.
+typedef struct scope_cannot_warn {
+  // The scope's unit.
+  const char *unit;
+  // Why, as a kind.
+  enum scope_cannot_warn_kind kind;
+  // Why, in words.
+  const char *message;
+} scope_cannot_warn;
 
 // One line of a pressure file: the share of the last 10, 60 and 300 seconds spent waiting, in
 // percent, and the whole time spent waiting, in microseconds.
@@ -849,6 +934,81 @@ scope_result scope_set_log_level(uint32_t level);
 // finished, `SCOPE_RESULT_TIMED_OUT` when some had not by the deadline; a `timeout_ms` of 0 is
 // `SCOPE_RESULT_INVALID_ARGUMENT`, as every bound's is (1.0 took it as "do not wait").
 scope_result scope_flush_warnings(uint32_t timeout_ms);
+
+// Watches the scopes of the `count` handles at `handles` for systemd-oomd's rules, asking the
+// managers and the system bus (`envp`'s, NULL for this process's) within `timeout_ms` which rules
+// cover each; `warned` is called with each warning and `userdata`, on the library's one watching
+// thread, until the watch is freed. The handles may be freed as soon as this returns. Scopes it
+// cannot warn about are listed by [`scope_oomd_watch_cannot`]; where none can be,
+// `SCOPE_RESULT_CANNOT_WARN`, the message says why of the first, and
+// [`scope_oomd_last_cannot_warn`] gives the kind.
+//
+// # Safety
+// `handles` is NULL or points to `count` pointers, each NULL or a live handle; `envp` is NULL or
+// a NULL-terminated array of C strings; `warned` is safe to call from another thread with
+// `userdata` until the watch is freed; `out` is writable.
+scope_result scope_oomd_watch_new(const struct scope_handle *const *handles,
+                                  size_t count,
+                                  const char *const *envp,
+                                  uint32_t timeout_ms,
+                                  scope_oomd_warned warned,
+                                  void *userdata,
+                                  struct scope_oomd_watch **out);
+
+// [`scope_oomd_watch_new`] on a thread of its own, which calls `ready` when the watch is made
+// (the managers are asked within `timeout_ms`). Returns `SCOPE_RESULT_OK` once the request has
+// started (then `ready` runs exactly once), or the error for bad arguments (then `ready` never
+// runs). The handles may be freed as soon as this returns.
+//
+// # Safety
+// As [`scope_oomd_watch_new`]; `ready` is safe to call from another thread with `userdata`,
+// which must stay valid until it has been called and, once a watch is made, until it is freed.
+scope_result scope_oomd_watch_new_async(const struct scope_handle *const *handles,
+                                        size_t count,
+                                        const char *const *envp,
+                                        uint32_t timeout_ms,
+                                        scope_oomd_warned warned,
+                                        scope_oomd_watch_ready ready,
+                                        void *userdata);
+
+// Why the calling thread's last [`scope_oomd_watch_new`] returned `SCOPE_RESULT_CANNOT_WARN`
+// (`SCOPE_CANNOT_WARN_KIND_NONE` where it did not).
+enum scope_cannot_warn_kind scope_oomd_last_cannot_warn(void);
+
+// How many scopes `watch` warns about (0 for NULL).
+//
+// # Safety
+// `watch` is NULL or a live watch.
+size_t scope_oomd_watch_watched_count(const struct scope_oomd_watch *watch);
+
+// The unit of the `index`th scope `watch` warns about, valid as long as the watch; NULL for a
+// NULL watch or an index past the count.
+//
+// # Safety
+// `watch` is NULL or a live watch.
+const char *scope_oomd_watch_watched(const struct scope_oomd_watch *watch, size_t index);
+
+// How many of the scopes given `watch` cannot warn about (0 for NULL).
+//
+// # Safety
+// `watch` is NULL or a live watch.
+size_t scope_oomd_watch_cannot_count(const struct scope_oomd_watch *watch);
+
+// The `index`th scope `watch` cannot warn about, and why, into `*out` (its strings valid as long
+// as the watch); `SCOPE_RESULT_NOT_FOUND` for an index past the count.
+//
+// # Safety
+// `watch` is NULL or a live watch; `out` is writable.
+scope_result scope_oomd_watch_cannot(const struct scope_oomd_watch *watch,
+                                     size_t index,
+                                     struct scope_cannot_warn *out);
+
+// Frees a watch (NULL is accepted and ignored): `warned` is not called after this returns; freed
+// from inside `warned`, not after that call returns.
+//
+// # Safety
+// `watch` is NULL or a watch from this library, not yet freed, that no other thread is using.
+void scope_oomd_watch_free(struct scope_oomd_watch *watch);
 
 // The scope's pressure stall information into `*out`: each resource's `has_some` is false where
 // the kernel has no PSI, and for a scope that is gone.

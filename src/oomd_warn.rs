@@ -536,10 +536,19 @@ struct Monitor {
     /// The unit's `pgscan` when last read, and when it last rose.
     pgscan: Option<u64>,
     reclaimed_at: Option<Instant>,
+    /// The cgroup oomd would pick now (its directory and inode number), once asked this round.
+    pick: Option<Option<(PathBuf, u64)>>,
+    /// The pick of the round before, while the pressure was over the limit.
+    last_pick: Option<(PathBuf, u64)>,
+    /// Until when oomd, having just acted here, acts on nothing more (its post-action delay).
+    quiet_until: Option<Instant>,
 }
 
 /// How long ago reclaim must have gone on for oomd to act on pressure.
 const RECLAIM_RECENT: Duration = Duration::from_secs(30);
+/// How long oomd acts on nothing more under the pressure rule after a kill: the pressure lags, and
+/// what is left is not to be killed for what the killed cgroup caused.
+const POST_ACTION_DELAY: Duration = Duration::from_secs(15);
 /// oomd's cadence for the pressure rule, and this thread's while a figure is raised.
 const CADENCE: Duration = Duration::from_secs(1);
 /// The cadence while swap is past half its limit.
@@ -584,7 +593,13 @@ fn run(engine: &Engine) {
         let swap = swap_limit.and_then(|_| Meminfo::read());
         let warnings = {
             let mut state = lock(&engine.state);
-            judge(&mut state, &monitors, swap.as_ref(), &mut leaf_pgscan, now)
+            judge(
+                &mut state,
+                &mut monitors,
+                swap.as_ref(),
+                &mut leaf_pgscan,
+                now,
+            )
         };
         for (sink, warning) in warnings {
             deliver(&sink, &warning);
@@ -639,6 +654,9 @@ fn plan(state: &State, monitors: &mut HashMap<String, Monitor>) {
                 above_since: None,
                 pgscan: None,
                 reclaimed_at: None,
+                pick: None,
+                last_pick: None,
+                quiet_until: None,
             },
         );
     }
@@ -665,7 +683,9 @@ fn arm(dir: &Path, limit: f64) -> Option<OwnedFd> {
 }
 
 impl Monitor {
-    /// Reads the unit's pressure and reclaim, as oomd does at each of its rounds.
+    /// Reads the unit's pressure and reclaim, as oomd does at each of its rounds. Where the cgroup
+    /// oomd would have picked last round is gone while the pressure is over the limit, oomd is
+    /// taken to have killed it, and to act on nothing more here for its post-action delay.
     fn read(&mut self, now: Instant) {
         let avg10 = std::fs::read_to_string(self.dir.join("memory.pressure"))
             .ok()
@@ -684,6 +704,26 @@ impl Monitor {
             }
             self.pgscan = Some(pgscan);
         }
+        if let Some(Some(pick)) = self.pick.take() {
+            self.last_pick = Some(pick);
+        }
+        let acted = self.above_since.is_some()
+            && self
+                .last_pick
+                .as_ref()
+                .is_some_and(|(dir, ino)| cgroup::inode_at(dir) != Some(*ino));
+        if acted {
+            self.quiet_until = Some(now + POST_ACTION_DELAY);
+            self.last_pick = None;
+        }
+        if self.above_since.is_none() {
+            self.last_pick = None;
+        }
+    }
+
+    /// Whether oomd is in its post-action delay here.
+    fn quiet(&self, now: Instant) -> bool {
+        self.quiet_until.is_some_and(|until| now < until)
     }
 }
 
@@ -726,37 +766,65 @@ fn sleep(
 /// likeliest pick; returns the warnings to deliver (each once per sureness and episode).
 fn judge(
     state: &mut State,
-    monitors: &HashMap<String, Monitor>,
+    monitors: &mut HashMap<String, Monitor>,
     swap: Option<&Meminfo>,
     leaf_pgscan: &mut HashMap<u64, u64>,
     now: Instant,
 ) -> Vec<(Arc<Sink>, OomdWarning)> {
-    let mut picks: HashMap<String, Option<Pick>> = HashMap::new();
+    let mut swap_picks: HashMap<String, Option<(PathBuf, u64)>> = HashMap::new();
     let mut warnings = Vec::new();
     for watch in state.watches.values_mut() {
         for scope in &mut watch.scopes {
             for (rule, warned) in &mut scope.rules {
-                let verdict = match rule.rule {
-                    OomdRule::MemoryPressure => monitors.get(&rule.cgroup).and_then(|m| {
-                        pressure_verdict(rule, m.avg10, m.above_since, m.reclaimed_at, now)
-                    }),
-                    OomdRule::Swap => swap.and_then(|meminfo| swap_verdict(rule, meminfo)),
+                let (verdict, pick) = match rule.rule {
+                    OomdRule::MemoryPressure => {
+                        let Some(monitor) = monitors.get_mut(&rule.cgroup) else {
+                            *warned = None;
+                            continue;
+                        };
+                        let verdict = pressure_verdict(
+                            rule,
+                            monitor.avg10,
+                            monitor.above_since,
+                            monitor.reclaimed_at,
+                            now,
+                        );
+                        if verdict.is_none() {
+                            *warned = None;
+                            continue;
+                        }
+                        if monitor.quiet(now)
+                            || warned.is_some_and(|before| Some(before) >= verdict.map(|v| v.2))
+                        {
+                            continue;
+                        }
+                        let pick = monitor
+                            .pick
+                            .get_or_insert_with(|| pick(rule, leaf_pgscan))
+                            .clone();
+                        (verdict, pick)
+                    }
+                    OomdRule::Swap => {
+                        let verdict = swap.and_then(|meminfo| swap_verdict(rule, meminfo));
+                        if verdict.is_none() {
+                            *warned = None;
+                            continue;
+                        }
+                        if warned.is_some_and(|before| Some(before) >= verdict.map(|v| v.2)) {
+                            continue;
+                        }
+                        let pick = swap_picks
+                            .entry(rule.cgroup.clone())
+                            .or_insert_with(|| pick(rule, leaf_pgscan))
+                            .clone();
+                        (verdict, pick)
+                    }
                 };
                 let Some((figure, held_for, sure)) = verdict else {
-                    *warned = None;
                     continue;
                 };
-                if warned.is_some_and(|before| before >= sure) {
-                    continue;
-                }
-                let key = format!("{}:{}", rule.rule.as_str(), rule.cgroup);
-                let pick = picks
-                    .entry(key)
-                    .or_insert_with(|| pick(rule, leaf_pgscan))
-                    .as_ref();
-                let likeliest = pick.is_some_and(|pick| {
-                    pick.dir.starts_with(&scope.dir)
-                        && cgroup::inode_at(&scope.dir) == Some(scope.ino)
+                let likeliest = pick.is_some_and(|(dir, _)| {
+                    dir.starts_with(&scope.dir) && cgroup::inode_at(&scope.dir) == Some(scope.ino)
                 });
                 if !likeliest {
                     continue;
@@ -815,16 +883,11 @@ fn swap_verdict(rule: &CoveringRule, meminfo: &Meminfo) -> Option<(f64, Duration
     Some((swap, Duration::ZERO, sure))
 }
 
-/// The cgroup oomd would pick under `rule` now.
-struct Pick {
-    dir: PathBuf,
-}
-
 /// The leaf cgroup below the rule's unit that oomd ranks first: under the pressure rule the most
 /// reclaim since the last look (`pgscan`), then the most memory; under the swap rule the most
 /// swap, past 5% of the machine's. Cgroups marked `user.oomd_omit` are left out and those marked
 /// `user.oomd_avoid` ranked last, as oomd does.
-fn pick(rule: &CoveringRule, leaf_pgscan: &mut HashMap<u64, u64>) -> Option<Pick> {
+fn pick(rule: &CoveringRule, leaf_pgscan: &mut HashMap<u64, u64>) -> Option<(PathBuf, u64)> {
     let root = monitored_dir(&rule.cgroup).ok()?;
     let mut leaves = Vec::new();
     collect_leaves(&root, &mut leaves);
@@ -862,7 +925,9 @@ fn pick(rule: &CoveringRule, leaf_pgscan: &mut HashMap<u64, u64>) -> Option<Pick
             best = Some((key, dir));
         }
     }
-    best.map(|(_, dir)| Pick { dir })
+    let (_, dir) = best?;
+    let ino = cgroup::inode_at(&dir)?;
+    Some((dir, ino))
 }
 
 /// The leaf cgroups at and below `dir`.
@@ -1024,6 +1089,46 @@ mod tests {
             swap_verdict(&rule, &meminfo(95, 88)).map(|v| v.2),
             Some(Sureness::Likely)
         );
+    }
+
+    #[test]
+    fn once_the_pick_is_gone_under_pressure_oomd_is_taken_to_rest_for_its_post_action_delay() {
+        let dir = std::env::temp_dir().join(format!("synaps-oomd-warn-{}", std::process::id()));
+        let leaf = dir.join("tool.scope");
+        std::fs::create_dir_all(&leaf).unwrap();
+        let pressure = "some avg10=20.00 avg60=1.00 avg300=0.00 total=1\nfull avg10=15.00 avg60=1.00 avg300=0.00 total=1\n";
+        std::fs::write(dir.join("memory.pressure"), pressure).unwrap();
+        let mut monitor = Monitor {
+            dir: dir.clone(),
+            limit: 2.0,
+            trigger: None,
+            avg10: 0.0,
+            above_since: None,
+            pgscan: None,
+            reclaimed_at: None,
+            pick: None,
+            last_pick: None,
+            quiet_until: None,
+        };
+        let start = Instant::now();
+        monitor.read(start);
+        assert_eq!(monitor.avg10, 15.0);
+        assert_eq!(monitor.above_since, Some(start));
+        monitor.pick = Some(Some((leaf.clone(), cgroup::inode_at(&leaf).unwrap())));
+        let later = start + Duration::from_secs(1);
+        monitor.read(later);
+        assert!(!monitor.quiet(later), "the pick is still there");
+        std::fs::remove_dir(&leaf).unwrap();
+        let killed = start + Duration::from_secs(2);
+        monitor.read(killed);
+        assert!(monitor.quiet(killed + Duration::from_secs(14)));
+        assert!(!monitor.quiet(killed + POST_ACTION_DELAY));
+        assert_eq!(
+            monitor.above_since,
+            Some(start),
+            "oomd keeps the moment the limit was crossed"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,6 +1,7 @@
 // Type declarations of synaps-scope for Node.
 /// <reference types="node" />
 import type { ChildProcess, SpawnOptions } from 'node:child_process';
+import { EventEmitter } from 'node:events';
 
 /** The C ABI version this package was written for; a library with another is refused at load. */
 export declare const ABI_VERSION: 1;
@@ -22,6 +23,8 @@ export declare const EVIDENCE_NAMES: readonly string[];
 /** The header's SCOPE_VERDICT_* names, by number (the number is `synaps-scope doctor`'s exit status). */
 export declare const VERDICT_NAMES: readonly string[];
 export declare const OOMD_RULE_NAMES: readonly string[];
+export declare const SURENESS_NAMES: readonly string[];
+export declare const CANNOT_WARN_NAMES: readonly string[];
 /** Each result's number by its name, as the header's `SCOPE_RESULT_*`. */
 export declare const RESULT: Readonly<Record<string, number>>;
 /** The bound of a probe when none is given, in milliseconds (the header's `SCOPE_DEFAULT_PROBE_TIMEOUT_MS`). */
@@ -98,6 +101,20 @@ export declare class ScopeError extends Error {
 
 /** `process_scopes = required`, and scopes are unavailable for this launch. */
 export declare class ScopeRequiredError extends ScopeError {}
+/** Why a scope cannot be warned about before systemd-oomd acts. */
+export type CannotWarnKind =
+  | 'no-oomd'
+  | 'no-rule'
+  | 'no-psi'
+  | 'unreadable'
+  | 'no-swap'
+  | 'no-memory-controller'
+  | 'scope-gone'
+  | 'cannot-ask';
+/** None of the scopes given can be warned about (code SCOPE_CANNOT_WARN); `kind` says why. */
+export declare class CannotWarnError extends ScopeError {
+  readonly kind: CannotWarnKind;
+}
 
 /** Turns `program args…` into an argv that runs it in a new scope. */
 export declare class ScopeLauncher {
@@ -188,8 +205,57 @@ export declare class ScopeHandle {
   /** How the scope ended, told after the manager has collected it too (make the handle while the
    * tool runs); an oomd kill's rule is asked of the managers within `timeoutMs`. */
   ending(options?: { env?: Environment; timeoutMs?: number }): Promise<ScopeEnding>;
+  /** A watch on this scope for systemd-oomd's rules (OomdWatch.create). */
+  watchOomd(options?: { env?: Environment; timeoutMs?: number }): Promise<OomdWatch>;
   /** Frees the handle now (a kill, waitEmpty or ending still running works on a copy of its own); later calls throw. */
   close(): void;
+}
+
+/** systemd-oomd is on its way to kill the scope `unit`. */
+export interface OomdWarning {
+  readonly unit: string;
+  readonly rule: 'memory-pressure' | 'swap';
+  /** The unit the rule is set on. */
+  readonly monitored: string;
+  /** In percent: the monitored unit's memory pressure (full avg10), or the share of swap used. */
+  readonly figure: number;
+  /** In percent: the figure oomd acts past. */
+  readonly limit: number;
+  /** How long the pressure has been over its limit (0 under the swap rule). */
+  readonly heldForMs: number;
+  /** How long it must hold before oomd acts (0 under the swap rule). */
+  readonly durationMs: number;
+  /** 'possible': past the limit (within 10 points of the swap limit) and the scope ranks first among
+   * oomd's candidates; 'likely': held for half the duration with reclaim, or within 3 points. */
+  readonly sure: 'possible' | 'likely';
+  readonly message: string;
+}
+
+/** A scope a watch cannot warn about, and why. */
+export interface CannotWarn {
+  readonly unit: string;
+  readonly kind: CannotWarnKind;
+  readonly message: string;
+}
+
+/**
+ * Watches scopes for systemd-oomd's rules; 'warning' events come on the event loop. It does not
+ * hold the event loop open, and is closed when collected: keep a reference while it should warn.
+ */
+export declare class OomdWatch extends EventEmitter {
+  private constructor();
+  /** Asks the managers which rules cover each scope, on a thread of the library's own; rejects
+   * with CannotWarnError where none can be warned about. */
+  static create(handles: ScopeHandle | readonly ScopeHandle[], options?: { env?: Environment; timeoutMs?: number }): Promise<OomdWatch>;
+  /** The units of the scopes it can warn about. */
+  readonly watched: readonly string[];
+  /** The scopes given that it cannot warn about. */
+  readonly cannotWarn: readonly CannotWarn[];
+  on(event: 'warning', listener: (warning: OomdWarning) => void): this;
+  once(event: 'warning', listener: (warning: OomdWarning) => void): this;
+  off(event: 'warning', listener: (warning: OomdWarning) => void): this;
+  /** Stops it; resolves once no 'warning' can come any more. */
+  close(): Promise<void>;
 }
 
 /** Checks limits as every launch does; throws ScopeError (SCOPE_INVALID_ARGUMENT) for a bad one. */

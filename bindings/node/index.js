@@ -7,7 +7,7 @@
 // the library returns is freed exactly once, by the library's own free functions.
 //
 // One module per concept under lib/, as the C ABI crate lays its own out (crates/ffi/src):
-// launcher, argv, handle, resolve, doctor, log, error (the one map of result codes to errors),
+// launcher, argv, handle, oomd_watch, resolve, doctor, log, error (the one map of result codes to errors),
 // args, abi (the header's tables) and library (loading it).
 
 const abi = require('./lib/abi.js');
@@ -17,6 +17,7 @@ const { ScopeHandle } = require('./lib/handle.js');
 const { ScopeLauncher, checkLimits, launcherForEnv, launcherForEnvSync } = require('./lib/launcher.js');
 const { c, libraryPath } = require('./lib/library.js');
 const { flushWarnings, setLogLevel, setLogger } = require('./lib/log.js');
+const { CannotWarnError, OomdWatch } = require('./lib/oomd_watch.js');
 const { resolveProgram } = require('./lib/resolve.js');
 const { spawn } = require('./lib/spawn.js');
 
@@ -35,6 +36,10 @@ module.exports = {
   RESULT: abi.RESULT,
   RESULT_NAMES: abi.RESULT_NAMES,
   VERDICT_NAMES: abi.VERDICT_NAMES,
+  CANNOT_WARN_NAMES: abi.CANNOT_WARN_NAMES,
+  SURENESS_NAMES: abi.SURENESS_NAMES,
+  CannotWarnError,
+  OomdWatch,
   ScopeError,
   ScopeHandle,
   ScopeLauncher,

@@ -13,7 +13,7 @@ const KINDS = Object.freeze({ tool: 0, daemon: 1 });
 const SHELL_WORDS = Object.freeze({ positional: 0, joined: 1 });
 const RESULT_NAMES = Object.freeze([
   'OK', 'NULL_PARAMETER', 'INVALID_ARGUMENT', 'INVALID_UTF8', 'INVALID_KIND', 'REQUIRED_UNAVAILABLE',
-  'NOT_FOUND', 'NOT_OURS', 'NOT_IN_SCOPE', 'TIMED_OUT', 'MANAGER', 'NO_CGROUP2', 'IO', 'PANIC',
+  'NOT_FOUND', 'NOT_OURS', 'NOT_IN_SCOPE', 'TIMED_OUT', 'MANAGER', 'NO_CGROUP2', 'IO', 'PANIC', 'CANNOT_WARN',
 ]);
 /** Each result's number by its name: results are compared by name, never by a bare number. */
 const RESULT = Object.freeze(Object.fromEntries(RESULT_NAMES.map((name, number) => [name, number])));
@@ -24,6 +24,11 @@ const ENDING_NAMES = Object.freeze(['RUNNING', 'OOMD', 'KERNEL_OOM', 'HANDLE_KIL
 const OOMD_RULE_NAMES = Object.freeze(['UNKNOWN', 'SWAP', 'MEMORY_PRESSURE']);
 const EVIDENCE_NAMES = Object.freeze([
   'NONE', 'CGROUP_EVENTS', 'OOMD_SIGNAL', 'OOMD_MARK', 'OWN_KILL', 'KILL_MARK', 'MEMORY_EVENTS', 'MEMORY_EVENTS_LOST',
+]);
+/** SCOPE_SURENESS_* (numbered from 1) and SCOPE_CANNOT_WARN_KIND_*: a warning before systemd-oomd acts. */
+const SURENESS_NAMES = Object.freeze(['', 'POSSIBLE', 'LIKELY']);
+const CANNOT_WARN_NAMES = Object.freeze([
+  'NONE', 'NO_OOMD', 'NO_RULE', 'NO_PSI', 'UNREADABLE', 'NO_SWAP', 'NO_MEMORY_CONTROLLER', 'SCOPE_GONE', 'CANNOT_ASK',
 ]);
 /** SCOPE_VERDICT_*: what `diagnose` concludes, numbered as `synaps-scope doctor` exits. */
 const VERDICT_NAMES = Object.freeze(['SCOPED', 'DIRECT', 'BAD_INPUT', 'REFUSED']);
@@ -41,6 +46,7 @@ const EXEC_FAILED_STATUS = 125;
 
 module.exports = {
   ABI_VERSION,
+  CANNOT_WARN_NAMES,
   DEFAULT_KILL_TIMEOUT_MS,
   DEFAULT_PROBE_TIMEOUT_MS,
   ENDING_NAMES,
@@ -53,6 +59,7 @@ module.exports = {
   RESULT_NAMES,
   SHELL_WORDS,
   STAT_UNKNOWN,
+  SURENESS_NAMES,
   VERDICT_NAMES,
   WRAPPERS,
   WRAPPER_NAMES,

@@ -80,4 +80,21 @@ function timeoutMs(value, what, fallback) {
   return value === undefined ? fallback : uint32(value, what);
 }
 
-module.exports = { argvArray, cString, cwdArg, envArray, kindNumber, pidArg, timeoutMs };
+/**
+ * The key of the method by which a live handle gives its pointer to the package's own modules
+ * (a symbol, so it is no part of the public API).
+ */
+const livePointer = Symbol('synaps-scope live pointer');
+
+/** The live pointers of `handles` (a ScopeHandle or an array of them), for a C array argument. */
+function handlePointers(handles, what) {
+  const list = Array.isArray(handles) ? handles : [handles];
+  return list.map((handle, at) => {
+    if (handle === null || typeof handle !== 'object' || typeof handle[livePointer] !== 'function') {
+      throw new TypeError(`${what}[${at}] must be a ScopeHandle`);
+    }
+    return handle[livePointer]();
+  });
+}
+
+module.exports = { argvArray, cString, cwdArg, envArray, handlePointers, kindNumber, livePointer, pidArg, timeoutMs };

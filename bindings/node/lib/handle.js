@@ -3,9 +3,10 @@
 const koffi = require('koffi');
 
 const { DEFAULT_KILL_TIMEOUT_MS, DEFAULT_PROBE_TIMEOUT_MS, ENDING_NAMES, EVIDENCE_NAMES, OOMD_RULE_NAMES, STAT_UNKNOWN, word } = require('./abi.js');
-const { cString, envArray, pidArg, timeoutMs } = require('./args.js');
+const { cString, envArray, livePointer, pidArg, timeoutMs } = require('./args.js');
 const { callBlocking, check, failure } = require('./error.js');
 const { c, DoneReady, EndingReady, PidsReady } = require('./library.js');
+const { OomdWatch } = require('./oomd_watch.js');
 const { answeredOnOwnThread } = require('./own_thread.js');
 
 const handleRegistry = new FinalizationRegistry((pointer) => c.handleFree(pointer));
@@ -62,6 +63,11 @@ class ScopeHandle {
   #live() {
     if (this.#closed) throw new Error('synaps-scope: this scope handle was closed');
     return this.#pointer;
+  }
+
+  /** The pointer, for the package's own modules (a watch takes it). */
+  [livePointer]() {
+    return this.#live();
   }
 
   pids() {
@@ -139,6 +145,11 @@ class ScopeHandle {
       evidence: word(EVIDENCE_NAMES[out.evidence] ?? 'NONE'),
       forgeable: Boolean(out.forgeable),
     };
+  }
+
+  /** A watch on this scope for systemd-oomd's rules (`OomdWatch.create(this, options)`). */
+  watchOomd(options = {}) {
+    return OomdWatch.create(this, options);
   }
 
   /** Frees the handle now: a kill, waitEmpty or ending still running works on a copy of its own. */

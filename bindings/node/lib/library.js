@@ -101,6 +101,16 @@ koffi.struct('scope_pressures', { memory: 'scope_pressure', cpu: 'scope_pressure
 koffi.struct('scope_property', { name: 'const char *', value: 'const char *' });
 koffi.struct('scope_stats', { memory_current: 'uint64_t', memory_peak: 'uint64_t', pids_current: 'uint64_t' });
 koffi.struct('scope_ending', { kind: 'int', rule: 'int', kernel_oom_kills: 'uint64_t', evidence: 'int', forgeable: 'bool' });
+koffi.opaque('scope_oomd_watch');
+koffi.struct('scope_oomd_warning', {
+  unit: 'const char *', rule: 'int', monitored: 'const char *', figure: 'double', limit: 'double',
+  held_for_usec: 'uint64_t', duration_usec: 'uint64_t', sure: 'int', message: 'const char *',
+});
+koffi.struct('scope_cannot_warn', { unit: 'const char *', kind: 'int', message: 'const char *' });
+const OomdWarned = koffi.proto('void scope_oomd_warned(void *userdata, void *warning)');
+const OomdWatchReady = koffi.proto(
+  'void scope_oomd_watch_ready(void *userdata, uint32_t result, scope_oomd_watch *watch, int kind, const char *error)',
+);
 const LogCallback = koffi.proto('void scope_log_callback(void *userdata, uint32_t level, const char *message, size_t len)');
 const LauncherReady = koffi.proto(
   'void scope_launcher_ready(void *userdata, uint32_t result, scope_launcher *launcher, const char *error)',
@@ -161,6 +171,14 @@ const c = {
     'uint32_t scope_handle_wait_empty_async(const scope_handle *handle, uint32_t timeout_ms, scope_done_ready *ready, void *userdata)',
   ),
   handleFree: lib.func('void scope_handle_free(scope_handle *handle)'),
+  oomdWatchNewAsync: lib.func(
+    'uint32_t scope_oomd_watch_new_async(const scope_handle **handles, size_t count, const char **envp, uint32_t timeout_ms, scope_oomd_warned *warned, scope_oomd_watch_ready *ready, void *userdata)',
+  ),
+  oomdWatchWatchedCount: lib.func('size_t scope_oomd_watch_watched_count(const scope_oomd_watch *watch)'),
+  oomdWatchWatched: lib.func('const char *scope_oomd_watch_watched(const scope_oomd_watch *watch, size_t index)'),
+  oomdWatchCannotCount: lib.func('size_t scope_oomd_watch_cannot_count(const scope_oomd_watch *watch)'),
+  oomdWatchCannot: lib.func('uint32_t scope_oomd_watch_cannot(const scope_oomd_watch *watch, size_t index, _Out_ scope_cannot_warn *out)'),
+  oomdWatchFree: lib.func('void scope_oomd_watch_free(scope_oomd_watch *watch)'),
   setLogCallback: lib.func('void scope_set_log_callback(scope_log_callback *callback, void *userdata)'),
   setLogLevel: lib.func('uint32_t scope_set_log_level(uint32_t level)'),
   flushWarnings: lib.func('uint32_t scope_flush_warnings(uint32_t timeout_ms)'),
@@ -171,4 +189,4 @@ const c = {
   verdictWords: lib.func('const char *scope_verdict_words(uint32_t verdict)'),
 };
 
-module.exports = { c, libraryPath, DoneReady, EndingReady, LauncherReady, LogCallback, PidsReady };
+module.exports = { c, libraryPath, DoneReady, EndingReady, LauncherReady, LogCallback, OomdWarned, OomdWatchReady, PidsReady };

@@ -48,11 +48,14 @@ pub enum scope_result {
     Io = 12,
     /// The library panicked; this is a bug. Nothing was written.
     Panic = 13,
+    /// None of the scopes given can be warned about before systemd-oomd acts (the message says
+    /// why; `scope_oomd_last_cannot_warn` gives the kind).
+    CannotWarn = 14,
 }
 
 impl scope_result {
     /// Every result, in the order of its number.
-    const ALL: [scope_result; 14] = [
+    const ALL: [scope_result; 15] = [
         scope_result::Ok,
         scope_result::NullParameter,
         scope_result::InvalidArgument,
@@ -67,6 +70,7 @@ impl scope_result {
         scope_result::NoCgroup2,
         scope_result::Io,
         scope_result::Panic,
+        scope_result::CannotWarn,
     ];
 
     /// The result numbered `number`, if there is one.
@@ -93,6 +97,9 @@ impl scope_result {
             scope_result::NoCgroup2 => c"no cgroup2 hierarchy is mounted",
             scope_result::Io => c"the system refused an operation (cgroup access, a thread)",
             scope_result::Panic => c"synaps-scope panicked",
+            scope_result::CannotWarn => {
+                c"no scope given can be warned about before systemd-oomd acts"
+            }
         }
     }
 }

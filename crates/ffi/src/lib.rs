@@ -21,6 +21,7 @@ pub mod handle_async;
 pub mod launcher;
 pub mod limits;
 pub mod log;
+pub mod oomd_watch;
 mod own_thread;
 mod panic;
 pub mod pressure;

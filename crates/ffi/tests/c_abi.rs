@@ -250,6 +250,20 @@ fn oomds_signal_tells_its_kill_to_the_scope_it_hit_alone() {
     scenario_with_env("ending_oomd_signal", &env);
 }
 
+/// The warning before systemd-oomd acts, where it cannot be given: against a stand-in oomd on a
+/// bus standing for the system bus (no manager there to say which rules cover the scope), and
+/// with no system bus at all; each says why, as a result, a kind and a message.
+#[test]
+fn a_watch_that_cannot_warn_says_why_and_writes_nothing() {
+    let Some(_rig) = rig() else { return };
+    let script = repository().join("tests/tools/oomd_bus.py");
+    let env = synaps_scope::with_overrides(
+        &synaps_scope::inherited_env(),
+        &[("SYNAPS_OOMD_BUS".into(), script.into_os_string())],
+    );
+    scenario_with_env("oomd_watch", &env);
+}
+
 #[test]
 fn children_forked_amid_requests_and_log_calls_answer_within_their_own_bound() {
     let Some(_rig) = rig() else { return };

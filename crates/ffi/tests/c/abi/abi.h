@@ -53,6 +53,20 @@ scope_handle *must_handle(const char *unit, pid_t pid);
 void check_cgroup_file(const char *path, const char *unit);
 double now_ms(void);
 
+/* A bus standing for the system bus with a stand-in systemd-oomd on it (tests/tools/oomd_bus.py,
+ * named by SYNAPS_OOMD_BUS; the real oomd acts in the virtual machine): its process, the pipes to
+ * it, and the environment that names it. */
+struct oomd_bus {
+    pid_t pid;
+    int to;
+    FILE *from;
+    char address[4200];
+    const char **env;
+};
+void oomd_bus_start(struct oomd_bus *bus);
+void oomd_bus_killed(struct oomd_bus *bus, const char *cgroup, const char *reason);
+void oomd_bus_stop(struct oomd_bus *bus);
+
 /* The scenarios, each in the file of its concept. */
 int scenario_abi_version(void);
 int scenario_scoped_spawn(void);
@@ -84,5 +98,6 @@ int scenario_fork(void);
 int scenario_fork_host_ticket(void);
 int scenario_held_turn(void);
 int scenario_limits(void);
+int scenario_oomd_watch(void);
 
 #endif

@@ -193,58 +193,6 @@ int scenario_ending(void) {
     return failed;
 }
 
-/* A bus standing for the system bus with a stand-in systemd-oomd on it (tests/tools/oomd_bus.py,
- * named by SYNAPS_OOMD_BUS; the real oomd acts in the virtual machine): its process, the pipes to
- * it, and the environment that names it. */
-struct oomd_bus {
-    pid_t pid;
-    int to;
-    FILE *from;
-    char address[4200];
-    const char **env;
-};
-
-static void oomd_bus_start(struct oomd_bus *bus) {
-    const char *script = getenv("SYNAPS_OOMD_BUS");
-    CHECK(script != NULL, "SYNAPS_OOMD_BUS names tests/tools/oomd_bus.py");
-    int in[2], out[2];
-    CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0, "pipes");
-    bus->pid = fork();
-    CHECK(bus->pid >= 0, "fork");
-    if (bus->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execlp("python3", "python3", script, scratch_dir(), (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    bus->to = in[1];
-    bus->from = fdopen(out[0], "r");
-    char line[4300];
-    CHECK(bus->from != NULL && fgets(line, sizeof line, bus->from) != NULL && strncmp(line, "ready ", 6) == 0,
-          "the stand-in oomd's bus started");
-    line[strcspn(line, "\n")] = '\0';
-    snprintf(bus->address, sizeof bus->address, "DBUS_SYSTEM_BUS_ADDRESS=%s", line + 6);
-    const char *add[] = {bus->address, NULL};
-    const char *drop[] = {"DBUS_SYSTEM_BUS_ADDRESS", NULL};
-    bus->env = env_edit(drop, add);
-}
-
-/* oomd's Killed(cgroup, reason), sent as oomd sends it after a kill. */
-static void oomd_bus_killed(struct oomd_bus *bus, const char *cgroup, const char *reason) {
-    CHECK(dprintf(bus->to, "kill %s %s\n", cgroup, reason) > 0, "the kill to the stand-in");
-    char line[64];
-    CHECK(fgets(line, sizeof line, bus->from) != NULL && strcmp(line, "sent\n") == 0, "the stand-in sent the signal");
-}
-
-static void oomd_bus_stop(struct oomd_bus *bus) {
-    close(bus->to);
-    fclose(bus->from);
-    CHECK(wait_exit(bus->pid) == 0, "the stand-in's bus ended cleanly");
-    free(bus->env);
-}
-
 /* A tool in the cgroup `name` it made below its scope, and a handle on the scope made with the
  * bus's environment once the tool said it moved (it runs only once its scope is made). */
 static scope_handle *scoped_below(scope_launcher *launcher, const char *name, struct oomd_bus *bus, pid_t *pid,

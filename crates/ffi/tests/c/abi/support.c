@@ -1,6 +1,8 @@
 /* Helpers the scenarios share. */
 #include "abi.h"
 
+#include <fcntl.h>
+
 pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* What SENTINEL points to. */
@@ -155,4 +157,46 @@ double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+
+void oomd_bus_start(struct oomd_bus *bus) {
+    const char *script = getenv("SYNAPS_OOMD_BUS");
+    CHECK(script != NULL, "SYNAPS_OOMD_BUS names tests/tools/oomd_bus.py");
+    int in[2], out[2];
+    CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0, "pipes");
+    bus->pid = fork();
+    CHECK(bus->pid >= 0, "fork");
+    if (bus->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execlp("python3", "python3", script, scratch_dir(), (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    bus->to = in[1];
+    bus->from = fdopen(out[0], "r");
+    char line[4300];
+    CHECK(bus->from != NULL && fgets(line, sizeof line, bus->from) != NULL && strncmp(line, "ready ", 6) == 0,
+          "the stand-in oomd's bus started");
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(bus->address, sizeof bus->address, "DBUS_SYSTEM_BUS_ADDRESS=%s", line + 6);
+    const char *add[] = {bus->address, NULL};
+    const char *drop[] = {"DBUS_SYSTEM_BUS_ADDRESS", NULL};
+    bus->env = env_edit(drop, add);
+}
+
+/* oomd's Killed(cgroup, reason), sent as oomd sends it after a kill. */
+void oomd_bus_killed(struct oomd_bus *bus, const char *cgroup, const char *reason) {
+    CHECK(dprintf(bus->to, "kill %s %s\n", cgroup, reason) > 0, "the kill to the stand-in");
+    char line[64];
+    CHECK(fgets(line, sizeof line, bus->from) != NULL && strcmp(line, "sent\n") == 0, "the stand-in sent the signal");
+}
+
+void oomd_bus_stop(struct oomd_bus *bus) {
+    close(bus->to);
+    fclose(bus->from);
+    CHECK(wait_exit(bus->pid) == 0, "the stand-in's bus ended cleanly");
+    free(bus->env);
 }

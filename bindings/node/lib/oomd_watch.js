@@ -1,0 +1,152 @@
+'use strict';
+// The warning before systemd-oomd acts: an `OomdWatch` is an EventEmitter whose 'warning' events
+// come on the event loop. The library's one watching thread calls into the package through a koffi
+// callback, which koffi runs on the main thread; the watch is made on a thread of the library's own
+// (the managers are asked within a bound), and freed on koffi's worker, which waits only for a call
+// in flight, itself on the event loop: neither the event loop nor libuv's pool waits long.
+const { EventEmitter } = require('node:events');
+const koffi = require('koffi');
+
+const { CANNOT_WARN_NAMES, DEFAULT_PROBE_TIMEOUT_MS, OOMD_RULE_NAMES, RESULT, SURENESS_NAMES, word } = require('./abi.js');
+const { envArray, handlePointers, timeoutMs } = require('./args.js');
+const { ScopeError, failure } = require('./error.js');
+const { c, OomdWarned, OomdWatchReady } = require('./library.js');
+
+/** None of the scopes given can be warned about: `kind` says why ('no-oomd', 'no-rule', …). */
+class CannotWarnError extends ScopeError {
+  constructor(message, kind) {
+    super(RESULT.CANNOT_WARN, message);
+    this.name = 'CannotWarnError';
+    this.kind = kind;
+  }
+}
+
+/** Frees a watch on koffi's worker, then lets go of its callback, which is not called after. */
+function freeWatch(pointer, warned) {
+  c.oomdWatchFree.async(pointer, () => koffi.unregister(warned));
+}
+
+const watchRegistry = new FinalizationRegistry(({ pointer, warned }) => freeWatch(pointer, warned));
+
+/** A warning as the library hands it over, in this package's words. */
+function warningOf(raw) {
+  return Object.freeze({
+    unit: raw.unit,
+    rule: word(OOMD_RULE_NAMES[raw.rule] ?? 'UNKNOWN'),
+    monitored: raw.monitored,
+    figure: raw.figure,
+    limit: raw.limit,
+    heldForMs: Number(raw.held_for_usec) / 1000,
+    durationMs: Number(raw.duration_usec) / 1000,
+    sure: word(SURENESS_NAMES[raw.sure] ?? 'POSSIBLE'),
+    message: raw.message,
+  });
+}
+
+/**
+ * Watches scopes for systemd-oomd's rules and emits 'warning' (an object: `unit`, `rule`
+ * ('memory-pressure' or 'swap'), `monitored`, `figure` and `limit` in percent, `heldForMs`,
+ * `durationMs`, `sure` ('possible' or 'likely'), `message`) when oomd is on its way to kill one.
+ * Made with `OomdWatch.create` or `handle.watchOomd`; `close()` stops it (no event after it
+ * resolves). It does not hold the event loop open, and a watch no longer referenced is closed when
+ * collected, so keep a reference for as long as it should warn.
+ */
+class OomdWatch extends EventEmitter {
+  #pointer;
+  #warned;
+  #closed = false;
+
+  constructor(pointer, warned) {
+    super();
+    this.#pointer = pointer;
+    this.#warned = warned;
+    /** The units of the scopes this watch can warn about. */
+    this.watched = Object.freeze(
+      Array.from({ length: Number(c.oomdWatchWatchedCount(pointer)) }, (_, at) => c.oomdWatchWatched(pointer, at)),
+    );
+    /** The scopes given that it cannot warn about: `{unit, kind, message}` each. */
+    this.cannotWarn = Object.freeze(
+      Array.from({ length: Number(c.oomdWatchCannotCount(pointer)) }, (_, at) => {
+        const out = {};
+        c.oomdWatchCannot(pointer, at, out);
+        return Object.freeze({ unit: out.unit, kind: word(CANNOT_WARN_NAMES[out.kind] ?? 'NONE'), message: out.message });
+      }),
+    );
+    watchRegistry.register(this, { pointer, warned }, this);
+  }
+
+  /**
+   * Watches the scopes of `handles` (a ScopeHandle or an array of them): asks the managers and the
+   * system bus (`env`'s) within `timeoutMs` which rules cover each, on a thread of the library's
+   * own. Rejects with CannotWarnError where none can be warned about.
+   */
+  static create(handles, { env, timeoutMs: ms } = {}) {
+    const pointers = handlePointers(handles, 'handles');
+    const envp = envArray(env);
+    const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
+    /** @type {WeakRef<OomdWatch> | null} */
+    let target = null;
+    /** Warnings that came before the watch was handed over. */
+    const early = [];
+    const warned = koffi.register((_userdata, pointer) => {
+      const warning = warningOf(koffi.decode(pointer, 'scope_oomd_warning'));
+      if (target === null) early.push(warning);
+      else target.deref()?.#deliver(warning);
+    }, koffi.pointer(OomdWarned));
+    return new Promise((resolve, reject) => {
+      const keepAlive = setTimeout(() => {}, timeout + 60_000);
+      const ready = koffi.register((_userdata, result, pointer, kind, error) => {
+        clearTimeout(keepAlive);
+        setImmediate(() => koffi.unregister(ready));
+        if (result !== RESULT.OK) {
+          setImmediate(() => koffi.unregister(warned));
+          const message = `synaps-scope: ${error}`;
+          reject(result === RESULT.CANNOT_WARN ? new CannotWarnError(message, word(CANNOT_WARN_NAMES[kind] ?? 'NONE')) : failure(result, error));
+          return;
+        }
+        const watch = new OomdWatch(pointer, warned);
+        target = new WeakRef(watch);
+        resolve(watch);
+        setImmediate(() => {
+          for (const warning of early.splice(0)) watch.#deliver(warning);
+        });
+      }, koffi.pointer(OomdWatchReady));
+      const started = c.oomdWatchNewAsync(pointers, pointers.length, envp, timeout, warned, ready, null);
+      if (started !== RESULT.OK) {
+        clearTimeout(keepAlive);
+        koffi.unregister(ready);
+        koffi.unregister(warned);
+        reject(failure(started));
+      }
+    });
+  }
+
+  #deliver(warning) {
+    if (this.#closed) return;
+    try {
+      this.emit('warning', warning);
+    } catch (error) {
+      // A listener's exception is the host's, as for any emitter: thrown again outside the library.
+      process.nextTick(() => {
+        throw error;
+      });
+    }
+  }
+
+  /** Stops the watch; resolves once no 'warning' can come any more. */
+  close() {
+    if (this.#closed) return Promise.resolve();
+    this.#closed = true;
+    watchRegistry.unregister(this);
+    const [pointer, warned] = [this.#pointer, this.#warned];
+    this.#pointer = null;
+    return new Promise((resolve) => {
+      c.oomdWatchFree.async(pointer, () => {
+        koffi.unregister(warned);
+        resolve();
+      });
+    });
+  }
+}
+
+module.exports = { CannotWarnError, OomdWatch };
