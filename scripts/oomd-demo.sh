@@ -4,7 +4,8 @@
 # oomd as Fedora 34 and Ubuntu 22.04 shipped it (ManagedOOMSwap=kill on -.slice: under memory and
 # swap exhaustion, kill the cgroup using the most swap), and as alice, from her login shell, starts
 # a toy agent daemon in its own daemon scope that launches an idle tool and a runaway through
-# `synaps-scope run`. Prints oomd's own journal line for the scoped run, then for the control with
+# `synaps-scope run` (the runaway through `run --wait`). Prints the warning `run --wait` gave
+# before oomd acted, then oomd's own journal line for the scoped run, then for the control with
 # SYNAPS_PROCESS_SCOPES=off, where the runaway shares the daemon's cgroup.
 #
 #   scripts/oomd-demo.sh [--release 12|13]     # as root; about 3 minutes after the first run
@@ -46,4 +47,4 @@ chmod -R a+rX "$stage/share"
 echo "== Debian $release in a virtual machine: the real systemd-oomd, ManagedOOMSwap=kill on -.slice"
 "$here/vm-rig.sh" --release "$release" --share "$stage/share" --timeout 600 -- \
   'bash scenarios.sh oomd swap:login:scoped swap:login:direct'
-echo "== result: with scopes systemd-oomd killed the runaway's own scope and the daemon lived on; without them it killed the daemon's cgroup, the daemon with it"
+echo "== result: with scopes, the runaway's scope was warned of before systemd-oomd killed it alone, and the daemon lived on; without them oomd killed the daemon's cgroup, the daemon with it"

@@ -32,41 +32,9 @@ use std::time::{Duration, Instant};
 use crate::cgroup;
 use crate::oom_watch::HANDLE_KILL_MARK;
 use crate::oom_watch::{self, has_any_mark, OomKills, ScopeWatch, OOMD_MARKS};
-use crate::oomd_rules::{self, OomdDefaults};
+use crate::oomd_rules::{self, OomdDefaults, OomdRule};
 use crate::oomd_signal::{self, Claim, Said, Subscription};
 use crate::per_process::lock;
-
-/// A rule of systemd-oomd's (`systemd.resource-control(5)`, `ManagedOOMSwap=` and
-/// `ManagedOOMMemoryPressure=`).
-///
-/// Exhaustive on purpose: every surface maps each rule, and a new one must not compile unmapped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum OomdRule {
-    /// Swap and memory both nearly used up: oomd kills the cgroup using the most swap.
-    Swap,
-    /// Memory pressure over the limit for long enough: oomd kills the cgroup reclaiming the most.
-    MemoryPressure,
-}
-
-impl OomdRule {
-    /// The rule oomd names as a kill's reason in its `Killed` signal (`memory-used` for the swap
-    /// rule); None for a reason this library does not know.
-    fn of_reason(reason: &str) -> Option<OomdRule> {
-        match reason {
-            "memory-used" => Some(OomdRule::Swap),
-            "memory-pressure" => Some(OomdRule::MemoryPressure),
-            _ => None,
-        }
-    }
-
-    /// The rule's word on every surface: `swap` or `memory-pressure`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OomdRule::Swap => "swap",
-            OomdRule::MemoryPressure => "memory-pressure",
-        }
-    }
-}
 
 /// How a scope ended, as far as its handle can tell.
 ///
@@ -411,16 +379,6 @@ fn oomd_rule(cgroup: &str, env: &[(OsString, OsString)], deadline: Instant) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn oomds_reasons_name_the_rules() {
-        assert_eq!(OomdRule::of_reason("memory-used"), Some(OomdRule::Swap));
-        assert_eq!(
-            OomdRule::of_reason("memory-pressure"),
-            Some(OomdRule::MemoryPressure)
-        );
-        assert_eq!(OomdRule::of_reason("something-new"), None);
-    }
 
     #[test]
     fn every_ending_and_rule_has_one_word() {

@@ -69,7 +69,7 @@ pub use decide::{
 pub use deprecated::{
     bound_from_millis, bound_from_secs, checked_pid, parse_env_entry, BadBound, EnvEntryError,
 };
-pub use ending::{Ending, Evidence, OomdRule, ScopeEnding};
+pub use ending::{Ending, Evidence, ScopeEnding};
 pub use env::{inherited_env, set_env, with_overrides};
 pub use error_class::{Classified, ErrorClass};
 pub use exec_program::{
@@ -82,6 +82,7 @@ pub use kind::{ScopeKind, UnknownKind};
 pub use launcher::{InPlace, ScopeLauncher, Wrapped, Wrapper};
 pub use limits::{Limit, Limits, Unenforced};
 pub use manager::ManagerVersion;
+pub use oomd_rules::OomdRule;
 pub use oomd_warn::{CannotWarn, CannotWarnKind, OomdWarning, OomdWatch, Sureness};
 pub use own_scope::NotMade as ScopeNotMade;
 pub use pressure::{Pressure, PressureLine, ScopePressure};

@@ -9,8 +9,39 @@ use std::time::{Duration, Instant};
 
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
-use crate::ending::OomdRule;
 use crate::{manager, oomd_signal};
+
+/// A rule of systemd-oomd's (`systemd.resource-control(5)`, `ManagedOOMSwap=` and
+/// `ManagedOOMMemoryPressure=`).
+///
+/// Exhaustive on purpose: every surface maps each rule, and a new one must not compile unmapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OomdRule {
+    /// Swap and memory both nearly used up: oomd kills the cgroup using the most swap.
+    Swap,
+    /// Memory pressure over the limit for long enough: oomd kills the cgroup reclaiming the most.
+    MemoryPressure,
+}
+
+impl OomdRule {
+    /// The rule oomd names as a kill's reason in its `Killed` signal (`memory-used` for the swap
+    /// rule); None for a reason this library does not know.
+    pub(crate) fn of_reason(reason: &str) -> Option<OomdRule> {
+        match reason {
+            "memory-used" => Some(OomdRule::Swap),
+            "memory-pressure" => Some(OomdRule::MemoryPressure),
+            _ => None,
+        }
+    }
+
+    /// The rule's word on every surface: `swap` or `memory-pressure`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OomdRule::Swap => "swap",
+            OomdRule::MemoryPressure => "memory-pressure",
+        }
+    }
+}
 
 /// One rule of oomd's that covers a cgroup.
 #[derive(Clone, Debug, PartialEq)]
@@ -317,6 +348,16 @@ mod tests {
         ]
         .map(|(unit, cgroup, user)| (unit.to_owned(), cgroup.to_owned(), user));
         assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn oomds_reasons_name_the_rules() {
+        assert_eq!(OomdRule::of_reason("memory-used"), Some(OomdRule::Swap));
+        assert_eq!(
+            OomdRule::of_reason("memory-pressure"),
+            Some(OomdRule::MemoryPressure)
+        );
+        assert_eq!(OomdRule::of_reason("something-new"), None);
     }
 
     #[test]

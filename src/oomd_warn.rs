@@ -15,13 +15,15 @@
 //! swap is within 3 points). An episode ends when the figure falls back; a later one warns again.
 //!
 //! One thread per process serves every watch, started with the first and asleep (no timer at all)
-//! while none is made. It reads at oomd's own cadence (each second; every 100 ms while swap is
-//! past half its limit) only while a figure is raised; while the pressure is calm it sleeps on a
-//! PSI trigger on each monitored unit's `memory.pressure` (a 2 s window, which Linux 6.4 and later
-//! require of an unprivileged trigger), woken by the kernel when stalls reach half the limit. The
-//! swap rule has no trigger: `/proc/meminfo` is read each second while a swap rule is watched on a
-//! machine with swap. A watch holds no descriptor of its own; the thread holds one per monitored
-//! unit (usually one) and an eventfd. A forked child's copies of a watch never fire there.
+//! while none is made. Under the pressure rule it reads at oomd's own cadence (each second) while
+//! the pressure is past half its limit, and otherwise sleeps on a PSI trigger on each monitored
+//! unit's `memory.pressure` (a 2 s window, which Linux 6.4 and later require of an unprivileged
+//! trigger), woken by the kernel when stalls reach half the limit; where no trigger can be set, it
+//! reads each second. The swap rule has no trigger: while one is watched on a machine with swap,
+//! `/proc/meminfo` is read each second, and every 100 ms once swap is past half its limit or memory
+//! within 20 points of it (a runaway can fill a gigabyte of swap in a second or two). A watch holds
+//! no descriptor of its own; the thread holds one per monitored unit (usually one) and an eventfd.
+//! A forked child's copies of a watch never fire there.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -38,9 +40,9 @@ use rustix::fs::{Mode, OFlags};
 
 use crate::bounds::deadline_after;
 use crate::cgroup::{self, Cgroup};
-use crate::ending::OomdRule;
+
 use crate::handle::ScopeHandle;
-use crate::oomd_rules::{self, CoveringRule, OomdDefaults};
+use crate::oomd_rules::{self, CoveringRule, OomdDefaults, OomdRule};
 use crate::oomd_signal;
 use crate::per_process::{lock, PerProcess};
 use crate::pressure;
@@ -508,7 +510,7 @@ fn register(sink: Arc<Sink>, scopes: Vec<Scope>) -> u64 {
             *lock(&engine.wake) = fd;
             let thread_engine = Arc::clone(&engine);
             match std::thread::Builder::new()
-                .name("synaps-oomd-warn".into())
+                .name("synaps-oomdwarn".into())
                 .spawn(move || run(&thread_engine))
             {
                 Ok(thread) => state.thread = Some(thread.thread().id()),
@@ -551,7 +553,8 @@ const RECLAIM_RECENT: Duration = Duration::from_secs(30);
 const POST_ACTION_DELAY: Duration = Duration::from_secs(15);
 /// oomd's cadence for the pressure rule, and this thread's while a figure is raised.
 const CADENCE: Duration = Duration::from_secs(1);
-/// The cadence while swap is past half its limit.
+/// The cadence while swap is past half its limit, or memory within 20 points of it: a runaway can
+/// fill a gigabyte of swap in a second or two.
 const SWAP_CADENCE: Duration = Duration::from_millis(100);
 /// The window of the kernel's trigger: Linux 6.4 and later take an unprivileged trigger only in
 /// multiples of 2 s.
@@ -608,7 +611,11 @@ fn run(engine: &Engine) {
             .values()
             .any(|monitor| monitor.avg10 >= monitor.limit / 2.0 || monitor.trigger.is_none());
         let swap_raised = match (swap_limit, &swap) {
-            (Some(limit), Some(meminfo)) => meminfo.swap_used_percent() >= limit / 2.0,
+            (Some(limit), Some(meminfo)) => {
+                meminfo.swap_total > 0
+                    && (meminfo.swap_used_percent() >= limit / 2.0
+                        || meminfo.memory_used_percent() >= limit - 20.0)
+            }
             _ => false,
         };
         let timeout = if swap_raised {
@@ -665,16 +672,24 @@ fn plan(state: &State, monitors: &mut HashMap<String, Monitor>) {
 /// A PSI trigger on `dir`'s `memory.pressure`: woken when full stalls reach half of `limit` over
 /// the window. None where the kernel refuses one (no PSI, or no unprivileged trigger).
 fn arm(dir: &Path, limit: f64) -> Option<OwnedFd> {
-    let file = rustix::fs::open(
+    let file = match rustix::fs::open(
         dir.join("memory.pressure"),
         OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC,
         Mode::empty(),
-    )
-    .ok()?;
+    ) {
+        Ok(file) => file,
+        Err(e) => {
+            tracing::debug!(target: crate::diag::TARGET, "no PSI trigger on {}: {e}; read at oomd's cadence", dir.display());
+            return None;
+        }
+    };
     let stall = ((limit / 200.0) * TRIGGER_WINDOW_USEC as f64).max(1.0) as u64;
     let trigger = format!("full {stall} {TRIGGER_WINDOW_USEC}\0");
     match rustix::io::write(&file, trigger.as_bytes()) {
-        Ok(_) => Some(file),
+        Ok(_) => {
+            tracing::debug!(target: crate::diag::TARGET, "a PSI trigger on {} ({}): woken by the kernel while the pressure is calm", dir.display(), trigger.trim_end_matches('\0'));
+            Some(file)
+        }
         Err(e) => {
             tracing::debug!(target: crate::diag::TARGET, "no PSI trigger on {}: {e}; read at oomd's cadence", dir.display());
             None

@@ -1,20 +1,45 @@
 """The calm control of the warning before systemd-oomd acts (scenarios.sh calm): launches one
 ordinary tool through the installed `synaps-scope run` (it holds 200 MB and keeps working over it,
 and nothing runs away), watches its scope with the wheel's OomdWatch for SECONDS, and prints
-"watched N warnings M pressure P cpu C threads T": N the scopes watched, M the warnings given, P
+"watched N warnings M pressure P cpu C threads T idle I trigger W": N the scopes watched, M the warnings given, P
 the highest full avg10 of the monitored unit's memory.pressure seen (sampled each second), C the
 CPU time the library's watching thread used over the SECONDS (ms), T how many such threads the
-process has.
+process has, I the clock ticks it used in the 3 s after the watch was closed (none is left), and W
+whether the kernel's PSI trigger on the monitored unit could be set (`armed`, else why not).
+The warnings are taken both by a callback and by `async for`, which closing the
+watch ends.
 
     python3 calm.py STATE SECONDS
 """
 
+import asyncio
+import logging
 import os
 import subprocess
 import sys
 import time
 
 import synaps_scope
+
+
+class Triggers(logging.Handler):
+    """The library's word on its PSI trigger: armed, or why not (its debug lines)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.said = "unsaid"
+
+    def emit(self, record):
+        line = record.getMessage()
+        if line.startswith("a PSI trigger on "):
+            self.said = "armed"
+        elif line.startswith("no PSI trigger on "):
+            self.said = "none(" + line.split(": ", 1)[1].split(";")[0].replace(" ", "_") + ")"
+
+
+triggers = Triggers()
+logging.getLogger("synaps_scope").addHandler(triggers)
+logging.getLogger("synaps_scope").setLevel(logging.DEBUG)
 
 state, seconds = sys.argv[1], float(sys.argv[2])
 work = "b = bytearray(200 << 20)\nwhile True:\n    for i in range(0, len(b), 4096): b[i] = (b[i] + 1) & 255\n    import time; time.sleep(0.5)\n"
@@ -28,12 +53,14 @@ while unit is None and time.monotonic() < deadline:
         unit = where.rsplit("/", 1)[1]
     time.sleep(0.05)
 assert unit is not None, "the tool never ran in its scope"
+
+
 def watcher_threads():
     """The library's watching threads of this process, and their CPU time in clock ticks."""
     found = []
     for task in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{task}/comm") as f:
-            if f.read().strip() != "synaps-oomd-warn":
+            if f.read().strip() != "synaps-oomdwarn":
                 continue
         with open(f"/proc/self/task/{task}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
@@ -41,25 +68,44 @@ def watcher_threads():
     return found
 
 
-warnings = []
-watch = synaps_scope.ScopeHandle.from_manager(unit).watch_oomd(warnings.append)
-time.sleep(0.5)
-ticks_before = sum(watcher_threads())
-monitored = "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/memory.pressure"
-highest = 0.0
-end = time.monotonic() + seconds
-while time.monotonic() < end:
-    with open(monitored) as f:
-        full = next(line for line in f if line.startswith("full"))
-    highest = max(highest, float(full.split()[1].split("=")[1]))
-    time.sleep(1)
-threads = watcher_threads()
-cpu_ms = (sum(threads) - ticks_before) * 1000 / os.sysconf("SC_CLK_TCK")
-watch.close()
+async def calm():
+    warnings = []
+    iterated = []
+    watch = synaps_scope.ScopeHandle.from_manager(unit).watch_oomd(warnings.append)
+
+    async def consume():
+        async for warning in watch:
+            iterated.append(warning)
+
+    consumer = asyncio.create_task(consume())
+    await asyncio.sleep(0.5)
+    ticks_before = sum(watcher_threads())
+    monitored = "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/memory.pressure"
+    highest = 0.0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        with open(monitored) as f:
+            full = next(line for line in f if line.startswith("full"))
+        highest = max(highest, float(full.split()[1].split("=")[1]))
+        await asyncio.sleep(1)
+    threads = watcher_threads()
+    cpu_ms = (sum(threads) - ticks_before) * 1000 / os.sysconf("SC_CLK_TCK")
+    watch.close()
+    # Closing ends every `async for` over the watch.
+    await asyncio.wait_for(consumer, 5)
+    assert len(iterated) == len(warnings), (iterated, warnings)
+    # With no watch left, the thread does no work at all.
+    closed = sum(watcher_threads())
+    await asyncio.sleep(3)
+    idle_ticks = sum(watcher_threads()) - closed
+    return watch, warnings, highest, cpu_ms, threads, idle_ticks
+
+
+watch, warnings, highest, cpu_ms, threads, idle_ticks = asyncio.run(calm())
 tool.kill()
 tool.wait()
 print(
-    f"watched {len(watch.watched)} warnings {len(warnings)} pressure {highest:.2f} cpu {cpu_ms:.0f} threads {len(threads)}",
+    f"watched {len(watch.watched)} warnings {len(warnings)} pressure {highest:.2f} cpu {cpu_ms:.0f} threads {len(threads)} idle {idle_ticks} trigger {triggers.said}",
     *warnings,
     flush=True,
 )

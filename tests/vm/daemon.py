@@ -10,6 +10,8 @@ the memory controller, as a tool that runs its own sandbox does.
 
 STATE/daemon, STATE/idle, STATE/hog: "PID CGROUP" of the daemon and of each tool, once the tool's
 cgroup has settled (the launcher program moves itself into its scope before it execs the tool).
+With SYNAPS_VM_WAIT=1 the runaway is launched through `synaps-scope run --wait`, and the command
+line's stderr goes to STATE/hog.stderr, each line after the moment it came (time.monotonic()).
 STATE/after: the cgroup of the tool launched after the runaway ended, and its exit status.
 STATE/ending: scoped, how the runaway's scope ended, as a handle made while it ran tells it once
 its exit status is in (the installed wheel's ScopeHandle.ending): "KIND RULE KILLS EVIDENCE
@@ -28,6 +30,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 
 try:
@@ -50,18 +53,40 @@ def record(name, text):
     os.rename(os.path.join(state, name + ".tmp"), os.path.join(state, name))
 
 
-def launch(name, argv):
-    tool = subprocess.Popen(["synaps-scope", "run", "--kind", "tool", "--", *argv])
+def stamped(stream, name):
+    """Copies the lines of `stream` into STATE/NAME.stderr as they come, each after the moment
+    (time.monotonic()) it came."""
+    with open(os.path.join(state, name + ".stderr"), "a") as out:
+        for line in stream:
+            out.write(f"{time.monotonic():.3f} {line}")
+            out.flush()
+
+
+def launch(name, argv, wait=False):
+    """The tool, through `synaps-scope run` (`--wait`: as a child of the command line, which waits
+    outside the tool's scope and tells on stderr, into STATE/NAME.stderr, what befell it)."""
+    run = ["synaps-scope", "run", "--wait"] if wait else ["synaps-scope", "run"]
+    tool = subprocess.Popen([*run, "--kind", "tool", "--", *argv], stderr=subprocess.PIPE if wait else None, text=True)
+    if wait:
+        threading.Thread(target=stamped, args=(tool.stderr, name), daemon=True).start()
+    # The process in the tool's scope: the command line's child when it waits, else itself.
+    deadline = time.monotonic() + 10
+    pid = tool.pid
+    while wait and pid == tool.pid and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{tool.pid}/task/{tool.pid}/children") as f:
+                pid = int(f.read().split()[0])
+        except (IndexError, OSError):
+            time.sleep(0.01)
     # Scoped, the tool's cgroup is its own scope once the launcher program has made it; direct, it
     # is the daemon's from the start.
-    deadline = time.monotonic() + 10
-    where = cgroup(tool.pid)
+    where = cgroup(pid)
     while mode != "direct" and "/synaps-tool-" not in where and time.monotonic() < deadline:
-        time.sleep(0.1)
-        where = cgroup(tool.pid)
+        time.sleep(0.05)
+        where = cgroup(pid)
     # The scope's own cgroup, whether or not the tool has moved below it yet.
     where = where[: where.index(".scope") + len(".scope")] if "/synaps-tool-" in where else where
-    record(name, f"{tool.pid} {where}")
+    record(name, f"{pid} {where}")
     return tool
 
 
@@ -90,7 +115,8 @@ idle = launch("idle", ["sleep", "100000"])
 hog_argv = ["python3", os.path.join(here, "hog.py"), hog_limit]
 if mode == "leaf":
     hog_argv = ["sh", os.path.join(here, "leaf.sh"), *hog_argv]
-hog = launch("hog", hog_argv)
+# SYNAPS_VM_WAIT=1: the runaway through `run --wait`, whose line on stderr warns before oomd acts.
+hog = launch("hog", hog_argv, wait=os.environ.get("SYNAPS_VM_WAIT") == "1")
 # Made from the unit's name (the tool may already be in its cgroup below the scope).
 unit = open(os.path.join(state, "hog")).read().split()[1].rsplit("/", 1)[1]
 handle = synaps_scope.ScopeHandle.from_manager(unit) if synaps_scope and mode != "direct" else None

@@ -239,11 +239,27 @@ warned_first() {
   ok "$case: the daemon was warned ${lead} s before oomd killed the runaway (at least $floor s wanted), of it alone of its two tools: \"$(echo "$first" | cut -d' ' -f2-)\"; $(wc -l <"$state/warnings") warning(s) in all"
 }
 
-# calm_case SECONDS: the calm control, under the pressure rule at the VM's 2 % for 5 s: a daemon's
+# run_wait_warned CASE STATE HOG-UNIT RULE: `synaps-scope run --wait`, through which the daemon
+# launched the runaway, printed the warning line (naming oomd, the rule and the runaway's scope)
+# before oomd killed it.
+run_wait_warned() {
+  local case="$1" state="$2" hog_unit="$3" rule="$4" line killed_at lead
+  wait_until 10 test -s "$state/killed_at" || fail "$case: the daemon did not write down when the runaway was killed"
+  line=$(grep -m1 "systemd-oomd's $rule rule is on its way to killing $hog_unit " "$state/hog.stderr" || true)
+  [ -n "$line" ] || fail "$case: run --wait printed no warning of the runaway's scope under the $rule rule: $(cat "$state/hog.stderr" 2>/dev/null)"
+  killed_at=$(cat "$state/killed_at")
+  lead=$(awk -v k="$killed_at" -v w="${line%% *}" 'BEGIN {printf "%.1f", k - w}')
+  awk -v l="$lead" 'BEGIN {exit !(l > 0)}' || fail "$case: run --wait's warning came ${lead} s after oomd's kill: $line"
+  ok "$case: run --wait warned ${lead} s before oomd's kill: \"${line#* }\""
+}
+
+# calm_case SECONDS: the calm control, under both rules as shipped (the pressure rule at the VM's
+# 2 % for 5 s, on user@.service; the swap rule on -.slice, whose figures are read each second): a daemon's
 # watch on an ordinary tool (it holds 200 MB and works, and nothing runs away) gives no warning in
-# SECONDS, and oomd acts on nothing meanwhile.
+# SECONDS, and oomd acts on nothing meanwhile; the watch's one thread uses the CPU time written
+# down, and none once the watch is closed.
 calm_case() {
-  configure user
+  configure both
   drain_swap
   settle
   local state cursor; state=$(mktemp -d /tmp/calm.XXXXXX); chmod 0777 "$state"
@@ -251,8 +267,8 @@ calm_case() {
   alice "~/venv/bin/python $here/calm.py $state $1" >"$state/log" 2>&1 || { cat "$state/log"; fail "calm: the watching daemon failed"; }
   local kills; kills=$(journalctl -u systemd-oomd --after-cursor="$cursor" -q -o cat | grep -c '^Killed ' || true)
   [ "$kills" = 0 ] || fail "calm: oomd killed $kills cgroup(s) meanwhile, so the machine was not calm"
-  grep -q '^watched 1 warnings 0 .* threads 1$' "$state/log" || fail "calm: $(cat "$state/log")"
-  ok "calm control: $1 s of ordinary work under the pressure rule (2 % for 5 s), watched: no warning, no kill ($(cat "$state/log"))"
+  grep -q '^watched 1 warnings 0 .* threads 1 idle 0 trigger ' "$state/log" || fail "calm: $(cat "$state/log")"
+  ok "calm control: $1 s of ordinary work under both rules (pressure at 2 % for 5 s, swap at 90 %), watched: no warning, no kill ($(cat "$state/log"))"
   rm -rf "$state"
 }
 
@@ -270,7 +286,7 @@ oomd_case() {
   # kernel's OOM killer never acts before oomd.
   local hog_mb=1400
   [ "$rule" = swap ] || hog_mb=swap:40
-  local daemon="env SYNAPS_PROCESS_SCOPES=$scopes synaps-scope run --kind daemon -- ~/venv/bin/python $here/daemon.py $state $hog_mb $mode"
+  local daemon="env SYNAPS_PROCESS_SCOPES=$scopes SYNAPS_VM_WAIT=1 synaps-scope run --kind daemon -- ~/venv/bin/python $here/daemon.py $state $hog_mb $mode"
   cursor=$(journalctl -u systemd-oomd --show-cursor -n 0 -q | sed -n 's/^-- cursor: //p')
   case "$placement" in
     login) alice "exec $daemon" >"$state/log" 2>&1 & ;;
@@ -326,11 +342,12 @@ oomd_case() {
       alive "$(pid_of "$state/idle")" || fail "$rule/$placement/$mode: the daemon's other tool died with the runaway"
       wait_until 30 test -s "$state/after" || fail "$rule/$placement/$mode: the daemon launched nothing after the kill"
       [[ "$(cat "$state/after")" == */app.slice/synaps-tool-*.scope\ exit\ 0\ * ]] || fail "$rule/$placement/$mode: the next tool: $(cat "$state/after")"
+      local expected_rule=memory-pressure; [ "$rule" = swap ] && expected_rule=swap
+      run_wait_warned "$rule/$placement/$mode" "$state" "${hog_cg##*/}" "$expected_rule"
       ok "$rule rule, daemon $where$by, $mode: oomd killed $what alone after $acted s, the daemon and its other tool live on and it launched the next tool (memory pressure then: $pressures): \"$line\""
       # systemd-oomd 252 and later names the rule in its Killed signal (memory-used: the swap
       # rule), heard from the owner of org.freedesktop.oom1: the rule is told even where both
       # kinds cover the scope, as Debian, Fedora and Ubuntu ship them.
-      local expected_rule=memory-pressure; [ "$rule" = swap ] && expected_rule=swap
       if [ -n "$wheel" ]; then
         wait_until 30 test -s "$state/ending" || fail "$rule/$placement/$mode: the daemon's handle told nothing"
         [[ "$(cat "$state/ending")" == "oomd $expected_rule 0 oomd-signal "* ]] \

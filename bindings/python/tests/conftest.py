@@ -12,6 +12,8 @@ from typing import Dict, Iterator
 
 import pytest
 
+from helpers import OomdBus
+
 
 def _rig_or_fail() -> Dict[str, str]:
     names = ("SYNAPS_RIG_SYSTEMD_VERSION", "SYNAPS_RIG_MANAGER", "SYNAPS_RIG_CGROUP")
@@ -95,3 +97,10 @@ def manager(rig: Dict[str, str]) -> Iterator[Manager]:
         yield own
     finally:
         own.close()
+
+
+@pytest.fixture
+def oomd_bus(rig: Dict[str, str], tmp_path: Path) -> Iterator[OomdBus]:
+    bus = OomdBus(tmp_path)
+    yield bus
+    bus.close()

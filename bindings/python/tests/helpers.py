@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Awaitable, Dict, List, Tuple, TypeVar
@@ -69,3 +71,30 @@ def handle_once_in_scope(proc: synaps_scope.Popen) -> synaps_scope.ScopeHandle:
         except synaps_scope.ScopeError:
             assert time.monotonic() < deadline, "the child never reached its scope"
             time.sleep(0.005)
+
+
+OOMD_BUS = Path(__file__).resolve().parents[3] / "tests" / "tools" / "oomd_bus.py"
+
+
+class OomdBus:
+    """A bus standing for the system bus with a stand-in systemd-oomd on it (tests/tools/oomd_bus.py;
+    the real oomd acts in the virtual machine), and the environment that names it."""
+
+    def __init__(self, directory: Path) -> None:
+        self._proc = subprocess.Popen([sys.executable, str(OOMD_BUS), str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        ready = self._proc.stdout.readline().split()
+        assert ready[:1] == ["ready"], ready
+        self.env = {**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": ready[1]}
+
+    def killed(self, cgroup: str, reason: str) -> None:
+        """Sends oomd's Killed(cgroup, reason), as oomd does after a kill."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(f"kill {cgroup} {reason}\n")
+        self._proc.stdin.flush()
+        assert self._proc.stdout.readline().strip() == "sent"
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        self._proc.wait(timeout=10)

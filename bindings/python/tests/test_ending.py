@@ -19,7 +19,7 @@ from typing import Dict, Iterator, Tuple
 import pytest
 
 import synaps_scope
-from helpers import handle_once_in_scope
+from helpers import OomdBus, handle_once_in_scope
 
 
 def wait_collected(handle: synaps_scope.ScopeHandle) -> None:
@@ -147,40 +147,6 @@ def test_an_oomd_kill_swept_up_by_a_handles_kill_is_still_oomds(rig: Dict[str, s
     assert proc.wait(timeout=10) == -9
     wait_collected(handle)
     assert handle.ending() == synaps_scope.ScopeEnding("oomd", None, 0, "oomd-mark", True, "")
-
-
-OOMD_BUS = Path(__file__).resolve().parents[3] / "tests" / "tools" / "oomd_bus.py"
-
-
-class OomdBus:
-    """A bus standing for the system bus with a stand-in systemd-oomd on it (tests/tools/oomd_bus.py;
-    the real oomd acts in the virtual machine), and the environment that names it."""
-
-    def __init__(self, directory: Path) -> None:
-        self._proc = subprocess.Popen([sys.executable, str(OOMD_BUS), str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self._proc.stdout is not None
-        ready = self._proc.stdout.readline().split()
-        assert ready[:1] == ["ready"], ready
-        self.env = {**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": ready[1]}
-
-    def killed(self, cgroup: str, reason: str) -> None:
-        """Sends oomd's Killed(cgroup, reason), as oomd does after a kill."""
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.write(f"kill {cgroup} {reason}\n")
-        self._proc.stdin.flush()
-        assert self._proc.stdout.readline().strip() == "sent"
-
-    def close(self) -> None:
-        assert self._proc.stdin is not None
-        self._proc.stdin.close()
-        self._proc.wait(timeout=10)
-
-
-@pytest.fixture
-def oomd_bus(rig: Dict[str, str], tmp_path: Path) -> Iterator[OomdBus]:
-    bus = OomdBus(tmp_path)
-    yield bus
-    bus.close()
 
 
 # A tool that makes a cgroup below its scope (named by its first argument), moves into it, and

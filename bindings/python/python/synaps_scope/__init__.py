@@ -630,7 +630,7 @@ class OomdWatch:
 
     def __init__(
         self,
-        handles: Sequence[ScopeHandle],
+        handles: Union[ScopeHandle, Sequence[ScopeHandle]],
         callback: Optional[Callable[[OomdWarning], object]] = None,
         env: Optional[Env] = None,
         timeout: float = DEFAULT_PROBE_TIMEOUT,
@@ -639,9 +639,12 @@ class OomdWatch:
         self._lock = threading.Lock()
         self._queues: List[Tuple[asyncio.AbstractEventLoop, "asyncio.Queue[Optional[OomdWarning]]"]] = []
         self._closed = False
-        self._native = _native.OomdWatch(
-            [handle._native for handle in handles], _env_pairs(env), float(timeout), _dispatcher(weakref.ref(self))
-        )
+        natives = []
+        for handle in [handles] if isinstance(handles, ScopeHandle) else handles:
+            if not isinstance(handle, ScopeHandle):
+                raise TypeError(f"OomdWatch takes ScopeHandles, not {type(handle).__name__}")
+            natives.append(handle._native)
+        self._native = _native.OomdWatch(natives, _env_pairs(env), float(timeout), _dispatcher(weakref.ref(self)))
 
     @property
     def watched(self) -> List[str]:
