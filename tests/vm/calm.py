@@ -7,7 +7,8 @@ CPU time the library's watching thread used over the SECONDS (ms), T how many su
 process has, I the clock ticks it used in the 3 s after the watch was closed (none is left), and W
 whether the kernel's PSI trigger on the monitored unit could be set (`armed`, else why not).
 The warnings are taken both by a callback and by `async for`, which closing the
-watch ends.
+watch ends. On the way, a forked child makes and closes a watch of its own, and 100 watches made
+and closed keep no descriptor and no thread.
 
     python3 calm.py STATE SECONDS
 """
@@ -90,6 +91,31 @@ async def calm():
         await asyncio.sleep(1)
     threads = watcher_threads()
     cpu_ms = (sum(threads) - ticks_before) * 1000 / os.sysconf("SC_CLK_TCK")
+    # A host that forks: the child makes and closes a watch of its own (a thread of its own), never
+    # waiting on the parent's, and ends within a bound.
+    child = os.fork()
+    if child == 0:
+        try:
+            synaps_scope.ScopeHandle.from_manager(unit).watch_oomd(print).close()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    deadline = time.monotonic() + 20
+    while True:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            break
+        assert time.monotonic() < deadline, "the forked child's watch hung"
+        await asyncio.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    # Watches made and closed over and over keep nothing: no descriptor, no thread.
+    fds = len(os.listdir("/proc/self/fd"))
+    handle = synaps_scope.ScopeHandle.from_manager(unit)
+    for _ in range(100):
+        handle.watch_oomd(print).close()
+    kept = len(os.listdir("/proc/self/fd")) - fds
+    assert kept <= 0, f"{kept} descriptors kept by 100 watches made and closed"
+    assert len(watcher_threads()) == 1, watcher_threads()
     watch.close()
     # Closing ends every `async for` over the watch.
     await asyncio.wait_for(consumer, 5)

@@ -99,13 +99,13 @@ def resolve(program: bytes, env: _Env, cwd: Optional[bytes] = None) -> bytes: ..
 
 @final
 class OomdWatch:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         handles: Sequence[ScopeHandle],
         env: _Env,
         timeout: float,
         callback: Callable[[Tuple[str, str, str, float, float, float, float, str, str]], object],
-    ) -> None: ...
+    ) -> OomdWatch: ...
     @property
     def watched(self) -> List[str]: ...
     @property
