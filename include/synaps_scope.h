@@ -158,7 +158,7 @@ typedef uint32_t scope_log_level;
 
 // How sure a warning is. The numbers never change meaning.
 typedef enum scope_sureness {
-  // The rule's figure is past its limit (pressure) or within 10 points of it (swap), and the
+  // The rule's figure is past its limit (pressure) or within 10 points of it or 10 s (swap), and the
   // scope ranks first among oomd's candidates.
   SCOPE_SURENESS_POSSIBLE = 1,
   // The pressure has held for half the rule's duration with reclaim going on, or swap is

@@ -9,10 +9,10 @@
 //! - the swap rule: memory and swap both used past `SwapUsedLimit=` (`/proc/meminfo`); oomd then
 //!   kills the leaf cgroup using the most swap (`memory.swap.current`).
 //!
-//! A warning is sent when the rule's figure crosses its limit (pressure) or comes within 10 points
-//! of it (swap) while the scope ranks first among oomd's candidates, `Possible`; and once more when
-//! it is `Likely` (the pressure has held for half the rule's duration with reclaim going on, or
-//! swap is within 3 points). An episode ends when the figure falls back; a later one warns again.
+//! A warning is sent when the rule's figure crosses its limit (pressure), or comes within 10 points
+//! of it or is due at its pace to reach it within 10 s (swap), while the scope ranks first among
+//! oomd's candidates, `Possible`; and once more when it is `Likely` (the pressure has held for half
+//! the rule's duration with reclaim going on, or swap is within 3 points). An episode ends when the figure falls back; a later one warns again.
 //!
 //! One thread per process serves every watch, started with the first and asleep (no timer at all)
 //! while none is made. Under the pressure rule it reads at oomd's own cadence (each second) while
@@ -74,7 +74,7 @@ pub struct OomdWarning {
 /// Exhaustive on purpose: every surface maps each, and a new one must not compile unmapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Sureness {
-    /// The rule's figure is past its limit (pressure) or within 10 points of it (swap), and the
+    /// The rule's figure is past its limit (pressure) or within 10 points of it or 10 s (swap), and the
     /// scope ranks first among oomd's candidates: oomd acts if it goes on so.
     Possible,
     /// The pressure has held past its limit for half the rule's duration with reclaim going on, or
@@ -553,6 +553,8 @@ const RECLAIM_RECENT: Duration = Duration::from_secs(30);
 const POST_ACTION_DELAY: Duration = Duration::from_secs(15);
 /// oomd's cadence for the pressure rule, and this thread's while a figure is raised.
 const CADENCE: Duration = Duration::from_secs(1);
+/// How soon swap, at the pace it fills, must reach its limit for the swap rule to be on its way.
+const SWAP_HORIZON: Duration = Duration::from_secs(10);
 /// The cadence while swap is past half its limit, or memory within 20 points of it: a runaway can
 /// fill a gigabyte of swap in a second or two.
 const SWAP_CADENCE: Duration = Duration::from_millis(100);
@@ -563,6 +565,7 @@ const TRIGGER_WINDOW_USEC: u64 = 2_000_000;
 fn run(engine: &Engine) {
     let mut monitors: HashMap<String, Monitor> = HashMap::new();
     let mut leaf_pgscan: HashMap<u64, u64> = HashMap::new();
+    let mut swap_pace = SwapPace::default();
     let mut planned = u64::MAX;
     loop {
         // Nothing watched: asleep until a watch is made.
@@ -594,12 +597,15 @@ fn run(engine: &Engine) {
             monitor.read(now);
         }
         let swap = swap_limit.and_then(|_| Meminfo::read());
+        let rising = swap
+            .as_ref()
+            .map_or(0.0, |meminfo| swap_pace.rising(meminfo, now));
         let warnings = {
             let mut state = lock(&engine.state);
             judge(
                 &mut state,
                 &mut monitors,
-                swap.as_ref(),
+                swap.as_ref().map(|meminfo| (meminfo, rising)),
                 &mut leaf_pgscan,
                 now,
             )
@@ -782,7 +788,7 @@ fn sleep(
 fn judge(
     state: &mut State,
     monitors: &mut HashMap<String, Monitor>,
-    swap: Option<&Meminfo>,
+    swap: Option<(&Meminfo, f64)>,
     leaf_pgscan: &mut HashMap<u64, u64>,
     now: Instant,
 ) -> Vec<(Arc<Sink>, OomdWarning)> {
@@ -820,7 +826,8 @@ fn judge(
                         (verdict, pick)
                     }
                     OomdRule::Swap => {
-                        let verdict = swap.and_then(|meminfo| swap_verdict(rule, meminfo));
+                        let verdict =
+                            swap.and_then(|(meminfo, rising)| swap_verdict(rule, meminfo, rising));
                         if verdict.is_none() {
                             *warned = None;
                             continue;
@@ -884,13 +891,24 @@ fn pressure_verdict(
     Some((avg10, held, sure))
 }
 
-/// Whether the swap rule is on its way: swap used, and how sure.
-fn swap_verdict(rule: &CoveringRule, meminfo: &Meminfo) -> Option<(f64, Duration, Sureness)> {
+/// Whether the swap rule is on its way: swap used, and how sure. `rising` is how fast swap fills,
+/// in points per second (over about the last second). `Possible` within 10 points of the limit,
+/// or, with memory within 10 points and swap past half the limit, where swap at its pace reaches
+/// the limit within [`SWAP_HORIZON`]; `Likely` within 3 points.
+fn swap_verdict(
+    rule: &CoveringRule,
+    meminfo: &Meminfo,
+    rising: f64,
+) -> Option<(f64, Duration, Sureness)> {
     let (swap, memory) = (meminfo.swap_used_percent(), meminfo.memory_used_percent());
     let within = |points: f64| swap >= rule.limit - points && memory >= rule.limit - points;
+    let soon = memory >= rule.limit - 10.0
+        && swap >= rule.limit / 2.0
+        && rising > 0.0
+        && (rule.limit - swap) / rising <= SWAP_HORIZON.as_secs_f64();
     let sure = if within(3.0) {
         Sureness::Likely
-    } else if within(10.0) {
+    } else if within(10.0) || soon {
         Sureness::Possible
     } else {
         return None;
@@ -995,6 +1013,37 @@ fn deliver(sink: &Sink, warning: &OomdWarning) {
     }
 }
 
+/// How fast swap fills: readings kept for about a second.
+#[derive(Default)]
+struct SwapPace {
+    readings: std::collections::VecDeque<(Instant, f64)>,
+}
+
+impl SwapPace {
+    /// Takes in `meminfo` read at `now`; the points of swap gained per second over the readings of
+    /// about the last second (0 until there are two at least half a second apart).
+    fn rising(&mut self, meminfo: &Meminfo, now: Instant) -> f64 {
+        let used = meminfo.swap_used_percent();
+        self.readings.push_back((now, used));
+        while self.readings.len() > 2
+            && self
+                .readings
+                .get(1)
+                .is_some_and(|(at, _)| now.saturating_duration_since(*at) >= Duration::from_secs(1))
+        {
+            self.readings.pop_front();
+        }
+        match self.readings.front() {
+            Some((at, before))
+                if now.saturating_duration_since(*at) >= Duration::from_millis(500) =>
+            {
+                (used - before) / now.saturating_duration_since(*at).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+}
+
 /// The machine's memory and swap, in kB, as oomd reads them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Meminfo {
@@ -1082,7 +1131,7 @@ mod tests {
     }
 
     #[test]
-    fn swap_warns_within_ten_points_of_the_limit_and_is_likely_within_three() {
+    fn swap_warns_within_ten_points_of_the_limit_or_ten_seconds_of_it_and_is_likely_within_three() {
         let rule = rule(OomdRule::Swap, 90.0, 0);
         let meminfo = |mem_used: u64, swap_used: u64| Meminfo {
             mem_total: 100,
@@ -1090,19 +1139,35 @@ mod tests {
             swap_total: 100,
             swap_free: 100 - swap_used,
         };
-        assert_eq!(swap_verdict(&rule, &meminfo(95, 70)), None);
+        assert_eq!(swap_verdict(&rule, &meminfo(95, 70), 0.0), None);
         assert_eq!(
-            swap_verdict(&rule, &meminfo(50, 95)),
+            swap_verdict(&rule, &meminfo(50, 95), 0.0),
             None,
             "memory is free"
         );
         assert_eq!(
-            swap_verdict(&rule, &meminfo(95, 82)).map(|v| v.2),
+            swap_verdict(&rule, &meminfo(95, 82), 0.0).map(|v| v.2),
             Some(Sureness::Possible)
         );
         assert_eq!(
-            swap_verdict(&rule, &meminfo(95, 88)).map(|v| v.2),
+            swap_verdict(&rule, &meminfo(95, 88), 0.0).map(|v| v.2),
             Some(Sureness::Likely)
+        );
+        // Filling at 3 points a second, 60 % is 10 s from the limit: on its way; at 2, not yet.
+        assert_eq!(
+            swap_verdict(&rule, &meminfo(95, 60), 3.0).map(|v| v.2),
+            Some(Sureness::Possible)
+        );
+        assert_eq!(swap_verdict(&rule, &meminfo(95, 60), 2.0), None);
+        assert_eq!(
+            swap_verdict(&rule, &meminfo(95, 40), 50.0),
+            None,
+            "under half the limit"
+        );
+        assert_eq!(
+            swap_verdict(&rule, &meminfo(70, 60), 50.0),
+            None,
+            "memory is free"
         );
     }
 
@@ -1144,6 +1209,25 @@ mod tests {
             "oomd keeps the moment the limit was crossed"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn swap_s_pace_is_taken_over_about_the_last_second() {
+        let meminfo = |swap_used: u64| Meminfo {
+            mem_total: 100,
+            mem_available: 5,
+            swap_total: 100,
+            swap_free: 100 - swap_used,
+        };
+        let mut pace = SwapPace::default();
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        assert_eq!(pace.rising(&meminfo(10), start), 0.0, "one reading");
+        assert_eq!(pace.rising(&meminfo(12), at(100)), 0.0, "too soon to tell");
+        assert_eq!(pace.rising(&meminfo(20), at(500)), 20.0);
+        assert_eq!(pace.rising(&meminfo(30), at(1000)), 20.0);
+        // Readings older than about a second are let go: the pace is the recent one.
+        assert_eq!(pace.rising(&meminfo(30), at(2100)), 0.0);
     }
 
     #[test]

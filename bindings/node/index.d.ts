@@ -225,7 +225,7 @@ export interface OomdWarning {
   readonly heldForMs: number;
   /** How long it must hold before oomd acts (0 under the swap rule). */
   readonly durationMs: number;
-  /** 'possible': past the limit (within 10 points of the swap limit) and the scope ranks first among
+  /** 'possible': past the limit (within 10 points or 10 s of the swap limit) and the scope ranks first among
    * oomd's candidates; 'likely': held for half the duration with reclaim, or within 3 points. */
   readonly sure: 'possible' | 'likely';
   readonly message: string;

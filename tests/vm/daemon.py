@@ -21,6 +21,7 @@ tools' scopes gave (the wheel's OomdWatch), one per line: "SECONDS UNIT RULE SUR
 HELD DURATION", SECONDS on time.monotonic(); STATE/watch: what the watch said when made.
 STATE/killed_at: time.monotonic() when the runaway's scope was seen killed (the library's reading
 of oomd's mark, else the daemon's seeing its exit), for the warnings' lead time.
+STATE/trigger: the library's word on the kernel's PSI trigger on each monitored unit: set, or why not.
 STATE/oomd_delay: where oomd killed it, the milliseconds from the library's reading of oomd's mark
 (written before the kill) to its hearing oomd's Killed signal (sent after it), from the library's
 own debug lines: what bounds the wait for the signal (docs/guarantees.md).
@@ -45,6 +46,12 @@ here = os.path.dirname(os.path.abspath(__file__))
 def cgroup(pid):
     with open(f"/proc/{pid}/cgroup") as f:
         return next(line[3:].strip() for line in f if line.startswith("0::"))
+
+
+def record_line(name, text):
+    """Adds `text` as a line to STATE/NAME."""
+    with open(os.path.join(state, name), "a") as f:
+        f.write(text + "\n")
 
 
 def record(name, text):
@@ -100,6 +107,8 @@ class OomdTimes(logging.Handler):
 
     def emit(self, record):
         line = record.getMessage()
+        if line.startswith("a PSI trigger on ") or line.startswith("no PSI trigger on "):
+            record_line("trigger", line)
         if self.mark is None and line.startswith("marks read on ") and "user.oomd_ooms" in line:
             self.mark = time.monotonic()
         elif self.signal is None and line.startswith("systemd-oomd killed "):

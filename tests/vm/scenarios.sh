@@ -236,7 +236,9 @@ warned_first() {
   [ "$rule" = swap ] || floor=$(echo "$first" | awk '{print $8 / 2}')
   awk -v l="$lead" -v f="$floor" 'BEGIN {exit !(l > f)}' \
     || fail "$case: warned ${lead} s before oomd's kill, not more than $floor s: $(cat "$state/warnings")"
-  ok "$case: the daemon was warned ${lead} s before oomd killed the runaway (at least $floor s wanted), of it alone of its two tools: \"$(echo "$first" | cut -d' ' -f2-)\"; $(wc -l <"$state/warnings") warning(s) in all"
+  local trigger="no PSI trigger asked for (the swap rule alone)"
+  [ ! -s "$state/trigger" ] || trigger=$(sed 's/^a PSI trigger on \([^ ]*\) .*/a PSI trigger on \1/; s/; read at .*//' "$state/trigger" | sort -u | paste -sd';')
+  ok "$case: the daemon was warned ${lead} s before oomd killed the runaway (at least $floor s wanted), of it alone of its two tools: \"$(echo "$first" | cut -d' ' -f2-)\"; $(wc -l <"$state/warnings") warning(s) in all; $trigger"
 }
 
 # run_wait_warned CASE STATE HOG-UNIT RULE: `synaps-scope run --wait`, through which the daemon
@@ -268,7 +270,7 @@ calm_case() {
   local kills; kills=$(journalctl -u systemd-oomd --after-cursor="$cursor" -q -o cat | grep -c '^Killed ' || true)
   [ "$kills" = 0 ] || fail "calm: oomd killed $kills cgroup(s) meanwhile, so the machine was not calm"
   grep -q '^watched 1 warnings 0 .* threads 1 idle 0 trigger ' "$state/log" || fail "calm: $(cat "$state/log")"
-  ok "calm control: $1 s of ordinary work under both rules (pressure at 2 % for 5 s, swap at 90 %), watched: no warning, no kill ($(cat "$state/log"))"
+  ok "calm control: $1 s of ordinary work under both rules (pressure at 2 % for 5 s, swap at 90 %), watched: no warning, no kill ($(grep '^watched' "$state/log"))"
   rm -rf "$state"
 }
 

@@ -19,7 +19,7 @@ use crate::own_thread::answered_on_own_thread;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum scope_sureness {
-    /// The rule's figure is past its limit (pressure) or within 10 points of it (swap), and the
+    /// The rule's figure is past its limit (pressure) or within 10 points of it or 10 s (swap), and the
     /// scope ranks first among oomd's candidates.
     Possible = 1,
     /// The pressure has held for half the rule's duration with reclaim going on, or swap is

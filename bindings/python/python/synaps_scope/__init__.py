@@ -580,9 +580,9 @@ class OomdWarning(NamedTuple):
     ``figure`` and ``limit`` in percent: the monitored unit's memory pressure (``full avg10``) and
     the limit oomd acts past, or the share of swap used and oomd's ``SwapUsedLimit``; under the
     pressure rule, ``held_for`` is how long (seconds) it has been over the limit, of the
-    ``duration`` oomd waits. ``sure`` is ``"possible"`` (past the limit, or within 10 points of
-    the swap limit, and this scope ranks first among oomd's candidates) or ``"likely"`` (held for
-    half the duration with reclaim going on, or within 3 points of the swap limit)."""
+    ``duration`` oomd waits. ``sure`` is ``"possible"`` (past the limit, or within 10 points or
+    10 s of the swap limit, and this scope ranks first among oomd's candidates) or ``"likely"``
+    (held for half the duration with reclaim going on, or within 3 points of the swap limit)."""
 
     unit: str
     rule: str
