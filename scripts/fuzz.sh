@@ -22,7 +22,7 @@ for target in "${targets[@]}"; do
   cargo fuzz run "$target" "fuzz/corpus/$target" "${seeds[@]}" -- -max_total_time="$seconds" -rss_limit_mb=2048 >"$log" 2>&1 || status=$?
   runs=$(grep -oE '^Done [0-9]+ runs' "$log" | tail -n1 || true)
   if [ "$status" != 0 ] || [ -z "$runs" ]; then
-    tail -n 40 "$log" >&2
+    tail -n 80 "$log" >&2
     echo "fuzz: $target failed (exit $status); its input is in fuzz/artifacts/$target" >&2
     exit 1
   fi

@@ -49,17 +49,19 @@ trap 'rm -rf "$stage"' EXIT
 mkdir "$stage/dist"
 cp "$repo"/tests/vm/* "$stage/"
 cp "$dist"/synaps-scope-*-linux-gnu.tar.gz "$dist"/synaps_scope-*.whl "$stage/dist/"
-rm "$stage/handles.c" "$stage/handles.js"
+rm "$stage/handles.c" "$stage/handles.js" "$stage/watch.c" "$stage/watch.js"
 # C: built here against the tarball, linked to where alice unpacks its library.
 mkdir "$stage/c-tarball"
 tar -xzf "$stage"/dist/synaps-scope-*-linux-gnu.tar.gz -C "$stage/c-tarball" --strip-components=1
 cc -std=c11 -Wall -Wextra -Werror -pedantic "$repo/tests/vm/handles.c" -I"$repo/tests/dist" -I"$stage/c-tarball/include" \
   -L"$stage/c-tarball/lib" -lsynaps_scope -Wl,-rpath,/home/alice/.local/lib -o "$stage/handles-c"
+cc -std=c11 -Wall -Wextra -Werror -pedantic "$repo/tests/vm/watch.c" -I"$repo/tests/dist" -I"$stage/c-tarball/include" \
+  -L"$stage/c-tarball/lib" -lsynaps_scope -lpthread -Wl,-rpath,/home/alice/.local/lib -o "$stage/watch-c"
 rm -rf "$stage/c-tarball"
 # Node: the machine's node and an npm project that installed the package tarball.
 mkdir "$stage/node-project"
 (cd "$stage/node-project" && npm init -y >/dev/null && npm install --no-audit --no-fund --loglevel=error "$dist"/synaps-scope-*.tgz >/dev/null)
-cp "$repo/tests/vm/handles.js" "$stage/node-project/"
+cp "$repo/tests/vm/handles.js" "$repo/tests/vm/watch.js" "$stage/node-project/"
 cp "$(readlink -f "$(command -v node)")" "$stage/node"
 chmod -R a+rX "$stage"
 

@@ -31,6 +31,9 @@ fn launcher() -> *const scope_launcher {
     LAUNCHER
         .get_or_init(|| {
             let dir = std::env::temp_dir().join(format!("synaps-fuzz-{}", std::process::id()));
+            // One left by an earlier run whose process had this pid holds its socket, which the
+            // bind below would refuse (EADDRINUSE): the first input's crash, seen once in CI.
+            let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).unwrap();
             let socket_dir = dir.join("runtime/systemd");
             std::fs::create_dir_all(&socket_dir).unwrap();

@@ -241,6 +241,24 @@ warned_first() {
   ok "$case: the daemon was warned ${lead} s before oomd killed the runaway (at least $floor s wanted), of it alone of its two tools: \"$(echo "$first" | cut -d' ' -f2-)\"; $(wc -l <"$state/warnings") warning(s) in all; $trigger"
 }
 
+# surface_warned CASE STATE SURFACE HOG-UNIT IDLE-UNIT RULE: the same watch made from C or Node
+# (watch-c, watch.js, which daemon.py starts beside its tools) warned of the runaway's scope under
+# RULE before oomd killed it, never of the idle tool's, and nothing after the watch was freed.
+surface_warned() {
+  local case="$1" state="$2" surface="$3" hog_unit="$4" idle_unit="$5" rule="$6" file first lead
+  file="$state/warnings-$surface"
+  wait_until 30 sh -c "grep -q ' 0$' '$state/watchers' 2>/dev/null && [ \$(grep -c ' 0$' '$state/watchers') = 2 ]" \
+    || fail "$case: the C and Node watchers did not both end cleanly: $(cat "$state/watchers" 2>/dev/null)"
+  grep -q '^watching 2$' "$file" || fail "$case ($surface): the watch did not watch both tools: $(cat "$file" 2>/dev/null)"
+  ! grep -q '^after-' "$file" || fail "$case ($surface): a warning came after the watch was freed: $(cat "$file")"
+  ! grep -q " $idle_unit " "$file" || fail "$case ($surface): warned of the idle tool: $(cat "$file")"
+  first=$(awk -v u="$hog_unit" -v r="$rule" '$2 == u && $3 == r {print; exit}' "$file")
+  [ -n "$first" ] || fail "$case ($surface): no warning of the runaway's scope under the $rule rule: $(cat "$file")"
+  lead=$(awk -v k="$(cat "$state/killed_at")" -v w="${first%% *}" 'BEGIN {printf "%.1f", k - w}')
+  awk -v l="$lead" 'BEGIN {exit !(l > 0)}' || fail "$case ($surface): warned ${lead} s after oomd's kill: $first"
+  ok "$case: the same watch from $surface warned ${lead} s before oomd's kill, of the runaway alone, and nothing after it was freed: \"${first#* }\""
+}
+
 # run_wait_warned CASE STATE HOG-UNIT RULE: `synaps-scope run --wait`, through which the daemon
 # launched the runaway, printed the warning line (naming oomd, the rule and the runaway's scope)
 # before oomd killed it.
@@ -356,6 +374,8 @@ oomd_case() {
           || fail "$rule/$placement/$mode: the handle told \"$(cat "$state/ending")\", not an oomd kill under the $expected_rule rule on oomd's signal"
         ok "$rule rule, $mode: the daemon's handle on the runaway's scope, asked after its exit status was in: $(cut -d' ' -f5- "$state/ending")"
         warned_first "$rule/$placement/$mode" "$state" "${hog_cg##*/}" "${idle_cg##*/}" "$expected_rule"
+        surface_warned "$rule/$placement/$mode" "$state" c "${hog_cg##*/}" "${idle_cg##*/}" "$expected_rule"
+        surface_warned "$rule/$placement/$mode" "$state" node "${hog_cg##*/}" "${idle_cg##*/}" "$expected_rule"
         # The library waits for oomd's signal at most 500 ms after reading its mark: oomd's own
         # delay between the two, as the library saw them, must be within that.
         if [ -s "$state/oomd_delay" ]; then
