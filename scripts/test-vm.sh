@@ -79,7 +79,7 @@ for release in "${releases[@]}"; do
     boots=$((boots + 1))
     status=0
     "$here/vm-rig.sh" --release "$release" --share "$stage" --timeout "${SYNAPS_VM_TIMEOUT:-1200}" -- \
-      "bash scenarios.sh oomd $(cases_of "$release") && bash scenarios.sh calm ${SYNAPS_VM_CALM:-150} && bash scenarios.sh cap && bash scenarios.sh limits && bash scenarios.sh handles" 2>&1 | tee "$log" \
+      "bash scenarios.sh oomd $(cases_of "$release") && bash scenarios.sh calm ${SYNAPS_VM_CALM:-120} && bash scenarios.sh cap && bash scenarios.sh limits && bash scenarios.sh handles" 2>&1 | tee "$log" \
       || status=${PIPESTATUS[0]}
     [ "$status" = 3 ] && [ "$boots" -lt 3 ] || break
     echo "test-vm: Debian $release's guest stopped answering (its kernel or qemu, before the scenarios ended); booting it again"

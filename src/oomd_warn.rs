@@ -42,6 +42,7 @@ use crate::bounds::deadline_after;
 use crate::cgroup::{self, Cgroup};
 
 use crate::handle::ScopeHandle;
+use crate::oom_watch::OOMD_MARKS;
 use crate::oomd_rules::{self, CoveringRule, OomdDefaults, OomdRule};
 use crate::oomd_signal;
 use crate::per_process::{lock, PerProcess};
@@ -705,8 +706,9 @@ fn arm(dir: &Path, limit: f64) -> Option<OwnedFd> {
 
 impl Monitor {
     /// Reads the unit's pressure and reclaim, as oomd does at each of its rounds. Where the cgroup
-    /// oomd would have picked last round is gone while the pressure is over the limit, oomd is
-    /// taken to have killed it, and to act on nothing more here for its post-action delay.
+    /// oomd would have picked last round bears oomd's mark, or is gone, while the pressure is over
+    /// the limit, oomd is taken to have killed it, and to act on nothing more here for its
+    /// post-action delay (the tool left beside it would rank first while it dies).
     fn read(&mut self, now: Instant) {
         let avg10 = std::fs::read_to_string(self.dir.join("memory.pressure"))
             .ok()
@@ -728,11 +730,13 @@ impl Monitor {
         if let Some(Some(pick)) = self.pick.take() {
             self.last_pick = Some(pick);
         }
+        // oomd marks the cgroup it kills before it kills (251 and later), and the cgroup goes once
+        // its processes have died: either says it acted, the mark at once.
         let acted = self.above_since.is_some()
-            && self
-                .last_pick
-                .as_ref()
-                .is_some_and(|(dir, ino)| cgroup::inode_at(dir) != Some(*ino));
+            && self.last_pick.as_ref().is_some_and(|(dir, ino)| {
+                cgroup::inode_at(dir) != Some(*ino)
+                    || OOMD_MARKS.iter().any(|mark| has_xattr(dir, mark))
+            });
         if acted {
             self.quiet_until = Some(now + POST_ACTION_DELAY);
             self.last_pick = None;
@@ -1171,15 +1175,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn once_the_pick_is_gone_under_pressure_oomd_is_taken_to_rest_for_its_post_action_delay() {
-        let dir = std::env::temp_dir().join(format!("synaps-oomd-warn-{}", std::process::id()));
-        let leaf = dir.join("tool.scope");
-        std::fs::create_dir_all(&leaf).unwrap();
-        let pressure = "some avg10=20.00 avg60=1.00 avg300=0.00 total=1\nfull avg10=15.00 avg60=1.00 avg300=0.00 total=1\n";
-        std::fs::write(dir.join("memory.pressure"), pressure).unwrap();
-        let mut monitor = Monitor {
-            dir: dir.clone(),
+    /// A monitor of the cgroup tree at `dir` under a 2 % limit, nothing read yet.
+    fn monitor_like(dir: &Path) -> Monitor {
+        Monitor {
+            dir: dir.to_path_buf(),
             limit: 2.0,
             trigger: None,
             avg10: 0.0,
@@ -1189,7 +1188,18 @@ mod tests {
             pick: None,
             last_pick: None,
             quiet_until: None,
-        };
+        }
+    }
+
+    #[test]
+    fn once_the_pick_is_marked_or_gone_under_pressure_oomd_is_taken_to_rest_for_its_post_action_delay(
+    ) {
+        let dir = std::env::temp_dir().join(format!("synaps-oomd-warn-{}", std::process::id()));
+        let leaf = dir.join("tool.scope");
+        std::fs::create_dir_all(&leaf).unwrap();
+        let pressure = "some avg10=20.00 avg60=1.00 avg300=0.00 total=1\nfull avg10=15.00 avg60=1.00 avg300=0.00 total=1\n";
+        std::fs::write(dir.join("memory.pressure"), pressure).unwrap();
+        let mut monitor = monitor_like(&dir);
         let start = Instant::now();
         monitor.read(start);
         assert_eq!(monitor.avg10, 15.0);
@@ -1198,6 +1208,30 @@ mod tests {
         let later = start + Duration::from_secs(1);
         monitor.read(later);
         assert!(!monitor.quiet(later), "the pick is still there");
+        // Marked by oomd, still there while its processes die: oomd acted.
+        let marked = dir.join("marked.scope");
+        std::fs::create_dir_all(&marked).unwrap();
+        let xattrs = rustix::fs::setxattr(
+            &marked,
+            "user.oomd_ooms",
+            b"1",
+            rustix::fs::XattrFlags::empty(),
+        );
+        if xattrs.is_ok() {
+            let mut other = Monitor {
+                last_pick: None,
+                quiet_until: None,
+                ..monitor_like(&dir)
+            };
+            other.read(start);
+            other.pick = Some(Some((marked.clone(), cgroup::inode_at(&marked).unwrap())));
+            other.read(start + Duration::from_secs(1));
+            assert!(
+                other.quiet(start + Duration::from_secs(2)),
+                "a marked pick is oomd's kill"
+            );
+        }
+        std::fs::remove_dir(&marked).unwrap();
         std::fs::remove_dir(&leaf).unwrap();
         let killed = start + Duration::from_secs(2);
         monitor.read(killed);
