@@ -63,29 +63,39 @@ fn systemctl(env: &[(OsString, OsString)], verb: &str) {
 fn bursts_amid(case: &str, env: &[(OsString, OsString)], event: &(dyn Fn() + Sync)) {
     let dir = TempDir::new("manager-events");
     for (round, after) in EVENT_AFTER_MS.into_iter().enumerate() {
-        let log = burst::log_in(dir.path(), &format!("round-{round}"));
-        let label = format!("{round:04x}");
-        let began = Instant::now();
-        let (outcome, event_ended) = std::thread::scope(|scope| {
-            let evented = scope.spawn(move || {
-                std::thread::sleep(Duration::from_millis(after));
-                event();
-                began.elapsed()
+        // The event must have happened amid the burst, or the round proves nothing: a burst can
+        // end before a slow re-exec does (seen: 201 ms against 273 ms, the event 80 ms in, on a
+        // loaded machine), and such a round is run again, at most three times in all.
+        let mut attempt = 0;
+        let (outcome, label) = loop {
+            let log = burst::log_in(dir.path(), &format!("round-{round}-{attempt}"));
+            let label = format!("{round:02x}{attempt:02x}");
+            let began = Instant::now();
+            let (outcome, event_ended) = std::thread::scope(|scope| {
+                let evented = scope.spawn(move || {
+                    std::thread::sleep(Duration::from_millis(after));
+                    event();
+                    began.elapsed()
+                });
+                let outcome =
+                    burst::at_once(BURST, &log, |n| launch(env, &log, n, &label, BOUND_MS));
+                (outcome, evented.join().unwrap())
             });
-            let outcome = burst::at_once(BURST, &log, |n| launch(env, &log, n, &label, BOUND_MS));
-            (outcome, evented.join().unwrap())
-        });
-        eprintln!(
-            "{case}, {after} ms in (over after {} ms): {}",
-            event_ended.as_millis(),
-            outcome.summary()
-        );
-        // The event must have happened amid the burst, or the case proves nothing.
-        assert!(
-            event_ended < outcome.wall,
-            "{case}: the event ended after {event_ended:?}, the burst after {:?}",
-            outcome.wall
-        );
+            eprintln!(
+                "{case}, {after} ms in (over after {} ms): {}",
+                event_ended.as_millis(),
+                outcome.summary()
+            );
+            if event_ended < outcome.wall {
+                break (outcome, label);
+            }
+            attempt += 1;
+            assert!(
+                attempt < 3,
+                "{case}: the event ended after {event_ended:?}, the burst after {:?}, three times",
+                outcome.wall
+            );
+        };
         assert_eq!(
             outcome.scoped,
             BURST,
