@@ -658,21 +658,7 @@ fn plan(state: &State, monitors: &mut HashMap<String, Monitor>) {
             continue;
         };
         let trigger = arm(&dir, limit);
-        monitors.insert(
-            cgroup,
-            Monitor {
-                dir,
-                limit,
-                trigger,
-                avg10: 0.0,
-                above_since: None,
-                pgscan: None,
-                reclaimed_at: None,
-                pick: None,
-                last_pick: None,
-                quiet_until: None,
-            },
-        );
+        monitors.insert(cgroup, Monitor::new(dir, limit, trigger));
     }
 }
 
@@ -705,6 +691,22 @@ fn arm(dir: &Path, limit: f64) -> Option<OwnedFd> {
 }
 
 impl Monitor {
+    /// The monitor of the unit whose cgroup is `dir`, under `limit`, nothing read yet.
+    fn new(dir: PathBuf, limit: f64, trigger: Option<OwnedFd>) -> Self {
+        Monitor {
+            dir,
+            limit,
+            trigger,
+            avg10: 0.0,
+            above_since: None,
+            pgscan: None,
+            reclaimed_at: None,
+            pick: None,
+            last_pick: None,
+            quiet_until: None,
+        }
+    }
+
     /// Reads the unit's pressure and reclaim, as oomd does at each of its rounds. Where the cgroup
     /// oomd would have picked last round bears oomd's mark, or is gone, while the pressure is over
     /// the limit, oomd is taken to have killed it, and to act on nothing more here for its
@@ -1175,22 +1177,6 @@ mod tests {
         );
     }
 
-    /// A monitor of the cgroup tree at `dir` under a 2 % limit, nothing read yet.
-    fn monitor_like(dir: &Path) -> Monitor {
-        Monitor {
-            dir: dir.to_path_buf(),
-            limit: 2.0,
-            trigger: None,
-            avg10: 0.0,
-            above_since: None,
-            pgscan: None,
-            reclaimed_at: None,
-            pick: None,
-            last_pick: None,
-            quiet_until: None,
-        }
-    }
-
     #[test]
     fn once_the_pick_is_marked_or_gone_under_pressure_oomd_is_taken_to_rest_for_its_post_action_delay(
     ) {
@@ -1199,7 +1185,7 @@ mod tests {
         std::fs::create_dir_all(&leaf).unwrap();
         let pressure = "some avg10=20.00 avg60=1.00 avg300=0.00 total=1\nfull avg10=15.00 avg60=1.00 avg300=0.00 total=1\n";
         std::fs::write(dir.join("memory.pressure"), pressure).unwrap();
-        let mut monitor = monitor_like(&dir);
+        let mut monitor = Monitor::new(dir.clone(), 2.0, None);
         let start = Instant::now();
         monitor.read(start);
         assert_eq!(monitor.avg10, 15.0);
@@ -1221,7 +1207,7 @@ mod tests {
             let mut other = Monitor {
                 last_pick: None,
                 quiet_until: None,
-                ..monitor_like(&dir)
+                ..Monitor::new(dir.clone(), 2.0, None)
             };
             other.read(start);
             other.pick = Some(Some((marked.clone(), cgroup::inode_at(&marked).unwrap())));

@@ -127,13 +127,17 @@ unsafe impl Send for Warned {}
 // SAFETY: as for Send; the library calls it from one thread at a time.
 unsafe impl Sync for Warned {}
 
+/// `text` as a C string, a NUL in it written `\0`.
+fn c_text(text: &str) -> CString {
+    CString::new(text.replace('\0', "\\0")).unwrap_or_default()
+}
+
 impl Warned {
     fn call(&self, warning: &OomdWarning) {
-        let text = |s: &str| CString::new(s.replace('\0', "\\0")).unwrap_or_default();
         let (unit, monitored, message) = (
-            text(&warning.unit),
-            text(&warning.monitored),
-            text(&warning.to_string()),
+            c_text(&warning.unit),
+            c_text(&warning.monitored),
+            c_text(&warning.to_string()),
         );
         let crossing = scope_oomd_warning {
             unit: unit.as_ptr(),
@@ -190,10 +194,7 @@ pub unsafe extern "C" fn scope_oomd_watch_new(
         out_arg(out, "out")?;
         // SAFETY: forwarded from the caller.
         let request = unsafe { Request::take(handles, count, envp, timeout_ms, warned, userdata) }?;
-        let made = request.make().map_err(|(failure, kind)| {
-            LAST_CANNOT_WARN.with(|last| last.set(kind));
-            failure
-        })?;
+        let made = request.make()?;
         // SAFETY: checked non-NULL; writable per the caller.
         unsafe { hand_out(made, out) };
         Ok(())
@@ -238,24 +239,11 @@ pub unsafe extern "C" fn scope_oomd_watch_new_async(
         let request = unsafe { Request::take(handles, count, envp, timeout_ms, warned, userdata) }?;
         answered_on_own_thread(
             userdata,
-            move || Ok(request.make()),
+            move || request.make(),
             move |userdata, result, made, error| {
-                let (result, watch, kind, message) = match made {
-                    Some(Ok(watch)) => (
-                        result,
-                        Box::into_raw(Box::new(watch)),
-                        scope_cannot_warn_kind::None,
-                        None,
-                    ),
-                    Some(Err((Failure(code, message), kind))) => (
-                        code,
-                        ptr::null_mut(),
-                        kind,
-                        Some(CString::new(message.replace('\0', " ")).unwrap_or_default()),
-                    ),
-                    None => (result, ptr::null_mut(), scope_cannot_warn_kind::None, None),
-                };
-                let error = message.as_ref().map_or(error, |m| m.as_ptr());
+                let watch = made.map_or(ptr::null_mut(), |watch| Box::into_raw(Box::new(watch)));
+                // The request's own thread: `make` set the kind there, where it could not warn.
+                let kind = LAST_CANNOT_WARN.with(Cell::get);
                 // SAFETY: the caller promised `ready` may be called from this thread with its
                 // userdata; the watch is handed over, `error` outlives the call.
                 unsafe { ready(userdata, result, watch, kind, error) };
@@ -304,8 +292,9 @@ impl Request {
         })
     }
 
-    /// The watch, or the failure and why it cannot warn.
-    fn make(self) -> Result<scope_oomd_watch, (Failure, scope_cannot_warn_kind)> {
+    /// The watch; where it cannot warn, the failure, with the kind left as this thread's
+    /// [`scope_oomd_last_cannot_warn`].
+    fn make(self) -> Result<scope_oomd_watch, Failure> {
         let warned = self.warned;
         let watch = OomdWatch::new(
             &self.scopes,
@@ -314,15 +303,12 @@ impl Request {
             move |warning| warned.call(warning),
         )
         .map_err(|why| {
-            (
-                Failure::new(scope_result::CannotWarn, why.to_string()),
-                why.kind.into(),
-            )
+            LAST_CANNOT_WARN.with(|last| last.set(why.kind.into()));
+            Failure::new(scope_result::CannotWarn, why.to_string())
         })?;
-        let text = |s: &str| CString::new(s.replace('\0', "\\0")).unwrap_or_default();
-        let cannot = |why: &CannotWarn| (text(&why.unit), why.kind.into(), text(&why.message));
+        let cannot = |why: &CannotWarn| (c_text(&why.unit), why.kind.into(), c_text(&why.message));
         Ok(scope_oomd_watch {
-            watched: watch.watched().iter().map(|unit| text(unit)).collect(),
+            watched: watch.watched().iter().map(|unit| c_text(unit)).collect(),
             cannot: watch.cannot_warn().iter().map(cannot).collect(),
             _inner: watch,
         })
