@@ -55,12 +55,21 @@ want() {
 # the VM images are: a fresh clone's target/ and fuzz/target/ are links into SYNAPS_BUILD_CACHE
 # (default ~/.cache/synaps-scope/build; set it empty for none). Cargo rebuilds whatever changed,
 # and the workspace's own crates always in a clone at a new path (their path is in their
-# fingerprint); what is reused is what crates.io's crates compiled to. Emptied past 40 GB.
+# fingerprint); what is reused is what crates.io's crates compiled to. Incremental compilation
+# is off: it saves nothing on a clean clone and left 17 GB a run behind in the cache. Cargo
+# never removes the builds of an older version or another clone's path, so the cache is emptied
+# past 12 GB, or when its disk has less than 20 GB free (a run writes up to 8 GB besides; the
+# disk this runs on is shared and was once filled, failing CI with ENOSPC).
+export CARGO_INCREMENTAL=0
 build_cache="${SYNAPS_BUILD_CACHE-$HOME/.cache/synaps-scope/build}"
 if [ -n "$build_cache" ]; then
-  if [ -d "$build_cache" ] && [ "$(du -s --block-size=1G "$build_cache" | cut -f1)" -gt 40 ]; then
-    echo "== the build cache $build_cache passed 40 GB: emptied"
-    rm -rf "$build_cache"
+  if [ -d "$build_cache" ]; then
+    cache_gb=$(du -s --block-size=1G "$build_cache" | cut -f1)
+    free_gb=$(df --output=avail --block-size=1G "$build_cache" | tail -1 | tr -d ' ')
+    if [ "$cache_gb" -gt 12 ] || [ "$free_gb" -lt 20 ]; then
+      echo "== the build cache $build_cache ($cache_gb GB, $free_gb GB free on its disk): emptied"
+      rm -rf "$build_cache"
+    fi
   fi
   for dir in target fuzz/target; do
     if [ ! -e "$dir" ] && [ ! -L "$dir" ]; then
