@@ -47,7 +47,7 @@ cases_of() { # cases_of RELEASE
 stage="$(mktemp -d /tmp/synaps-vm-stage.XXXXXX)"
 trap 'rm -rf "$stage"' EXIT
 mkdir "$stage/dist"
-cp "$repo"/tests/vm/* "$stage/"
+find "$repo/tests/vm" -maxdepth 1 -type f -exec cp {} "$stage/" \;  # not a __pycache__ of theirs
 cp "$dist"/synaps-scope-*-linux-gnu.tar.gz "$dist"/synaps_scope-*.whl "$stage/dist/"
 rm "$stage/handles.c" "$stage/handles.js" "$stage/watch.c" "$stage/watch.js"
 # C: built here against the tarball, linked to where alice unpacks its library.

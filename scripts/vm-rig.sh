@@ -180,15 +180,25 @@ rm -rf "$run/job"
 # The journal's notices and worse (systemd-oomd's kills among them) go to the console beside the
 # kernel's messages, whose last lines are printed when a guest goes silent.
 journal_to_console="systemd.journald.forward_to_console=1 systemd.journald.max_level_console=notice"
+# -snapshot keeps every write the guest makes (its swap among them) in a file of qemu's in $run, and
+# qemu pauses a guest whose write fails with ENOSPC, silently (seen in CI: the host's disk had been
+# filled, and the guest went quiet in the middle of the swap case). So the host must have room for
+# the guest's disks, and a silent guest's status is asked of qemu's monitor.
+free_mb=$(df --output=avail --block-size=1M "$run" | tail -1 | tr -d ' ')
+if [ "$free_mb" -lt 3072 ]; then
+  echo "vm-rig: only $free_mb MB free on $(df --output=target "$run" | tail -1), where qemu keeps the guest's writes; at least 3072 MB wanted" >&2
+  exit 2
+fi
 echo "vm-rig: booting Debian $release (kernel $(cat "$images/kernel-version"), TCG, 2 CPUs, 1 GiB, 512 MB swap)" >&2
 started=$SECONDS
-qemu-system-x86_64 -accel tcg,thread=multi -smp 2 -m 1024 -nodefaults -display none -no-reboot -nic none \
+TMPDIR="$run" qemu-system-x86_64 -accel tcg,thread=multi -smp 2 -m 1024 -nodefaults -display none -no-reboot -nic none \
   -kernel "$images/vmlinuz" -initrd "$images/initrd" \
   -append "root=/dev/vda rw console=ttyS0 panic=-1 loglevel=4 systemd.show_status=0 $journal_to_console" \
   -drive "file=$images/disk.raw,format=raw,if=virtio,snapshot=on" \
   -drive "file=$run/job.raw,format=raw,if=virtio,snapshot=on" \
   -drive "file=$images/swap.raw,format=raw,if=virtio,snapshot=on" \
-  -serial "file:$run/console" -serial "file:$run/out" </dev/null >"$run/qemu.log" 2>&1 &
+  -serial "file:$run/console" -serial "file:$run/out" -monitor "unix:$run/monitor,server=on,wait=off" \
+  </dev/null >"$run/qemu.log" 2>&1 &
 qemu_pid=$!
 # The guest's own bound ends the command; this one ends a guest that never got that far, or that
 # stopped answering.
@@ -197,6 +207,20 @@ silent_for=300
 printed=0
 heard=$SECONDS
 size=0
+# qemu_status: what qemu's monitor says of the guest ("running", or "paused (io-error)" when a
+# write to its disks failed).
+qemu_status() {
+  python3 - "$run/monitor" <<'PY' 2>&1 || true
+import socket, sys, time
+with socket.socket(socket.AF_UNIX) as monitor:
+    monitor.settimeout(5)
+    monitor.connect(sys.argv[1])
+    monitor.sendall(b"info status\n")
+    time.sleep(1)
+    said = monitor.recv(65536).decode(errors="replace")
+print(" ".join(line.strip() for line in said.splitlines() if line.startswith("VM status")))
+PY
+}
 shown() { tr -d "\r" | grep -v "^synaps-vm-rig: \(exit\|alive\)" || true; }
 while kill -0 "$qemu_pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ] && [ $((SECONDS - heard)) -lt "$silent_for" ]; do
   now_size=$(stat -c %s "$run/out")
@@ -208,6 +232,8 @@ done
 if kill -0 "$qemu_pid" 2>/dev/null; then
   if [ $((SECONDS - heard)) -ge "$silent_for" ]; then
     echo "vm-rig: Debian $release said nothing for $silent_for s, not even that it is alive; killing it" >&2
+    echo "vm-rig: qemu says: $(qemu_status)" >&2
+    df -h "$run" >&2
   else
     echo "vm-rig: the machine did not power off within $((timeout + 180)) s of booting; killing it" >&2
   fi

@@ -21,9 +21,10 @@ tools' scopes gave (the wheel's OomdWatch), one per line: "SECONDS UNIT RULE SUR
 HELD DURATION", SECONDS on time.monotonic(); STATE/watch: what the watch said when made.
 STATE/killed_at: time.monotonic() when the runaway's scope was seen killed (the library's reading
 of oomd's mark, else the daemon's seeing its exit), for the warnings' lead time.
-STATE/warnings-c, STATE/warnings-node: the same watch made from C (watch-c) and from Node
-(watch.js), where scripts/test-vm.sh staged them, each warning as "SECONDS UNIT RULE SURE FIGURE
-LIMIT"; STATE/watchers: each one's exit status once the runaway's end made the daemon stop them.
+STATE/warnings-c, STATE/warnings-node, STATE/warnings-python: the same watch made from C
+(watch-c), from Node (watch.js), where scripts/test-vm.sh staged them, and from Python's asyncio
+(watch.py: `async for`), each warning as "SECONDS UNIT RULE SURE FIGURE LIMIT"; STATE/watchers:
+each one's exit status once the runaway's end made the daemon stop them.
 STATE/trigger: the library's word on the kernel's PSI trigger on each monitored unit: set, or why not.
 STATE/oomd_delay: where oomd killed it, the milliseconds from the library's reading of oomd's mark
 (written before the kill) to its hearing oomd's Killed signal (sent after it), from the library's
@@ -150,10 +151,11 @@ if handle is not None:
         record("watch", f"watched {' '.join(watch.watched)} cannot {watch.cannot_warn}")
     except synaps_scope.CannotWarnError as e:
         record("watch", f"cannot {e.kind}: {e}")
-    # The same watch from C and from Node, where scripts/test-vm.sh staged them.
+    # The same watch from C and from Node, where scripts/test-vm.sh staged them, and from asyncio.
     surfaces = {
         "c": [os.path.join(here, "watch-c")],
         "node": [os.path.join(here, "node"), os.path.join(here, "node-project", "watch.js")],
+        "python": [sys.executable, os.path.join(here, "watch.py")],
     }
     for surface, command in surfaces.items():
         if all(os.path.exists(part) for part in command):
@@ -176,7 +178,7 @@ while True:
             record("ending", f"{ending.kind} {ending.oomd_rule} {ending.kernel_oom_kills} {ending.evidence} {ending}")
             if oomd_times.mark is not None and oomd_times.signal is not None:
                 record("oomd_delay", f"{(oomd_times.signal - oomd_times.mark) * 1000:.1f}")
-        # The C and Node watchers end their watches (no warning may come after) and exit.
+        # The C, Node and Python watchers end their watches (no warning may come after) and exit.
         for watcher in watchers:
             watcher.terminate()
         for watcher in watchers:

@@ -241,16 +241,19 @@ warned_first() {
   ok "$case: the daemon was warned ${lead} s before oomd killed the runaway (at least $floor s wanted), of it alone of its two tools: \"$(echo "$first" | cut -d' ' -f2-)\"; $(wc -l <"$state/warnings") warning(s) in all; $trigger"
 }
 
-# surface_warned CASE STATE SURFACE HOG-UNIT IDLE-UNIT RULE: the same watch made from C or Node
-# (watch-c, watch.js, which daemon.py starts beside its tools) warned of the runaway's scope under
-# RULE before oomd killed it, never of the idle tool's, and nothing after the watch was freed.
+# surface_warned CASE STATE SURFACE HOG-UNIT IDLE-UNIT RULE: the same watch made from C, Node or
+# Python's asyncio (watch-c, watch.js, watch.py, which daemon.py starts beside its tools) warned of
+# the runaway's scope under RULE before oomd killed it, never of the idle tool's, and nothing after
+# the watch was freed (Python: closing it ended its `async for`).
 surface_warned() {
   local case="$1" state="$2" surface="$3" hog_unit="$4" idle_unit="$5" rule="$6" file first lead
   file="$state/warnings-$surface"
-  wait_until 30 sh -c "grep -q ' 0$' '$state/watchers' 2>/dev/null && [ \$(grep -c ' 0$' '$state/watchers') = 2 ]" \
-    || fail "$case: the C and Node watchers did not both end cleanly: $(cat "$state/watchers" 2>/dev/null)"
+  wait_until 30 sh -c "grep -q ' 0$' '$state/watchers' 2>/dev/null && [ \$(grep -c ' 0$' '$state/watchers') = 3 ]" \
+    || fail "$case: the C, Node and Python watchers did not all end cleanly: $(cat "$state/watchers" 2>/dev/null)"
   grep -q '^watching 2$' "$file" || fail "$case ($surface): the watch did not watch both tools: $(cat "$file" 2>/dev/null)"
   ! grep -q '^after-' "$file" || fail "$case ($surface): a warning came after the watch was freed: $(cat "$file")"
+  [ "$surface" != python ] || tail -n 1 "$file" | grep -q '^ended$' \
+    || fail "$case (python): closing the watch did not end its async for: $(cat "$file")"
   ! grep -q " $idle_unit " "$file" || fail "$case ($surface): warned of the idle tool: $(cat "$file")"
   first=$(awk -v u="$hog_unit" -v r="$rule" '$2 == u && $3 == r {print; exit}' "$file")
   [ -n "$first" ] || fail "$case ($surface): no warning of the runaway's scope under the $rule rule: $(cat "$file")"
@@ -376,6 +379,7 @@ oomd_case() {
         warned_first "$rule/$placement/$mode" "$state" "${hog_cg##*/}" "${idle_cg##*/}" "$expected_rule"
         surface_warned "$rule/$placement/$mode" "$state" c "${hog_cg##*/}" "${idle_cg##*/}" "$expected_rule"
         surface_warned "$rule/$placement/$mode" "$state" node "${hog_cg##*/}" "${idle_cg##*/}" "$expected_rule"
+        surface_warned "$rule/$placement/$mode" "$state" python "${hog_cg##*/}" "${idle_cg##*/}" "$expected_rule"
         # The library waits for oomd's signal at most 500 ms after reading its mark: oomd's own
         # delay between the two, as the library saw them, must be within that.
         if [ -s "$state/oomd_delay" ]; then
