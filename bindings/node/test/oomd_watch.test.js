@@ -23,6 +23,9 @@ async function scoped(/** @type {import('node:test').TestContext} */ t) {
   t.after(async () => {
     await handle.kill().catch(() => {});
     handle.close();
+    // Where the test closed the handle itself, its kill was refused: the tool is ended here, or
+    // it would hold the test's process for its 100 s.
+    child.kill('SIGKILL');
   });
   return handle;
 }

@@ -86,6 +86,7 @@ pub(crate) fn run_and_wait(
         Err(e) => return cannot_run(&wrapped.argv[0], e),
     };
     let mut not_made = false;
+    let figures = Arc::new(Mutex::new(Figures::default()));
     let handle = match hold {
         Some((ours, child_end)) => {
             drop(child_end);
@@ -97,6 +98,11 @@ pub(crate) fn run_and_wait(
                 }
                 (_, ours) => {
                     let handle = handle_of(&unit, &mut child);
+                    // Read once while the command is held: one that ends at once leaves an empty
+                    // scope the manager removes before the first read after it could come.
+                    if let Some(handle) = &handle {
+                        lock(&figures).read(handle.cgroup_dir());
+                    }
                     drop(ours);
                     handle
                 }
@@ -105,14 +111,13 @@ pub(crate) fn run_and_wait(
         None => handle_of(&unit, &mut child),
     };
     // The command runs now (it was held until `ours` closed): the scope is watched.
-    let figures = Arc::new(Mutex::new(Figures::default()));
     let done = Arc::new(AtomicBool::new(false));
     let sampler = handle.as_ref().map(|handle| {
         let (figures, done) = (Arc::clone(&figures), Arc::clone(&done));
         let dir = handle.cgroup_dir().to_owned();
         thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
-                figures.lock().unwrap_or_else(|p| p.into_inner()).read(&dir);
+                lock(&figures).read(&dir);
                 thread::sleep(SAMPLE_EVERY);
             }
         })
@@ -123,12 +128,7 @@ pub(crate) fn run_and_wait(
     // figures are read at once (the manager removes an empty scope's cgroup within milliseconds),
     // and again once the last process has gone.
     if let Some(handle) = &handle {
-        let read_now = || {
-            figures
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .read(handle.cgroup_dir())
-        };
+        let read_now = || lock(&figures).read(handle.cgroup_dir());
         read_now();
         while let Err(HandleError::TimedOut { .. }) = handle.wait_empty(LEFT_BEHIND_WAIT) {
             read_now();
@@ -143,7 +143,7 @@ pub(crate) fn run_and_wait(
         Ok(status) => status,
         Err(e) => return cannot_run(program, e),
     };
-    let figures = figures.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let figures = lock(&figures).clone();
     let how = match &handle {
         Some(handle) => told(&handle.ending(env, DEFAULT_PROBE_TIMEOUT), launcher),
         None if not_made => "not made, so the command ran without it".to_owned(),
@@ -283,6 +283,11 @@ fn signal_name(signal: i32) -> &'static str {
         15 => "SIGTERM",
         _ => "another signal",
     }
+}
+
+/// The figures, also where a thread that held them panicked (they are only ever read over).
+fn lock(figures: &Mutex<Figures>) -> std::sync::MutexGuard<'_, Figures> {
+    figures.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The scope's figures, as last read.
