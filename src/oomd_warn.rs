@@ -1204,11 +1204,7 @@ mod tests {
             rustix::fs::XattrFlags::empty(),
         );
         if xattrs.is_ok() {
-            let mut other = Monitor {
-                last_pick: None,
-                quiet_until: None,
-                ..Monitor::new(dir.clone(), 2.0, None)
-            };
+            let mut other = Monitor::new(dir.clone(), 2.0, None);
             other.read(start);
             other.pick = Some(Some((marked.clone(), cgroup::inode_at(&marked).unwrap())));
             other.read(start + Duration::from_secs(1));

@@ -178,8 +178,12 @@ thread_local! {
 }
 
 fn set_last_error(message: String) {
-    let message = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
-    LAST_ERROR.with(|last| *last.borrow_mut() = message);
+    LAST_ERROR.with(|last| *last.borrow_mut() = c_text(&message));
+}
+
+/// `text` as a C string, a NUL in it written `\0`: what the library hands C of its own words.
+pub(crate) fn c_text(text: &str) -> CString {
+    CString::new(text.replace('\0', "\\0")).unwrap_or_default()
 }
 
 /// The message of the last failed call on this thread (empty if none), valid until the next

@@ -2,7 +2,7 @@
 //! sets, or, by default, WARN and ERROR lines to stderr.
 
 use std::cell::Cell;
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -11,7 +11,7 @@ use synaps_scope::__ffi::{lock, lock_if_free, Mine, PerProcess};
 use tracing::Level;
 
 use crate::args::timeout_arg;
-use crate::error::{result_of, scope_result, Failure};
+use crate::error::{c_text, result_of, scope_result, Failure};
 use synaps_scope::diag::CallbackSubscriber;
 
 /// Severity of a log line; lower is more severe.
@@ -130,7 +130,7 @@ fn deliver(level: &Level, line: &str) {
     };
     match callback {
         Some(callback) => {
-            let message = CString::new(line.replace('\0', "\\0")).unwrap_or_default();
+            let message = c_text(line);
             let len = message.as_bytes().len();
             RUNNING_HERE.with(|here| here.set(here.get() + 1));
             // Ends the count even if the callback unwinds (a Rust host's panic).

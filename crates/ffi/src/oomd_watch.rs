@@ -10,7 +10,7 @@ use synaps_scope::{CannotWarn, CannotWarnKind, OomdRule, OomdWarning, OomdWatch,
 
 use crate::args::{env_arg, out_arg, timeout_arg};
 use crate::boxed::{borrow, free, hand_out, read_or, write_out};
-use crate::error::{scope_result, Failure};
+use crate::error::{c_text, scope_result, Failure};
 use crate::export::guard;
 use crate::handle::{scope_handle, scope_oomd_rule};
 use crate::own_thread::answered_on_own_thread;
@@ -126,11 +126,6 @@ struct Warned {
 unsafe impl Send for Warned {}
 // SAFETY: as for Send; the library calls it from one thread at a time.
 unsafe impl Sync for Warned {}
-
-/// `text` as a C string, a NUL in it written `\0`.
-fn c_text(text: &str) -> CString {
-    CString::new(text.replace('\0', "\\0")).unwrap_or_default()
-}
 
 impl Warned {
     fn call(&self, warning: &OomdWarning) {
