@@ -375,7 +375,9 @@ impl ScopeHandle {
     }
 
     /// Kills every process in the scope and waits, up to `timeout`, until it is empty. Uses
-    /// `cgroup.kill` where the kernel has it, signals otherwise. Returns the processes that
+    /// `cgroup.kill` where the kernel has it, signals otherwise. Empty as the kernel counts it: a
+    /// killed process leaves its cgroup during its exit, so it may not yet be a zombie when this
+    /// returns, but it runs none of its own code again. Returns the processes that
     /// were in the scope when the kill began; none for a scope already empty, whose kill (a
     /// clean-up after the tool's exit) does nothing and is not how the scope ended.
     pub fn kill(&self, timeout: Duration) -> Result<Vec<u32>, HandleError> {

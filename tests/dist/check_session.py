@@ -135,13 +135,20 @@ else:
 killed = handle.kill(10.0)
 assert set(pids) <= set(killed), (pids, killed)
 assert handle.pids() == [], handle.pids()
+PF_EXITING = 0x4
+
+
 def dead(pid: int) -> bool:
-    """Gone, or a zombie: a killed process may be reaped between the look and the read."""
+    """Gone, a zombie, or in its exit. The kernel takes a killed process out of its cgroup during
+    its exit, before it is a zombie, so an empty scope may still show one running its exit
+    (state R or D, with PF_EXITING in its flags); it runs no code of its own again."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+            fields = stat.read().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError):
         return True
+    state, flags = fields[0], int(fields[6])
+    return state in ("Z", "X") or bool(flags & PF_EXITING)
 
 
 assert all(dead(p) for p in pids), pids
