@@ -50,6 +50,12 @@ cases_of() { # cases_of RELEASE
   elif [ "$1" = 13 ]; then echo "$scoped_cases $controls swap:login:scoped:dbus-broker user:tab:leaf"
   else echo "$scoped_cases"; fi
 }
+# steps_of RELEASE: each step of the guest's run, a line each (scenarios.sh's arguments).
+steps_of() {
+  local case
+  for case in $(cases_of "$1"); do echo "oomd $case"; done
+  printf '%s\n' "calm $(calm_of "$1")" cap limits handles
+}
 
 stage="$(mktemp -d /tmp/synaps-vm-stage.XXXXXX)"
 trap 'rm -rf "$stage"' EXIT
@@ -79,17 +85,26 @@ for release in "${releases[@]}"; do
   started=$SECONDS
   # A guest that stopped answering or never reported its status (vm-rig's status 3: the guest's
   # kernel or qemu, not a scenario's failure; seen: a guest kernel's panic in kmalloc under the
-  # runaway's memory pressure, once in about ten boots under TCG) is booted again, at most twice;
-  # a scenario that fails is never run again.
+  # runaway's memory pressure, and in the scheduler under a CPU quota, once in about ten boots under
+  # TCG) is booted again, at most twice, for the steps it had not finished: each step says "done:"
+  # as it ends, and a step that fails is never run again.
+  mapfile -t steps < <(steps_of "$release")
+  : >"$log"
   boots=0
   while :; do
     boots=$((boots + 1))
     status=0
+    command=""
+    for step in "${steps[@]}"; do
+      command+="${command:+ && }bash scenarios.sh $step && echo 'done: $step'"
+    done
     "$here/vm-rig.sh" --release "$release" --share "$stage" --timeout "${SYNAPS_VM_TIMEOUT:-1200}" -- \
-      "bash scenarios.sh oomd $(cases_of "$release") && bash scenarios.sh calm $(calm_of "$release") && bash scenarios.sh cap && bash scenarios.sh limits && bash scenarios.sh handles" 2>&1 | tee "$log" \
-      || status=${PIPESTATUS[0]}
+      "$command" 2>&1 | tee -a "$log" || status=${PIPESTATUS[0]}
     [ "$status" = 3 ] && [ "$boots" -lt 3 ] || break
-    echo "test-vm: Debian $release's guest stopped answering (its kernel or qemu, before the scenarios ended); booting it again"
+    left=()
+    for step in "${steps[@]}"; do grep -qxF "done: $step" "$log" || left+=("$step"); done
+    steps=("${left[@]}")
+    echo "test-vm: Debian $release's guest stopped answering (its kernel or qemu, before the scenarios ended); booting it again for what it had not finished: ${steps[*]}"
   done
   [ "$status" = 0 ] || { echo "test-vm: FAILED on Debian $release (vm-rig status $status)" >&2; exit 1; }
   summary+=("Debian $release in a VM: $(grep -c '^ok: ' "$log") checks passed in $((SECONDS - started)) s ($boots boot(s))")

@@ -42,7 +42,7 @@ use crate::bounds::deadline_after;
 use crate::cgroup::{self, Cgroup};
 
 use crate::handle::ScopeHandle;
-use crate::oom_watch::OOMD_MARKS;
+use crate::oom_watch::{has_any_mark, OOMD_MARKS};
 use crate::oomd_rules::{self, CoveringRule, OomdDefaults, OomdRule};
 use crate::oomd_signal;
 use crate::per_process::{lock, PerProcess};
@@ -736,8 +736,7 @@ impl Monitor {
         // its processes have died: either says it acted, the mark at once.
         let acted = self.above_since.is_some()
             && self.last_pick.as_ref().is_some_and(|(dir, ino)| {
-                cgroup::inode_at(dir) != Some(*ino)
-                    || OOMD_MARKS.iter().any(|mark| has_xattr(dir, mark))
+                cgroup::open_same(dir, *ino).map_or(true, |open| has_any_mark(&open, &OOMD_MARKS))
             });
         if acted {
             self.quiet_until = Some(now + POST_ACTION_DELAY);
@@ -924,19 +923,21 @@ fn swap_verdict(
 
 /// The leaf cgroup below the rule's unit that oomd ranks first: under the pressure rule the most
 /// reclaim since the last look (`pgscan`), then the most memory; under the swap rule the most
-/// swap, past 5% of the machine's. Cgroups marked `user.oomd_omit` are left out and those marked
-/// `user.oomd_avoid` ranked last, as oomd does.
+/// swap, past 5% of the machine's. Cgroups that oomd's preference omits are left out and those it
+/// avoids ranked last ([`Preference::of`]).
 fn pick(rule: &CoveringRule, leaf_pgscan: &mut HashMap<u64, u64>) -> Option<(PathBuf, u64)> {
     let root = monitored_dir(&rule.cgroup).ok()?;
+    let root_owner = owner(&root);
     let mut leaves = Vec::new();
     collect_leaves(&root, &mut leaves);
     let swap_floor = Meminfo::read().map_or(0, |m| m.swap_total * 1024 / 20);
     let mut best: Option<((bool, u64, u64), PathBuf)> = None;
     for dir in leaves {
-        if has_xattr(&dir, "user.oomd_omit") {
-            continue;
-        }
-        let avoid = has_xattr(&dir, "user.oomd_avoid");
+        let avoid = match Preference::of(&dir, root_owner) {
+            Preference::Omit => continue,
+            Preference::Avoid => true,
+            Preference::None => false,
+        };
         let key = match rule.rule {
             OomdRule::MemoryPressure => {
                 let current = read_u64(&dir.join("memory.current")).unwrap_or(0);
@@ -986,9 +987,50 @@ fn collect_leaves(dir: &Path, leaves: &mut Vec<PathBuf>) {
     }
 }
 
-fn has_xattr(dir: &Path, name: &str) -> bool {
-    let mut value = [0u8; 8];
-    rustix::fs::getxattr(dir, name, &mut value).is_ok_and(|n| n > 0)
+/// The owner of a cgroup's directory (a delegated cgroup is its user's).
+fn owner(dir: &Path) -> Option<u32> {
+    rustix::fs::stat(dir).ok().map(|meta| meta.st_uid)
+}
+
+/// oomd's preference for a candidate cgroup (`ManagedOOMPreference=`, which the manager writes as
+/// `user.oomd_avoid` and `user.oomd_omit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Preference {
+    None,
+    Avoid,
+    Omit,
+}
+
+impl Preference {
+    /// The preference as oomd reads it: each attribute a boolean as systemd parses one (anything
+    /// else, like no attribute, is unset), `omit` over `avoid`; and only on a cgroup owned by root
+    /// or by the owner of the monitored unit's cgroup (`root_owner`), so that a user cannot shield
+    /// a cgroup of someone else's tree.
+    fn of(dir: &Path, root_owner: Option<u32>) -> Self {
+        let honoured = owner(dir).is_some_and(|uid| uid == 0 || Some(uid) == root_owner);
+        let set = |name: &str| {
+            let mut value = [0u8; 8];
+            // Every value systemd takes for a boolean fits: a longer one (ERANGE) is not one.
+            rustix::fs::getxattr(dir, name, &mut value)
+                .is_ok_and(|n| std::str::from_utf8(&value[..n]).is_ok_and(parses_true))
+        };
+        if !honoured {
+            Preference::None
+        } else if set("user.oomd_omit") {
+            Preference::Omit
+        } else if set("user.oomd_avoid") {
+            Preference::Avoid
+        } else {
+            Preference::None
+        }
+    }
+}
+
+/// Whether `text` is a boolean that systemd's `parse_boolean` reads as true.
+fn parses_true(text: &str) -> bool {
+    ["1", "yes", "y", "true", "t", "on"]
+        .iter()
+        .any(|word| text.eq_ignore_ascii_case(word))
 }
 
 fn read_u64(file: &Path) -> Option<u64> {
@@ -1197,22 +1239,21 @@ mod tests {
         // Marked by oomd, still there while its processes die: oomd acted.
         let marked = dir.join("marked.scope");
         std::fs::create_dir_all(&marked).unwrap();
-        let xattrs = rustix::fs::setxattr(
+        rustix::fs::setxattr(
             &marked,
             "user.oomd_ooms",
             b"1",
             rustix::fs::XattrFlags::empty(),
+        )
+        .expect("the temporary directory's file system takes user xattrs, as cgroup2 does");
+        let mut other = Monitor::new(dir.clone(), 2.0, None);
+        other.read(start);
+        other.pick = Some(Some((marked.clone(), cgroup::inode_at(&marked).unwrap())));
+        other.read(start + Duration::from_secs(1));
+        assert!(
+            other.quiet(start + Duration::from_secs(2)),
+            "a marked pick is oomd's kill"
         );
-        if xattrs.is_ok() {
-            let mut other = Monitor::new(dir.clone(), 2.0, None);
-            other.read(start);
-            other.pick = Some(Some((marked.clone(), cgroup::inode_at(&marked).unwrap())));
-            other.read(start + Duration::from_secs(1));
-            assert!(
-                other.quiet(start + Duration::from_secs(2)),
-                "a marked pick is oomd's kill"
-            );
-        }
         std::fs::remove_dir(&marked).unwrap();
         std::fs::remove_dir(&leaf).unwrap();
         let killed = start + Duration::from_secs(2);
@@ -1223,6 +1264,69 @@ mod tests {
             monitor.above_since,
             Some(start),
             "oomd keeps the moment the limit was crossed"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn oomd_s_preference_is_read_as_oomd_reads_it() {
+        let dir = std::env::temp_dir().join(format!("synaps-oomd-pref-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let uid = rustix::process::getuid().as_raw();
+        let made = |name: &str, marks: &[(&str, &[u8])]| {
+            let leaf = dir.join(name);
+            std::fs::create_dir_all(&leaf).unwrap();
+            for (mark, value) in marks {
+                rustix::fs::setxattr(&leaf, *mark, value, rustix::fs::XattrFlags::empty())
+                    .expect("the temporary directory's file system takes user xattrs");
+            }
+            leaf
+        };
+        let of = |leaf: &Path| Preference::of(leaf, Some(uid));
+        assert_eq!(of(&made("none", &[])), Preference::None);
+        assert_eq!(
+            of(&made("omit", &[("user.oomd_omit", b"1")])),
+            Preference::Omit
+        );
+        assert_eq!(
+            of(&made("avoid", &[("user.oomd_avoid", b"Yes")])),
+            Preference::Avoid
+        );
+        let both = made(
+            "both",
+            &[("user.oomd_avoid", b"1"), ("user.oomd_omit", b"on")],
+        );
+        assert_eq!(of(&both), Preference::Omit, "omit over avoid");
+        let off = made(
+            "off",
+            &[("user.oomd_omit", b"0"), ("user.oomd_avoid", b"false")],
+        );
+        assert_eq!(
+            of(&off),
+            Preference::None,
+            "a false boolean is no preference"
+        );
+        let odd = made(
+            "odd",
+            &[("user.oomd_omit", b"2"), ("user.oomd_avoid", b"truely yes")],
+        );
+        assert_eq!(of(&odd), Preference::None, "what is no boolean is unset");
+        // Honoured only where the cgroup is root's or the monitored unit's owner's.
+        let foreign = made("foreign", &[("user.oomd_omit", b"1")]);
+        if uid == 0 {
+            let other = rustix::process::Uid::from_raw(4242);
+            rustix::fs::chown(&foreign, Some(other), None).unwrap();
+            let omit = dir.join("omit");
+            assert_eq!(
+                Preference::of(&omit, Some(4242)),
+                Preference::Omit,
+                "root's cgroup"
+            );
+        }
+        assert_eq!(
+            Preference::of(&foreign, Some(uid + 1)),
+            Preference::None,
+            "someone else's cgroup shields nothing"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -4,10 +4,10 @@
 //! callback runs exactly once, on that thread; a panic in the request is caught and handed to it
 //! as `SCOPE_RESULT_PANIC`.
 
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_char, c_void};
 use std::ptr;
 
-use crate::error::{scope_result, Failure};
+use crate::error::{c_text, scope_result, Failure};
 use crate::panic::caught;
 
 /// A `userdata` pointer that the request's thread hands back to the caller's callback.
@@ -41,7 +41,8 @@ pub(crate) fn answered_on_own_thread<T: 'static>(
 }
 
 /// Hands `outcome` to `call` as a C callback takes it: the result code, the value on success,
-/// and the error message (NULL on success; NUL bytes in it made spaces), valid during the call.
+/// and the error message (NULL on success; a NUL in it written `\0`, as in the last error), valid
+/// during the call.
 pub(crate) fn hand_over<T>(
     outcome: Result<T, Failure>,
     call: impl FnOnce(scope_result, Option<T>, *const c_char),
@@ -49,7 +50,7 @@ pub(crate) fn hand_over<T>(
     match outcome {
         Ok(value) => call(scope_result::Ok, Some(value), ptr::null()),
         Err(Failure(code, message)) => {
-            let message = CString::new(message.replace('\0', " ")).unwrap_or_default();
+            let message = c_text(&message);
             call(code, None, message.as_ptr());
         }
     }
