@@ -653,7 +653,8 @@ scope_result scope_handle_ending(const struct scope_handle *handle,
                                  struct scope_ending *out);
 
 // Kills every process in the scope (descendants that left the process group included) and
-// waits up to `timeout_ms` until it is empty.
+// waits up to `timeout_ms` until it is empty, as the kernel counts it: a killed process may still
+// be finishing its exit (not yet a zombie), but runs none of its own code again.
 //
 // # Safety
 // `handle` is NULL or a live handle.

@@ -199,7 +199,9 @@ export declare class ScopeHandle {
   /** The scope's pressure stall information (`memory.pressure`, `cpu.pressure`, `io.pressure`). */
   pressure(): ScopePressure;
   /** Kills every process in the scope, descendants that left the process group included;
-   * resolves to the pids that were in it when the kill began. */
+   * resolves to the pids that were in it when the kill began, once the scope is empty as the
+   * kernel counts it (a killed process may still be finishing its exit, not yet a zombie, but
+   * runs none of its own code again). */
   kill(options?: { timeoutMs?: number }): Promise<number[]>;
   waitEmpty(options?: { timeoutMs?: number }): Promise<void>;
   /** How the scope ended, told after the manager has collected it too (make the handle while the

@@ -544,7 +544,9 @@ class ScopeHandle:
 
     def kill(self, timeout: float = DEFAULT_KILL_TIMEOUT) -> List[int]:
         """Kills every process in the scope, descendants that left the process group included,
-        and waits up to ``timeout`` seconds until it is empty. Returns the pids that were in it."""
+        and waits up to ``timeout`` seconds until it is empty. Returns the pids that were in it.
+        Empty as the kernel counts it: a killed process may still be finishing its exit (not yet a
+        zombie), but runs none of its own code again."""
         return self._native.kill(float(timeout))
 
     def wait_empty(self, timeout: float) -> None:
