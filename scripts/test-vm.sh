@@ -107,7 +107,8 @@ for release in "${releases[@]}"; do
     echo "test-vm: Debian $release's guest stopped answering (its kernel or qemu, before the scenarios ended); booting it again for what it had not finished: ${steps[*]}"
   done
   [ "$status" = 0 ] || { echo "test-vm: FAILED on Debian $release (vm-rig status $status)" >&2; exit 1; }
-  # Distinct lines: each step checks the machine again, in the same words.
-  summary+=("Debian $release in a VM: $(grep '^ok: ' "$log" | sort -u | wc -l) checks passed in $((SECONDS - started)) s ($boots boot(s))")
+  # Each step checks the machine again, in the same words: counted once a boot.
+  checks=$(($(grep '^ok: ' "$log" | grep -vc ': cgroup2 only (' || true) + boots))
+  summary+=("Debian $release in a VM: $checks checks passed in $((SECONDS - started)) s ($boots boot(s))")
 done
 printf '%s\n' "${summary[@]}"
