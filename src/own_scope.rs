@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use crate::bus::comeback::Comeback;
-use crate::bus::wire::{Call, Property};
+use crate::bus::wire::{Call, Property, Value};
 use crate::bus::{
     identity_on, pool, BusError, Connection, Fallback, Identity, Route, MANAGER, MANAGER_PATH,
 };
@@ -43,6 +43,9 @@ pub struct NotMade {
     pub may_yet_be_made: bool,
     /// What became of the request decides what comes next (within the bound).
     pub(crate) next: Next,
+    /// A start of this launch's may have reached the manager, which may then have the unit by
+    /// this launch's doing: only then can a later start's `UnitExists` be this launch's own.
+    pub(crate) start_may_have_reached: bool,
 }
 
 /// What a launch does after a try that did not make the scope.
@@ -88,7 +91,27 @@ impl NotMade {
             why: why.into(),
             may_yet_be_made: false,
             next: Next::Final,
+            start_may_have_reached: false,
         }
+    }
+
+    /// Not made after a start that may have reached the manager (why).
+    fn after_a_start(why: impl Into<String>, next: Next) -> Self {
+        NotMade {
+            next,
+            start_may_have_reached: true,
+            ..NotMade::before_sending(why)
+        }
+    }
+
+    /// The manager has a unit of this launch's name that this launch did not make: another
+    /// process's (a wrapped argv spawned twice, a name passed to the launcher program by hand).
+    /// Nothing is sent about it; the launch is one whose scope could not be made.
+    fn name_taken(unit: &str) -> Self {
+        NotMade::before_sending(format!(
+            "the user manager already has a unit named {unit}, which this launch did not make \
+             (the same wrapped command line launched twice?); it is left as it is"
+        ))
     }
 
     /// `error` met along `route` before the start was sent: tried again if the manager was only
@@ -117,6 +140,7 @@ impl NotMade {
                 Next::Final
             },
             why: error.to_string(),
+            start_may_have_reached: true,
         }
     }
 }
@@ -133,10 +157,10 @@ pub fn make_own_scope(
         return Err(NotMade::before_sending(NO_USER_BUS));
     }
     let mut turn = Some(take_turn(&route, deadline)?);
-    until_made(&route, request, deadline, |along| {
+    until_made(&route, request, deadline, |along, earlier| {
         let bus =
             Connection::open_pipelined(along, deadline).map_err(|e| NotMade::unsent(along, e))?;
-        make_own_scope_over(along, bus, &mut turn, request, deadline)
+        make_own_scope_over(along, bus, &mut turn, request, earlier, deadline)
     })
 }
 
@@ -146,23 +170,29 @@ pub fn make_own_scope(
 /// asking the manager, once back, whether it made the scope ([`settle`]); an owner of the
 /// manager's name that turned out not to be the manager sends the tries to the private socket.
 /// The command has not run: a try again runs it once, scoped, and a second start of the same
-/// unit could never make a second scope (the manager refuses a unit name it has).
+/// unit could never make a second scope (the manager refuses a unit name it has). `attempt` is
+/// told whether an earlier try's start may have reached the manager: only then may the unit the
+/// manager has under this launch's name be this launch's own.
 fn until_made(
     route: &Route,
     request: &ScopeRequest<'_>,
     deadline: Instant,
-    mut attempt: impl FnMut(&Route) -> Result<(), NotMade>,
+    mut attempt: impl FnMut(&Route, EarlierStart) -> Result<(), NotMade>,
 ) -> Result<(), NotMade> {
     let mut comeback = Comeback::new(route);
     let mut along = route.clone();
+    let mut earlier = EarlierStart::None;
     loop {
-        let not_made = match attempt(&along) {
+        let not_made = match attempt(&along, earlier) {
             Ok(()) => {
                 comeback.reached();
                 return Ok(());
             }
             Err(not_made) => not_made,
         };
+        if not_made.start_may_have_reached {
+            earlier = EarlierStart::MayHaveReached;
+        }
         match not_made.next {
             Next::TryAgain if comeback.wait(deadline) => {}
             Next::StartAgain => {}
@@ -180,11 +210,22 @@ fn until_made(
                     return watch_own_cgroup(route, request.unit, deadline);
                 }
                 Settled::StartedWithoutUs => stop_empty_scope(route, request.unit, deadline),
+                Settled::StartedWithOthers => return Err(NotMade::name_taken(request.unit)),
                 Settled::Unknown => return Err(not_made),
             },
             Next::TryAgain | Next::Final => return Err(not_made),
         }
     }
+}
+
+/// Whether an earlier try of this launch sent a start that may have reached the manager.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum EarlierStart {
+    /// None did: a unit of this launch's name is not this launch's.
+    None,
+    /// One may have: the manager may have the unit by this launch's doing, which only this
+    /// process seen in it shows.
+    MayHaveReached,
 }
 
 /// What the manager says of a start it left unanswered.
@@ -196,8 +237,13 @@ enum Settled {
     /// It could not be asked within the bound.
     Unknown,
     /// Its start job ran, and this process is not in it: the manager lost the scope's processes
-    /// on the way (systemd 247 does across a reload or re-exec between the start and its job).
+    /// on the way (systemd 247 does across a reload or re-exec between the start and its job),
+    /// and the scope holds no process at all.
     StartedWithoutUs,
+    /// Its start job ran, this process is not in it, and other processes are (or they could not
+    /// be counted): another's unit under this name, or this launch's holding another process (a
+    /// relay the manager named as the sender), which is never stopped.
+    StartedWithOthers,
 }
 
 /// Asks the manager (once it is back, within `deadline`) whether it has the unit `unit`.
@@ -211,7 +257,11 @@ fn settle(route: &Route, unit: &str, deadline: Instant) -> Settled {
     });
     match asked {
         Ok(Some(state)) if state == "active" && cgroup::own_is_in_unit(unit) == Some(false) => {
-            Settled::StartedWithoutUs
+            if holds_no_process(route, unit, deadline) {
+                Settled::StartedWithoutUs
+            } else {
+                Settled::StartedWithOthers
+            }
         }
         Ok(_) => Settled::Made,
         Err(BusError::Refused { name, .. }) if name == NO_SUCH_UNIT => Settled::NotMade,
@@ -222,8 +272,26 @@ fn settle(route: &Route, unit: &str, deadline: Instant) -> Settled {
     }
 }
 
-/// Stops this launch's own scope `unit`, which its start left without this process in it (so
-/// it holds no process of this launch's), so that the start can be made again under its name.
+/// Whether the manager says the unit `unit` holds no process (`GetUnitProcesses`, systemd 238 and
+/// later); false where it could not say.
+fn holds_no_process(route: &Route, unit: &str, deadline: Instant) -> bool {
+    let asked = pool::with_connection(route, deadline, |bus, _| {
+        bus.call_manager("GetUnitProcesses", Call::new().string(unit))
+    });
+    match asked {
+        Ok(reply) => {
+            matches!(reply.body.first(), Some(Value::List(processes)) if processes.is_empty())
+        }
+        Err(e) => {
+            tracing::debug!(target: crate::diag::TARGET, "the processes of {unit}: {e}");
+            false
+        }
+    }
+}
+
+/// Stops the scope `unit` this launch started, which its start left with no process at all (the
+/// manager lost this process on the way), so that the start can be made again under its name. A
+/// unit that holds any process is never stopped ([`Settled::StartedWithOthers`]).
 fn stop_empty_scope(route: &Route, unit: &str, deadline: Instant) {
     let stopped = pool::with_connection(route, deadline, |bus, _| {
         bus.call_manager("StopUnit", Call::new().string(unit).string("replace"))
@@ -253,9 +321,9 @@ pub(crate) fn enter_own_scope(
         Some(turn) => turn,
         None => take_turn(route, deadline)?,
     });
-    until_made(route, request, deadline, |along| {
+    until_made(route, request, deadline, |along, earlier| {
         let bus = pool::take_or_open(along, deadline).map_err(|e| NotMade::unsent(along, e))?;
-        make_own_scope_over(along, bus, &mut turn, request, deadline)
+        make_own_scope_over(along, bus, &mut turn, request, earlier, deadline)
     })
 }
 
@@ -281,6 +349,7 @@ fn make_own_scope_over(
     mut bus: Connection,
     turn: &mut Option<Turn>,
     request: &ScopeRequest<'_>,
+    earlier: EarlierStart,
     deadline: Instant,
 ) -> Result<(), NotMade> {
     let before = |e: BusError| NotMade::unsent(route, e);
@@ -306,7 +375,7 @@ fn make_own_scope_over(
             tracing::debug!(target: crate::diag::TARGET, "{why}; taking the private socket");
             drop(bus);
             let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
-            return make_own_scope_over(&private, bus, turn, request, deadline);
+            return make_own_scope_over(&private, bus, turn, request, earlier, deadline);
         }
         Identity::Nothing(why) => return Err(NotMade::before_sending(why)),
     };
@@ -334,10 +403,17 @@ fn make_own_scope_over(
     };
     let reply = match answered {
         Ok(reply) => reply,
-        // The unit's name is this launch's own (128 random bits): the manager has it from this
-        // launch's earlier start, which it acted on before it went away without answering.
+        // The name is no proof that the unit is this launch's: a wrapped argv spawned twice
+        // names the same unit. Where no earlier start of this launch may have reached the
+        // manager, the unit is another's, and nothing is sent about it. Where one may have, the
+        // manager may have it by that start, whose job moves this process there: seeing this
+        // process in it is the proof ([`watch_own_cgroup`]), and it is stopped only when it
+        // holds no process at all.
         Err((BusError::Refused { name, .. }, true)) if name == UNIT_EXISTS => {
             drop(turn.take());
+            if earlier == EarlierStart::None {
+                return Err(NotMade::name_taken(request.unit));
+            }
             return watch_own_cgroup(route, request.unit, deadline);
         }
         Err((e, true)) if bus.via_broker && e.means_no_such_method() => {
@@ -347,6 +423,7 @@ fn make_own_scope_over(
                 ),
                 may_yet_be_made: false,
                 next: Next::TakePrivate,
+                start_may_have_reached: false,
             })
         }
         Err((e, _)) if bus.via_broker && e.means_no_manager_on_bus() => {
@@ -356,7 +433,7 @@ fn make_own_scope_over(
             tracing::debug!(target: crate::diag::TARGET, "{e}; trying the private socket");
             drop(bus);
             let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
-            return make_own_scope_over(&private, bus, turn, request, deadline);
+            return make_own_scope_over(&private, bus, turn, request, earlier, deadline);
         }
         // Refused before its authentication was answered, the call was never read: a manager
         // going away (re-executing) drops its connections so.
@@ -512,33 +589,35 @@ fn wait_for_start(
         Ok(JobEnd::Reported(result))
             if result == "done" && cgroup::own_is_in_unit(unit) == Some(false) =>
         {
-            return Err(NotMade {
-                next: if via_broker {
+            return Err(NotMade::after_a_start(
+                format!("the start job of {unit} was reported done, yet this process is not in it"),
+                if via_broker {
                     Next::TakePrivate
                 } else {
                     Next::Final
                 },
-                ..NotMade::before_sending(format!(
-                    "the start job of {unit} was reported done, yet this process is not in it"
-                ))
-            });
+            ));
         }
         Ok(JobEnd::Reported(result))
             if result == "done" && request.required && !cgroup_readable =>
         {
-            return Err(NotMade::before_sending(format!(
-                "the start job of {unit} was reported done, but this process cannot read its own \
-                 cgroup (/proc/self/cgroup) to see that it is in the scope"
-            )))
+            return Err(NotMade::after_a_start(
+                format!(
+                    "the start job of {unit} was reported done, but this process cannot read its \
+                     own cgroup (/proc/self/cgroup) to see that it is in the scope"
+                ),
+                Next::Final,
+            ))
         }
         Ok(JobEnd::Reported(result)) if result == "done" => {
             tracing::debug!(target: crate::diag::TARGET, "{unit} started: its start job was reported done");
             return Ok(());
         }
         Ok(JobEnd::Reported(result)) => {
-            return Err(NotMade::before_sending(format!(
-                "the start job of {unit} finished with result '{result}'"
-            )))
+            return Err(NotMade::after_a_start(
+                format!("the start job of {unit} finished with result '{result}'"),
+                Next::Final,
+            ))
         }
         Err(BusError::TimedOut { .. }) if listen_until < deadline => {}
         Err(e) => return Err(NotMade::after_sending(e)),
@@ -562,27 +641,38 @@ fn watch_own_cgroup(route: &Route, unit: &str, deadline: Instant) -> Result<(), 
         let now = Instant::now();
         if now >= ask_at && now < deadline {
             let settled = settle(route, unit, deadline);
-            if let Settled::StartedWithoutUs = settled {
-                stop_empty_scope(route, unit, deadline);
+            match settled {
+                Settled::StartedWithoutUs => stop_empty_scope(route, unit, deadline),
+                Settled::StartedWithOthers => {
+                    return Err(NotMade::after_a_start(
+                        format!(
+                            "{unit} was started holding other processes, not this one; it is \
+                             left as it is"
+                        ),
+                        Next::Final,
+                    ))
+                }
+                Settled::Made | Settled::NotMade | Settled::Unknown => {}
             }
             if let Settled::NotMade | Settled::StartedWithoutUs = settled {
-                return Err(NotMade {
-                    why: format!("the user manager dropped {unit} before this process was in it"),
-                    may_yet_be_made: false,
-                    next: Next::StartAgain,
-                });
+                return Err(NotMade::after_a_start(
+                    format!("the user manager dropped {unit} before this process was in it"),
+                    Next::StartAgain,
+                ));
             }
             ask_at = Instant::now() + ASK_AFTER;
             continue;
         }
         if now >= deadline {
             return Err(NotMade {
-                why: format!(
-                    "the user manager had not started {unit}: its start job was still waiting \
-                     when the bound ran out"
-                ),
                 may_yet_be_made: true,
-                next: Next::Final,
+                ..NotMade::after_a_start(
+                    format!(
+                        "the user manager had not started {unit}: its start job was still \
+                         waiting when the bound ran out"
+                    ),
+                    Next::Final,
+                )
             });
         }
         std::thread::sleep(pause.min(deadline - now));

@@ -268,3 +268,48 @@ test('a session bus where a program that is no manager owns its name is passed o
   delete busOnly.XDG_RUNTIME_DIR;
   assert.equal(await scope.launcherForEnv({ env: busOnly }), null);
 });
+
+test('a wrapped argv spawned twice leaves the first tool running in its scope', async (t) => {
+  // A host that keeps its wrapped line and spawns it again names one unit twice: the second launch
+  // never ends the first tool. Through the launcher program the second command runs once unscoped
+  // (on) or not at all with 125 (required); systemd-run refuses the taken name.
+  if (!requireRig(t)) return;
+  const modes = process.env.SYNAPS_SCOPE_LAUNCHER === 'systemd-run' ? ['on'] : ['on', 'required'];
+  const dir = scratchDir(t, 'taken-name');
+  for (const mode of modes) {
+    const runs = path.join(dir, `runs-${mode}`);
+    const quick = path.join(dir, `quick-${mode}`);
+    const launcher = await scope.launcherForEnv({ env: { ...process.env, SYNAPS_PROCESS_SCOPES: mode } });
+    assert.ok(launcher);
+    const wrapped = launcher.wrap(['sh', '-c', `${CGROUP_OF_SELF} >> '${runs}'; [ -e '${quick}' ] || exec sleep 60`]);
+    const unit = String(wrapped.unit);
+    const first = spawn(wrapped.argv[0], wrapped.argv.slice(1), { stdio: 'ignore' });
+    const firstEnded = new Promise((resolve) => first.on('exit', resolve));
+    try {
+      const lineWritten = () => fs.existsSync(runs) && fs.readFileSync(runs, 'utf8').endsWith('\n');
+      for (let i = 0; i < 2000 && !lineWritten(); i++) await new Promise((r) => setTimeout(r, 5));
+      assert.ok(fs.readFileSync(runs, 'utf8').trim().endsWith(`/${unit}`));
+      fs.writeFileSync(quick, '');
+      const second = spawnSync(wrapped.argv[0], wrapped.argv.slice(1), { encoding: 'utf8', timeout: 30000 });
+      assert.equal(first.exitCode, null, `${mode}: the first tool was ended: ${second.stderr}`);
+      assert.equal(first.signalCode, null, `${mode}: the first tool was killed: ${second.stderr}`);
+      const own = fs.readFileSync(`/proc/${first.pid}/cgroup`, 'utf8').split('\n').find((l) => l.startsWith('0::'));
+      assert.ok(String(own).endsWith(`/${unit}`), String(own));
+      const lines = fs.readFileSync(runs, 'utf8').trim().split('\n');
+      if (launcher.wrapper === 'systemd-run') {
+        assert.deepEqual([second.status, lines.length], [1, 1], second.stderr);
+        assert.ok(second.stderr.includes(unit), second.stderr);
+      } else if (mode === 'on') {
+        assert.deepEqual([second.status, lines.length], [0, 2], second.stderr);
+        assert.ok(!lines[1].endsWith(unit), lines[1]);
+        assert.ok(second.stderr.includes(`already has a unit named ${unit}`), second.stderr);
+      } else {
+        assert.deepEqual([second.status, lines.length], [scope.EXEC_FAILED_STATUS, 1], second.stderr);
+      }
+    } finally {
+      first.kill('SIGKILL');
+      await firstEnded;
+      launcher.close();
+    }
+  }
+});

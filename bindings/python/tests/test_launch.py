@@ -340,3 +340,41 @@ def test_a_session_bus_where_a_program_that_is_no_manager_owns_its_name_is_passe
             if process is not None:
                 process.kill()
                 process.wait()
+
+
+def test_a_wrapped_argv_spawned_twice_leaves_the_first_tool_running(rig: Dict[str, str], tmp_path: Path) -> None:
+    """A host that keeps its wrapped line and spawns it again names one unit twice: the second
+    launch never ends the first tool. Through the launcher program the second command runs once
+    unscoped (on) or not at all with 125 (required); systemd-run refuses the taken name."""
+    modes = ["on"] if os.environ.get("SYNAPS_SCOPE_LAUNCHER") == "systemd-run" else ["on", "required"]
+    for mode in modes:
+        runs, quick = tmp_path / f"runs-{mode}", tmp_path / f"quick-{mode}"
+        launcher = synaps_scope.launcher_for_env({**os.environ, "SYNAPS_PROCESS_SCOPES": mode})
+        assert launcher is not None
+        script = f"{CGROUP_OF_SELF} >> '{runs}'; [ -e '{quick}' ] || exec sleep 60"
+        wrapped = launcher.wrap(["sh", "-c", script])
+        assert wrapped.unit is not None
+        first = subprocess.Popen(wrapped.argv, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while not (runs.exists() and runs.read_text().endswith("\n")) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert runs.read_text().strip().endswith(f"/{wrapped.unit}")
+            quick.touch()
+            second = subprocess.run(wrapped.argv, capture_output=True, text=True, timeout=30)
+            assert first.poll() is None, f"{mode}: the first tool was ended: {second.stderr}"
+            own = [line for line in Path(f"/proc/{first.pid}/cgroup").read_text().splitlines() if line.startswith("0::")]
+            assert own[0].endswith(f"/{wrapped.unit}"), own
+            lines = runs.read_text().splitlines()
+            if launcher.wrapper == "systemd-run":
+                assert (second.returncode, len(lines)) == (1, 1), second.stderr
+                assert wrapped.unit in second.stderr
+            elif mode == "on":
+                assert (second.returncode, len(lines)) == (0, 2), second.stderr
+                assert not lines[1].endswith(wrapped.unit)
+                assert f"already has a unit named {wrapped.unit}" in second.stderr
+            else:
+                assert (second.returncode, len(lines)) == (synaps_scope.EXEC_FAILED_STATUS, 1), second.stderr
+        finally:
+            first.kill()
+            first.wait()

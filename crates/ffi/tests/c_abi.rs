@@ -349,6 +349,12 @@ fn a_child_that_switches_user_runs_directly_with_one_warning_or_is_refused_when_
 }
 
 #[test]
+fn a_wrapped_argv_spawned_twice_leaves_the_first_tool_running() {
+    let Some(_rig) = rig() else { return };
+    scenario("taken_name");
+}
+
+#[test]
 fn required_mode_has_its_own_result_code() {
     let Some(_rig) = rig() else { return };
     scenario("required");

@@ -78,6 +78,7 @@ int scenario_pid_namespace_session_bus_alone(void);
 int scenario_refused_slice(void);
 int scenario_default_log_stderr(void);
 int scenario_required(void);
+int scenario_taken_name(void);
 int scenario_user_switch(void);
 int scenario_scope_kill(void);
 int scenario_other_users_scope(void);

@@ -232,3 +232,75 @@ int scenario_doctor(void) {
     CHECK(strcmp(untouched, "untouched") == 0 && kept == 99, "an out-parameter written on failure");
     return 0;
 }
+
+/* One wrapped argv spawned twice (a host that caches its wrapped line): the second launch never
+ * ends the first tool. Through the launcher program the second command runs once unscoped (on), or
+ * not at all with SCOPE_EXEC_FAILED_STATUS (required); systemd-run refuses the taken name. */
+/* Whether the file at `path` holds a whole line. */
+static int line_written(const char *path) {
+    if (access(path, F_OK) != 0) return 0;
+    char *text = read_file(path, NULL);
+    int whole = ends_with(text, "\n");
+    free(text);
+    return whole;
+}
+
+static int spawned_twice(const char *mode) {
+    char setting[64];
+    snprintf(setting, sizeof setting, "SYNAPS_PROCESS_SCOPES=%s", mode);
+    const char *add[] = {setting, NULL};
+    const char **env = env_edit(NULL, add);
+    scope_launcher *launcher = must_launcher(env);
+    char *runs = scratch_path(mode);
+    char *quick = scratch_path("quick");
+    unlink(quick);
+    char script[1024];
+    snprintf(script, sizeof script,
+             "echo \"$(grep ^0:: /proc/$$/cgroup | cut -c4-)\" >> '%s'; [ -e '%s' ] || exec sleep 60", runs,
+             quick);
+    const char *argv[] = {"sh", "-c", script, NULL};
+    scope_argv *wrapped = must_wrap(launcher, argv);
+    const char *unit = scope_argv_unit(wrapped);
+    CHECK(unit != NULL, "wrapped");
+    pid_t first = spawn(scope_argv_ptr(wrapped), 0);
+    for (int i = 0; i < 2000 && !line_written(runs); i++) sleep_ms(5);
+    check_cgroup_file(runs, unit);
+    write_file(quick, "");
+    int status = wait_exit(spawn(scope_argv_ptr(wrapped), 0));
+    CHECK(alive(first), "%s: the first tool was ended by the second launch (status %d)", mode, status);
+    char cgroup_path[64];
+    snprintf(cgroup_path, sizeof cgroup_path, "/proc/%d/cgroup", (int)first);
+    char *cgroups = read_file(cgroup_path, NULL);
+    CHECK(strstr(cgroups, unit) != NULL, "%s: the first tool left its scope: %s", mode, cgroups);
+    free(cgroups);
+    char *text = read_file(runs, NULL);
+    size_t lines = 0;
+    for (const char *c = text; *c; c++) lines += *c == '\n';
+    int exec = scope_launcher_wrapper(launcher) == SCOPE_WRAPPER_EXEC;
+    if (exec && strcmp(mode, "on") == 0) {
+        CHECK(status == 0 && lines == 2, "on: status %d, runs %s", status, text);
+        char *second = strchr(text, '\n') + 1;
+        second[strlen(second) - 1] = '\0';
+        CHECK(!ends_with(second, unit), "the second ran unscoped: %s", second);
+    } else if (exec) {
+        CHECK(status == SCOPE_EXEC_FAILED_STATUS && lines == 1, "required: status %d, runs %s", status, text);
+    } else {
+        CHECK(status == 1 && lines == 1, "systemd-run: status %d, runs %s", status, text);
+    }
+    free(text);
+    kill(first, SIGKILL);
+    wait_exit(first);
+    free(quick);
+    free(runs);
+    scope_argv_free(wrapped);
+    scope_launcher_free(launcher);
+    free(env);
+    return 0;
+}
+
+int scenario_taken_name(void) {
+    int failed = spawned_twice("on");
+    const char *asked = getenv("SYNAPS_SCOPE_LAUNCHER");
+    if (!failed && !(asked && strcmp(asked, "systemd-run") == 0)) failed = spawned_twice("required");
+    return failed;
+}

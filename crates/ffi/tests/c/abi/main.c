@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
         {"busy_slice_check", scenario_busy_slice_check}, {"flush_warnings", scenario_flush_warnings},
         {"holds_caller", scenario_holds_caller},     {"log_callback_replaced", scenario_log_callback_replaced},
         {"doctor", scenario_doctor},                 {"removed_while_read", scenario_removed_while_read},
-        {"other_users_scope", scenario_other_users_scope},
+        {"other_users_scope", scenario_other_users_scope}, {"taken_name", scenario_taken_name},
         {"concurrent_slice_warning", scenario_concurrent_slice_warning},
         {"burst", scenario_burst},                   {"user_switch", scenario_user_switch},
         {"ending", scenario_ending},                 {"fork", scenario_fork},
