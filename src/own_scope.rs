@@ -43,9 +43,6 @@ pub struct NotMade {
     pub may_yet_be_made: bool,
     /// What became of the request decides what comes next (within the bound).
     pub(crate) next: Next,
-    /// A start of this launch's may have reached the manager, which may then have the unit by
-    /// this launch's doing: only then can a later start's `UnitExists` be this launch's own.
-    pub(crate) start_may_have_reached: bool,
 }
 
 /// What a launch does after a try that did not make the scope.
@@ -91,15 +88,13 @@ impl NotMade {
             why: why.into(),
             may_yet_be_made: false,
             next: Next::Final,
-            start_may_have_reached: false,
         }
     }
 
-    /// Not made after a start that may have reached the manager (why).
-    fn after_a_start(why: impl Into<String>, next: Next) -> Self {
+    /// Not made, and what comes next.
+    fn then(why: impl Into<String>, next: Next) -> Self {
         NotMade {
             next,
-            start_may_have_reached: true,
             ..NotMade::before_sending(why)
         }
     }
@@ -140,7 +135,6 @@ impl NotMade {
                 Next::Final
             },
             why: error.to_string(),
-            start_may_have_reached: true,
         }
     }
 }
@@ -157,10 +151,10 @@ pub fn make_own_scope(
         return Err(NotMade::before_sending(NO_USER_BUS));
     }
     let mut turn = Some(take_turn(&route, deadline)?);
-    until_made(&route, request, deadline, |along, earlier| {
+    until_made(&route, request, deadline, |along| {
         let bus =
             Connection::open_pipelined(along, deadline).map_err(|e| NotMade::unsent(along, e))?;
-        make_own_scope_over(along, bus, &mut turn, request, earlier, deadline)
+        make_own_scope_over(along, bus, &mut turn, request, deadline)
     })
 }
 
@@ -170,29 +164,24 @@ pub fn make_own_scope(
 /// asking the manager, once back, whether it made the scope ([`settle`]); an owner of the
 /// manager's name that turned out not to be the manager sends the tries to the private socket.
 /// The command has not run: a try again runs it once, scoped, and a second start of the same
-/// unit could never make a second scope (the manager refuses a unit name it has). `attempt` is
-/// told whether an earlier try's start may have reached the manager: only then may the unit the
-/// manager has under this launch's name be this launch's own.
+/// unit could never make a second scope (the manager refuses a unit name it has).
 fn until_made(
     route: &Route,
     request: &ScopeRequest<'_>,
     deadline: Instant,
-    mut attempt: impl FnMut(&Route, EarlierStart) -> Result<(), NotMade>,
+    mut attempt: impl FnMut(&Route) -> Result<(), NotMade>,
 ) -> Result<(), NotMade> {
     let mut comeback = Comeback::new(route);
     let mut along = route.clone();
-    let mut earlier = EarlierStart::None;
     loop {
-        let not_made = match attempt(&along, earlier) {
+        let not_made = match attempt(&along) {
             Ok(()) => {
                 comeback.reached();
                 return Ok(());
             }
             Err(not_made) => not_made,
         };
-        if not_made.start_may_have_reached {
-            earlier = EarlierStart::MayHaveReached;
-        }
+
         match not_made.next {
             Next::TryAgain if comeback.wait(deadline) => {}
             Next::StartAgain => {}
@@ -216,16 +205,6 @@ fn until_made(
             Next::TryAgain | Next::Final => return Err(not_made),
         }
     }
-}
-
-/// Whether an earlier try of this launch sent a start that may have reached the manager.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum EarlierStart {
-    /// None did: a unit of this launch's name is not this launch's.
-    None,
-    /// One may have: the manager may have the unit by this launch's doing, which only this
-    /// process seen in it shows.
-    MayHaveReached,
 }
 
 /// What the manager says of a start it left unanswered.
@@ -257,10 +236,13 @@ fn settle(route: &Route, unit: &str, deadline: Instant) -> Settled {
     });
     match asked {
         Ok(Some(state)) if state == "active" && cgroup::own_is_in_unit(unit) == Some(false) => {
-            if holds_no_process(route, unit, deadline) {
-                Settled::StartedWithoutUs
-            } else {
-                Settled::StartedWithOthers
+            match processes_in_cgroup(route, unit, deadline) {
+                Ok(0) => Settled::StartedWithoutUs,
+                // An empty scope the manager collected since it was asked after.
+                Err(BusError::Refused { name, .. }) if name == NO_SUCH_UNIT => Settled::NotMade,
+                // Moved there since it was looked at: the process counted was this one.
+                _ if cgroup::own_is_in_unit(unit) == Some(true) => Settled::Made,
+                Ok(_) | Err(_) => Settled::StartedWithOthers,
             }
         }
         Ok(_) => Settled::Made,
@@ -272,20 +254,26 @@ fn settle(route: &Route, unit: &str, deadline: Instant) -> Settled {
     }
 }
 
-/// Whether the manager says the unit `unit` holds no process (`GetUnitProcesses`, systemd 238 and
-/// later); false where it could not say.
-fn holds_no_process(route: &Route, unit: &str, deadline: Instant) -> bool {
-    let asked = pool::with_connection(route, deadline, |bus, _| {
+/// How many processes the manager says the cgroup of the unit `unit` holds (`GetUnitProcesses`,
+/// systemd 238 and later). The manager also lists the pids it was given for the unit that are not
+/// in its cgroup (this launch's own, where 247 lost its move across a reload): a stop does not
+/// reach those, and they are not counted.
+fn processes_in_cgroup(route: &Route, unit: &str, deadline: Instant) -> Result<usize, BusError> {
+    let reply = pool::with_connection(route, deadline, |bus, _| {
         bus.call_manager("GetUnitProcesses", Call::new().string(unit))
-    });
-    match asked {
-        Ok(reply) => {
-            matches!(reply.body.first(), Some(Value::List(processes)) if processes.is_empty())
-        }
-        Err(e) => {
-            tracing::debug!(target: crate::diag::TARGET, "the processes of {unit}: {e}");
-            false
-        }
+    })?;
+    let in_its_cgroup = |process: &Value| match process {
+        Value::List(fields) => fields
+            .first()
+            .and_then(Value::as_str)
+            .map_or(true, |cgroup| cgroup.split('/').any(|part| part == unit)),
+        _ => true,
+    };
+    match reply.body.first() {
+        Some(Value::List(processes)) => Ok(processes.iter().filter(|p| in_its_cgroup(p)).count()),
+        _ => Err(BusError::Broken(
+            "GetUnitProcesses answered with no list of processes".into(),
+        )),
     }
 }
 
@@ -321,9 +309,9 @@ pub(crate) fn enter_own_scope(
         Some(turn) => turn,
         None => take_turn(route, deadline)?,
     });
-    until_made(route, request, deadline, |along, earlier| {
+    until_made(route, request, deadline, |along| {
         let bus = pool::take_or_open(along, deadline).map_err(|e| NotMade::unsent(along, e))?;
-        make_own_scope_over(along, bus, &mut turn, request, earlier, deadline)
+        make_own_scope_over(along, bus, &mut turn, request, deadline)
     })
 }
 
@@ -349,7 +337,6 @@ fn make_own_scope_over(
     mut bus: Connection,
     turn: &mut Option<Turn>,
     request: &ScopeRequest<'_>,
-    earlier: EarlierStart,
     deadline: Instant,
 ) -> Result<(), NotMade> {
     let before = |e: BusError| NotMade::unsent(route, e);
@@ -375,7 +362,7 @@ fn make_own_scope_over(
             tracing::debug!(target: crate::diag::TARGET, "{why}; taking the private socket");
             drop(bus);
             let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
-            return make_own_scope_over(&private, bus, turn, request, earlier, deadline);
+            return make_own_scope_over(&private, bus, turn, request, deadline);
         }
         Identity::Nothing(why) => return Err(NotMade::before_sending(why)),
     };
@@ -404,17 +391,13 @@ fn make_own_scope_over(
     let reply = match answered {
         Ok(reply) => reply,
         // The name is no proof that the unit is this launch's: a wrapped argv spawned twice
-        // names the same unit. Where no earlier start of this launch may have reached the
-        // manager, the unit is another's, and nothing is sent about it. Where one may have, the
-        // manager may have it by that start, whose job moves this process there: seeing this
-        // process in it is the proof ([`watch_own_cgroup`]), and it is stopped only when it
-        // holds no process at all.
+        // names the same unit. Nor is the refusal proof that it is another's: systemd 247 acts
+        // on a start it had when a reload came, and acts on it again after the reload, refusing
+        // it then with `UnitExists`, so the launch never gets the job its start made. This
+        // process seen in the unit is the proof ([`exists_already`]).
         Err((BusError::Refused { name, .. }, true)) if name == UNIT_EXISTS => {
             drop(turn.take());
-            if earlier == EarlierStart::None {
-                return Err(NotMade::name_taken(request.unit));
-            }
-            return watch_own_cgroup(route, request.unit, deadline);
+            return exists_already(route, request.unit, deadline);
         }
         Err((e, true)) if bus.via_broker && e.means_no_such_method() => {
             return Err(NotMade {
@@ -423,7 +406,6 @@ fn make_own_scope_over(
                 ),
                 may_yet_be_made: false,
                 next: Next::TakePrivate,
-                start_may_have_reached: false,
             })
         }
         Err((e, _)) if bus.via_broker && e.means_no_manager_on_bus() => {
@@ -433,7 +415,7 @@ fn make_own_scope_over(
             tracing::debug!(target: crate::diag::TARGET, "{e}; trying the private socket");
             drop(bus);
             let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
-            return make_own_scope_over(&private, bus, turn, request, earlier, deadline);
+            return make_own_scope_over(&private, bus, turn, request, deadline);
         }
         // Refused before its authentication was answered, the call was never read: a manager
         // going away (re-executing) drops its connections so.
@@ -589,7 +571,7 @@ fn wait_for_start(
         Ok(JobEnd::Reported(result))
             if result == "done" && cgroup::own_is_in_unit(unit) == Some(false) =>
         {
-            return Err(NotMade::after_a_start(
+            return Err(NotMade::then(
                 format!("the start job of {unit} was reported done, yet this process is not in it"),
                 if via_broker {
                     Next::TakePrivate
@@ -601,7 +583,7 @@ fn wait_for_start(
         Ok(JobEnd::Reported(result))
             if result == "done" && request.required && !cgroup_readable =>
         {
-            return Err(NotMade::after_a_start(
+            return Err(NotMade::then(
                 format!(
                     "the start job of {unit} was reported done, but this process cannot read its \
                      own cgroup (/proc/self/cgroup) to see that it is in the scope"
@@ -614,7 +596,7 @@ fn wait_for_start(
             return Ok(());
         }
         Ok(JobEnd::Reported(result)) => {
-            return Err(NotMade::after_a_start(
+            return Err(NotMade::then(
                 format!("the start job of {unit} finished with result '{result}'"),
                 Next::Final,
             ))
@@ -624,6 +606,36 @@ fn wait_for_start(
     }
     drop(bus);
     watch_own_cgroup(route, unit, deadline)
+}
+
+/// The manager refused this launch's start with `UnitExists`: the unit is this launch's own only
+/// where this process is in it, or is on its way there (the unit's start job has not run yet).
+/// An active unit that holds other processes and not this one is another's (or holds a process
+/// the manager named in this one's place) and is left as it is: the scope could not be made, and
+/// nothing is sent about that unit. One that holds no process at all (systemd 247 across a
+/// reload) is stopped and made again, which ends nothing.
+fn exists_already(route: &Route, unit: &str, deadline: Instant) -> Result<(), NotMade> {
+    if cgroup::own_is_in_unit(unit) == Some(true) {
+        return Ok(());
+    }
+    match settle(route, unit, deadline) {
+        Settled::Made => watch_own_cgroup(route, unit, deadline),
+        Settled::StartedWithOthers => Err(NotMade::name_taken(unit)),
+        Settled::StartedWithoutUs => {
+            stop_empty_scope(route, unit, deadline);
+            Err(NotMade::then(
+                format!("the user manager started {unit} without this process in it"),
+                Next::StartAgain,
+            ))
+        }
+        Settled::NotMade => Err(NotMade::then(
+            format!("the user manager dropped {unit} as it refused it"),
+            Next::StartAgain,
+        )),
+        Settled::Unknown => Err(NotMade::before_sending(format!(
+            "the user manager refused {unit} as one it has, and could not be asked whose it is"
+        ))),
+    }
 }
 
 /// Waits, by `deadline`, to see this process in the cgroup of `unit`, whose start job the manager
@@ -644,7 +656,7 @@ fn watch_own_cgroup(route: &Route, unit: &str, deadline: Instant) -> Result<(), 
             match settled {
                 Settled::StartedWithoutUs => stop_empty_scope(route, unit, deadline),
                 Settled::StartedWithOthers => {
-                    return Err(NotMade::after_a_start(
+                    return Err(NotMade::then(
                         format!(
                             "{unit} was started holding other processes, not this one; it is \
                              left as it is"
@@ -655,7 +667,7 @@ fn watch_own_cgroup(route: &Route, unit: &str, deadline: Instant) -> Result<(), 
                 Settled::Made | Settled::NotMade | Settled::Unknown => {}
             }
             if let Settled::NotMade | Settled::StartedWithoutUs = settled {
-                return Err(NotMade::after_a_start(
+                return Err(NotMade::then(
                     format!("the user manager dropped {unit} before this process was in it"),
                     Next::StartAgain,
                 ));
@@ -666,7 +678,7 @@ fn watch_own_cgroup(route: &Route, unit: &str, deadline: Instant) -> Result<(), 
         if now >= deadline {
             return Err(NotMade {
                 may_yet_be_made: true,
-                ..NotMade::after_a_start(
+                ..NotMade::then(
                     format!(
                         "the user manager had not started {unit}: its start job was still \
                          waiting when the bound ran out"
