@@ -76,7 +76,9 @@ enum Action {
     /// With --wait, as systemd-run --wait: the command runs as a child, this process waits outside
     /// its scope until the scope is empty (the command and whatever it left there), says on stderr in one line how the scope ended (systemd-oomd and its rule, the
     /// kernel's OOM killer, a signal, an exit) with its memory peak and CPU time, and exits with
-    /// the command's status (128+N for a signal N: 137 for the kernel's OOM kill).
+    /// the command's status (128+N for a signal N: 137 for the kernel's OOM kill). A signal sent
+    /// to it by a process (TERM, INT, HUP, QUIT, USR1, USR2, WINCH) is passed to the command; the
+    /// terminal's Ctrl-C reaches the command alone; killed outright, it leaves the command SIGTERM.
     Run {
         #[command(flatten)]
         request: Request,

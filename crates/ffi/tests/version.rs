@@ -89,9 +89,11 @@ fn scope_version_the_npm_package_and_the_changelog_agree() {
         );
     }
     let changelog = read("CHANGELOG.md");
+    // What is not released yet is gathered under `## Unreleased`, above the newest release.
     let newest = changelog
         .lines()
-        .find_map(|l| l.strip_prefix("## "))
+        .filter_map(|l| l.strip_prefix("## "))
+        .find(|entry| *entry != "Unreleased")
         .expect("CHANGELOG.md has an entry");
     assert_eq!(newest, version, "the changelog's newest entry");
 }
