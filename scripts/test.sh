@@ -350,6 +350,8 @@ for version in $versions_run; do
     SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked --bench launch || status=$?
     # 64 `synaps-scope run` at once against 64 bare systemd-run: every one scoped, and sooner.
     SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked -p synaps-scope-cli --bench burst || status=$?
+    # `run --wait` from its command's last act to its return, against systemd-run --user --wait.
+    SYNAPS_BENCH_QUICK=1 scripts/systemd-rig.sh --systemd "$version" -- cargo bench --locked -p synaps-scope-cli --bench wait || status=$?
     timed "systemd $version: bench"
   fi
   # cargo's "test result: ok. N passed; N failed; N ignored", pytest's "N passed, N skipped in Ns",

@@ -22,6 +22,9 @@ pub fn init() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Its own word on a failed write is an `eprintln!`, which panics on a closed stderr: the
+        // line is lost, as every other line of the command's is (`say`).
+        .log_internal_errors(false)
         .event_format(OneLine)
         .try_init();
 }

@@ -1,9 +1,14 @@
 //! `synaps-scope`: run or print a command line in its own systemd scope, or say why it would not
 //! be (docs/spec.md).
 
-#![forbid(unsafe_code)]
+// Unsafe code only in `ffi`, each block with its reason.
+#![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
+#[allow(unsafe_code)]
+mod ffi;
 mod log;
+mod say;
 mod wait;
 
 use std::ffi::OsString;
@@ -14,6 +19,7 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
+use say::{say, say_out};
 use synaps_scope::doctor::diagnose;
 use synaps_scope::intake::{self, BadInput};
 use synaps_scope::{
@@ -70,7 +76,9 @@ enum Action {
     /// With --wait, as systemd-run --wait: the command runs as a child, this process waits outside
     /// its scope until the scope is empty (the command and whatever it left there), says on stderr in one line how the scope ended (systemd-oomd and its rule, the
     /// kernel's OOM killer, a signal, an exit) with its memory peak and CPU time, and exits with
-    /// the command's status (128+N for a signal N: 137 for the kernel's OOM kill).
+    /// the command's status (128+N for a signal N: 137 for the kernel's OOM kill). A signal sent
+    /// to it by a process (TERM, INT, HUP, QUIT, USR1, USR2, WINCH) is passed to the command; the
+    /// terminal's Ctrl-C reaches the command alone; killed outright, it leaves the command SIGTERM.
     Run {
         #[command(flatten)]
         request: Request,
@@ -170,9 +178,9 @@ fn main() -> ExitCode {
             let report = diagnose(&env, &kinds, &request.options());
             if json {
                 let json = serde_json::to_string(&report.json()).expect("plain data serializes");
-                println!("{json}");
+                say_out!("{json}\n");
             } else {
-                print!("{}", report.to_text());
+                say_out!("{}", report.to_text());
             }
             return ExitCode::from(report.overall().code());
         }
@@ -200,7 +208,7 @@ fn main() -> ExitCode {
     {
         Ok(limits) => limits,
         Err(e) => {
-            eprintln!("synaps-scope: {e}");
+            say!("synaps-scope: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -213,6 +221,9 @@ fn main() -> ExitCode {
         command_argv[0] = argv0;
     }
     let options = request.options();
+    // Taken before the manager is asked (the probe waits for children of its own, which an
+    // inherited SIGCHLD ignored would take away): a signal sent meanwhile waits for the command.
+    let relay = (then == Then::Wait).then(wait::Relay::new);
     let started = Instant::now();
     // This process ends with the exec (or the print) below, and a slice check still running on
     // its background thread would end with it, its warning unsaid: it gets what is left of the
@@ -265,8 +276,15 @@ fn main() -> ExitCode {
             return ExitCode::from(exit_status(e.class()));
         }
     };
-    if then == Then::Wait {
-        return wait::run_and_wait(launcher.as_ref(), &program, command_argv, &env, flush);
+    if let Some(relay) = relay {
+        return wait::run_and_wait(
+            relay,
+            launcher.as_ref(),
+            &program,
+            command_argv,
+            &env,
+            flush,
+        );
     }
     // With limits, the scope is made here as the launcher program would make it.
     if let (Then::ExecInPlace, Some(launcher)) = (then, &launcher) {
@@ -317,7 +335,7 @@ fn exec_in_scope(
     if let Err(not_made) = entered {
         let shown = launch.program.to_string_lossy();
         let required = launcher.required();
-        eprintln!(
+        say!(
             "synaps-scope: {}",
             not_made.message(&shown, &launch.unit, required)
         );
@@ -341,7 +359,7 @@ fn exec(
     cmd.arg0(argv0).args(args);
     set_env(&mut cmd, env);
     let error = ResolveError::from_exec(program, cmd.exec());
-    eprintln!("synaps-scope: cannot run {error}");
+    say!("synaps-scope: cannot run {error}");
     ExitCode::from(error.shell_status())
 }
 
@@ -361,8 +379,8 @@ fn print_argv(argv: &[OsString], unit: Option<&str>, nul_separated: bool) -> Exi
         return ExitCode::FAILURE;
     }
     match unit {
-        Some(unit) => eprintln!("synaps-scope: unit {unit}"),
-        None => eprintln!("synaps-scope: no scope (direct launch)"),
+        Some(unit) => say!("synaps-scope: unit {unit}"),
+        None => say!("synaps-scope: no scope (direct launch)"),
     }
     ExitCode::SUCCESS
 }

@@ -10,20 +10,32 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rustix::io::{fcntl_setfd, FdFlags};
+use rustix::io::{fcntl_setfd, Errno, FdFlags};
 use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+use rustix::process::{
+    getrlimit, kill_process, setrlimit, waitid, Pid, Resource, Rlimit, Signal, WaitId,
+    WaitIdOptions,
+};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
+use signal_hook::iterator::exfiltrator::WithOrigin;
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::low_level::emulate_default_handler;
+use signal_hook::low_level::siginfo::Cause;
 use synaps_scope::limits::Property;
 use synaps_scope::{
     set_env, Ending, Evidence, HandleError, Launch, OomdWatch, ResolveError, ScopeEnding,
     ScopeHandle, ScopeLauncher, Wrapper, DEFAULT_PROBE_TIMEOUT,
 };
+
+use crate::ffi;
+use crate::say::say;
 
 /// How often the scope's figures are read while it runs: they are gone once it is. A tool that
 /// grows by 8 MB every 20 ms to its `MemoryMax` is read within one step of its peak.
@@ -33,37 +45,65 @@ const LEFT_BEHIND_WAIT: Duration = Duration::from_secs(3600);
 /// How long the hold on the command waits for the scope to show the child.
 const HANDLE_WAIT: Duration = Duration::from_secs(5);
 
+/// The signals a process may send the waiter to reach the command, as it would with no waiter in
+/// between (`kill`, a shell's job control, a supervisor): passed on to the command.
+const RELAYED: [i32; 7] = [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH];
+
 /// Runs `launch` as a child and waits for it; `launcher` is the one it was wrapped by (None: a
 /// direct launch). The summary line goes to stderr; the exit status is the command's.
 pub(crate) fn run_and_wait(
+    mut relay: Relay,
     launcher: Option<&ScopeLauncher>,
     program: &OsString,
     argv: Vec<OsString>,
     env: &[(OsString, OsString)],
     flush: impl Fn(),
 ) -> ExitCode {
-    let Some(launcher) = launcher else {
-        let launch = Launch::new(None, program, argv, env);
-        flush();
-        let status = match spawn(&launch.program, &launch.argv, env) {
-            Ok(mut child) => child.wait(),
-            Err(e) => return cannot_run(program, e),
-        };
-        return match status {
-            Ok(status) => {
-                eprintln!("synaps-scope: not in a scope; the command {}", said(status));
-                exit_code(status)
-            }
-            Err(e) => cannot_run(program, e),
-        };
+    match launcher {
+        Some(launcher) => run_scoped(&mut relay, launcher, program, argv, env, flush),
+        None => run_direct(&mut relay, program, argv, env, flush),
+    }
+}
+
+/// The command as a child of this process, in no scope.
+fn run_direct(
+    relay: &mut Relay,
+    program: &OsString,
+    argv: Vec<OsString>,
+    env: &[(OsString, OsString)],
+    flush: impl Fn(),
+) -> ExitCode {
+    let launch = Launch::new(None, program, argv, env);
+    flush();
+    let status = match relay.spawn(&launch.program, &launch.argv, env) {
+        Ok((mut child, target)) => target.wait(&mut child),
+        Err(e) => return cannot_run(program, e),
     };
+    match status {
+        Ok(status) => {
+            say!("synaps-scope: not in a scope; the command {}", said(status));
+            relay.end_as(status)
+        }
+        Err(e) => cannot_run(program, e),
+    }
+}
+
+/// The command as a child of this process, in the scope `launcher` wraps it in.
+fn run_scoped(
+    relay: &mut Relay,
+    launcher: &ScopeLauncher,
+    program: &OsString,
+    argv: Vec<OsString>,
+    env: &[(OsString, OsString)],
+    flush: impl Fn(),
+) -> ExitCode {
     // The launcher program says whether it made the scope and holds the command until this end
     // is closed; systemd-run cannot.
     let hold = match launcher.wrapper() {
         Wrapper::Exec { .. } => match held_pair() {
             Ok(pair) => Some(pair),
             Err(e) => {
-                eprintln!("synaps-scope: cannot make a socket pair: {e}");
+                say!("synaps-scope: cannot make a socket pair: {e}");
                 return ExitCode::from(1);
             }
         },
@@ -78,11 +118,11 @@ pub(crate) fn run_and_wait(
     );
     let Some(unit) = wrapped.unit.clone() else {
         // Not resolvable: spawned as given, it fails as it would without scopes.
-        return run_and_wait(None, program, argv, env, flush);
+        return run_direct(relay, program, argv, env, flush);
     };
     flush();
-    let mut child = match spawn(&wrapped.argv[0], &wrapped.argv, env) {
-        Ok(child) => child,
+    let (mut child, target) = match relay.spawn(&wrapped.argv[0], &wrapped.argv, env) {
+        Ok(spawned) => spawned,
         Err(e) => return cannot_run(&wrapped.argv[0], e),
     };
     let mut not_made = false;
@@ -97,7 +137,7 @@ pub(crate) fn run_and_wait(
                     None
                 }
                 (_, ours) => {
-                    let handle = handle_of(&unit, &mut child);
+                    let handle = handle_of(&unit, &child, &target);
                     // Read once while the command is held: one that ends at once leaves an empty
                     // scope the manager removes before the first read after it could come.
                     if let Some(handle) = &handle {
@@ -108,22 +148,26 @@ pub(crate) fn run_and_wait(
                 }
             }
         }
-        None => handle_of(&unit, &mut child),
+        None => handle_of(&unit, &child, &target),
     };
-    // The command runs now (it was held until `ours` closed): the scope is watched.
-    let done = Arc::new(AtomicBool::new(false));
+    if let Some(handle) = &handle {
+        *lock(&target.scope) = Some(handle.cgroup_dir().to_owned());
+    }
+    // The command runs now (it was held until `ours` closed): the scope is watched, and read
+    // again at once when the sampler is let go (its sender dropped), not a step later.
+    let (stop_sampling, stopped) = mpsc::channel::<()>();
     let sampler = handle.as_ref().map(|handle| {
-        let (figures, done) = (Arc::clone(&figures), Arc::clone(&done));
+        let figures = Arc::clone(&figures);
         let dir = handle.cgroup_dir().to_owned();
         thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
+            while let Err(RecvTimeoutError::Timeout) = {
                 lock(&figures).read(&dir);
-                thread::sleep(SAMPLE_EVERY);
-            }
+                stopped.recv_timeout(SAMPLE_EVERY)
+            } {}
         })
     });
     let _warnings = handle.as_ref().and_then(|handle| warn_of_oomd(handle, env));
-    let status = child.wait();
+    let status = target.wait(&mut child);
     // The scope ends with the last of its processes: what the command left behind too. Its
     // figures are read at once (the manager removes an empty scope's cgroup within milliseconds),
     // and again once the last process has gone.
@@ -135,7 +179,7 @@ pub(crate) fn run_and_wait(
         }
         read_now();
     }
-    done.store(true, Ordering::Relaxed);
+    drop(stop_sampling);
     if let Some(sampler) = sampler {
         let _ = sampler.join();
     }
@@ -149,11 +193,155 @@ pub(crate) fn run_and_wait(
         None if not_made => "not made, so the command ran without it".to_owned(),
         None => "how cannot be told: the scope could not be watched".to_owned(),
     };
-    eprintln!(
+    say!(
         "synaps-scope: {unit}: {how}; the command {}; {figures}",
         said(status)
     );
-    exit_code(status)
+    relay.end_as(status)
+}
+
+/// The signals of [`RELAYED`] this process takes to pass on, and how the child is tied to it.
+///
+/// Only a signal a process sent (`kill`, `sigqueue`) is passed on: one the kernel sent is the
+/// terminal's (Ctrl-C, Ctrl-\, a resized window), sent to the whole foreground process group,
+/// so the command has it already, and the waiter lets it go as a shell does. A signal this
+/// process's caller left ignored (`nohup`) is not taken: it stays ignored, for the command too,
+/// which inherits it so (a handler would be reset to the default across its exec).
+pub(crate) struct Relay {
+    signals: Option<SignalsInfo<WithOrigin>>,
+    /// The signals of [`RELAYED`] that were not ignored when this process started.
+    taken: Vec<i32>,
+    /// Whether the caller left SIGCHLD ignored: set to its default here, ignored again in the child.
+    sigchld_ignored: bool,
+}
+
+impl Relay {
+    pub(crate) fn new() -> Relay {
+        let sigchld_ignored = ffi::default_sigchld();
+        let taken: Vec<i32> = RELAYED
+            .into_iter()
+            .filter(|&signal| !ffi::ignored(signal))
+            .collect();
+        let signals = match SignalsInfo::<WithOrigin>::new(&taken) {
+            Ok(signals) => Some(signals),
+            Err(e) => {
+                say!("synaps-scope: signals sent to this process will not reach the command: {e}");
+                None
+            }
+        };
+        Relay {
+            signals,
+            taken,
+            sigchld_ignored,
+        }
+    }
+
+    /// Spawns `program` with `argv` (its `argv[0]` included) and `env`, in this process's
+    /// directory, from this (the main) thread: the child gets SIGTERM when the thread ends,
+    /// however this process ends. What is taken from then on is passed to the child.
+    fn spawn(
+        &mut self,
+        program: &OsString,
+        argv: &[OsString],
+        env: &[(OsString, OsString)],
+    ) -> std::io::Result<(Child, Arc<Target>)> {
+        let mut cmd = Command::new(program);
+        cmd.arg0(&argv[0]).args(&argv[1..]);
+        set_env(&mut cmd, env);
+        ffi::tie_to_waiter(&mut cmd, self.sigchld_ignored);
+        let child = cmd.spawn()?;
+        let target = Arc::new(Target {
+            pid: i32::try_from(child.id()).ok().and_then(Pid::from_raw),
+            ended: Mutex::new(false),
+            scope: Mutex::new(None),
+        });
+        if let Some(mut signals) = self.signals.take() {
+            let target = Arc::clone(&target);
+            thread::spawn(move || {
+                for taken in signals.forever() {
+                    if matches!(taken.cause, Cause::Sent(_)) {
+                        target.pass(taken.signal);
+                    }
+                }
+            });
+        }
+        Ok((child, target))
+    }
+
+    /// This process's end once the command's is told: its status, and where the command died of a
+    /// terminal's signal (SIGINT, SIGQUIT), of that signal too (with no core dump), as a shell expects
+    /// of a program that did not catch it: a script waiting on this one then stops as it would have
+    /// without it. A shell's `$?` is 128+N either way. Not where this process's caller left the
+    /// signal ignored.
+    fn end_as(&self, status: ExitStatus) -> ExitCode {
+        match status.signal() {
+            Some(signal @ (SIGINT | SIGQUIT)) if self.taken.contains(&signal) => {
+                let no_core = Rlimit {
+                    current: Some(0),
+                    maximum: getrlimit(Resource::Core).maximum,
+                };
+                let _ = setrlimit(Resource::Core, no_core);
+                // Returns only where the signal could not end this process.
+                let _ = emulate_default_handler(signal);
+            }
+            _ => {}
+        }
+        exit_code(status)
+    }
+}
+
+/// Where a signal passed on goes: to the command until it has ended, then to what it left in its
+/// scope (which the waiter still waits for).
+struct Target {
+    pid: Option<Pid>,
+    /// Set once the command has ended, before it is reaped: until then its pid is its own, and a
+    /// signal sent to it can reach no other process.
+    ended: Mutex<bool>,
+    /// The scope's cgroup directory, once it is watched.
+    scope: Mutex<Option<PathBuf>>,
+}
+
+impl Target {
+    /// Waits for the command to end, and reaps it.
+    fn wait(&self, child: &mut Child) -> std::io::Result<ExitStatus> {
+        if let Some(pid) = self.pid {
+            let ended = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+            while let Err(Errno::INTR) = waitid(WaitId::Pid(pid), ended) {}
+        }
+        *lock(&self.ended) = true;
+        child.wait()
+    }
+
+    /// Whether the command has ended (it is not reaped here).
+    fn has_ended(&self) -> bool {
+        let ended = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT | WaitIdOptions::NOHANG;
+        self.pid
+            .is_none_or(|pid| !matches!(waitid(WaitId::Pid(pid), ended), Ok(None)))
+    }
+
+    fn pass(&self, signal: i32) {
+        let Some(signal) = Signal::from_named_raw(signal) else {
+            return;
+        };
+        let ended = lock(&self.ended);
+        if !*ended {
+            if let Some(pid) = self.pid {
+                let _ = kill_process(pid, signal);
+            }
+            return;
+        }
+        drop(ended);
+        let Some(dir) = lock(&self.scope).clone() else {
+            return;
+        };
+        let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs
+            .lines()
+            .filter_map(|line| line.trim().parse().ok().and_then(Pid::from_raw))
+        {
+            let _ = kill_process(pid, signal);
+        }
+    }
 }
 
 /// A watch that prints a line on stderr when systemd-oomd is on its way to killing the scope;
@@ -161,13 +349,13 @@ pub(crate) fn run_and_wait(
 /// says so. Nothing where oomd does not act on it (no oomd, no rule).
 fn warn_of_oomd(handle: &ScopeHandle, env: &[(OsString, OsString)]) -> Option<OomdWatch> {
     let watch = handle.watch_oomd(env, DEFAULT_PROBE_TIMEOUT, |warning| {
-        eprintln!("synaps-scope: {warning}");
+        say!("synaps-scope: {warning}");
     });
     match watch {
         Ok(watch) => Some(watch),
         Err(why) => {
             if why.oomd_may_act() {
-                eprintln!("synaps-scope: no warning before systemd-oomd acts: {why}");
+                say!("synaps-scope: no warning before systemd-oomd acts: {why}");
             }
             None
         }
@@ -216,7 +404,7 @@ fn made(ours: OwnedFd, launcher: &ScopeLauncher) -> (Option<bool>, OwnedFd) {
 
 /// A handle on `unit` once the child is in it; None when the child ended first or the scope
 /// never showed it.
-fn handle_of(unit: &str, child: &mut Child) -> Option<ScopeHandle> {
+fn handle_of(unit: &str, child: &Child, target: &Target) -> Option<ScopeHandle> {
     let pid = child.id();
     let since = Instant::now();
     loop {
@@ -224,32 +412,20 @@ fn handle_of(unit: &str, child: &mut Child) -> Option<ScopeHandle> {
             Ok(handle) => return Some(handle),
             Err(_) if since.elapsed() < HANDLE_WAIT => {}
             Err(e) => {
-                eprintln!("synaps-scope: cannot watch {unit}: {e}");
+                say!("synaps-scope: cannot watch {unit}: {e}");
                 return None;
             }
         }
-        if !matches!(child.try_wait(), Ok(None)) {
+        if target.has_ended() {
             return None;
         }
         thread::sleep(Duration::from_millis(1));
     }
 }
 
-/// Spawns `program` with `argv` (its `argv[0]` included) and `env`, in this process's directory.
-fn spawn(
-    program: &OsString,
-    argv: &[OsString],
-    env: &[(OsString, OsString)],
-) -> std::io::Result<Child> {
-    let mut cmd = Command::new(program);
-    cmd.arg0(&argv[0]).args(&argv[1..]);
-    set_env(&mut cmd, env);
-    cmd.spawn()
-}
-
 fn cannot_run(program: &OsString, e: std::io::Error) -> ExitCode {
     let error = ResolveError::from_exec(program, e);
-    eprintln!("synaps-scope: cannot run {error}");
+    say!("synaps-scope: cannot run {error}");
     ExitCode::from(error.shell_status())
 }
 
@@ -285,9 +461,9 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-/// The figures, also where a thread that held them panicked (they are only ever read over).
-fn lock(figures: &Mutex<Figures>) -> std::sync::MutexGuard<'_, Figures> {
-    figures.lock().unwrap_or_else(|p| p.into_inner())
+/// What `mutex` holds, also where a thread that held it panicked (nothing held is left half made).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The scope's figures, as last read.
