@@ -59,10 +59,11 @@ fn the_line(out: &Output) -> String {
     lines[0].to_owned()
 }
 
-/// Traps each signal a process may send the waiter with a status of its own, then waits.
+/// Traps each signal a process may send the waiter with a status of its own, then waits (10 s at
+/// most, so that a signal that never came fails the test rather than hanging it).
 const TRAPS: &str = "trap 'exit 71' TERM; trap 'exit 72' INT; trap 'exit 73' HUP; \
     trap 'exit 74' QUIT; trap 'exit 75' USR1; trap 'exit 76' USR2; trap 'exit 77' WINCH; \
-    echo ready; while :; do sleep 0.05; done";
+    echo ready; i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done; exit 99";
 
 #[test]
 fn a_signal_a_process_sends_the_waiter_reaches_the_command() {
@@ -92,7 +93,7 @@ fn a_signal_a_process_sends_the_waiter_reaches_the_command() {
         assert!(line.contains("CPU time"), "{line}");
     }
     // Not caught: the command dies of it, and the status is 128+N.
-    let (child, _) = waiting("echo ready; exec sleep 100", &env);
+    let (child, _) = waiting("echo ready; exec sleep 10", &env);
     signal(child.id(), Signal::TERM);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(143), "{out:?}");
@@ -102,7 +103,7 @@ fn a_signal_a_process_sends_the_waiter_reaches_the_command() {
     );
     // SIGINT, as a terminal's: the waiter ends by it too, so a script waiting on it stops
     // (a shell's `$?` is 130 either way).
-    let (child, _) = waiting("echo ready; exec sleep 100", &env);
+    let (child, _) = waiting("echo ready; exec sleep 10", &env);
     signal(child.id(), Signal::INT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.signal(), Some(2), "{out:?}");
@@ -184,7 +185,8 @@ fn a_waiter_killed_outright_takes_the_command_with_it() {
     let dir = TempDir::new("wait-pdeathsig");
     let mark = dir.path().join("term");
     let script = format!(
-        "trap 'echo term > {}; exit 0' TERM; echo $$; while :; do sleep 0.05; done",
+        "trap 'echo term > {}; exit 0' TERM; echo $$; i=0; \
+         while [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done",
         mark.display()
     );
     let (mut child, pid) = waiting(&script, &env);
@@ -434,7 +436,7 @@ fn at_a_terminal_the_command_keeps_it_and_ctrl_c_goes_to_the_command_alone() {
     // on it stops there, as it would without it (and the interactive shell drops the rest of the
     // line, as it does where a job died of Ctrl-C).
     tty.type_in(&format!(
-        "bash -c '{waiter} run --wait -- sh -c \"echo re\"\"ady; exec sleep 100\"; echo af\"\"ter'; \
+        "bash -c '{waiter} run --wait -- sh -c \"echo re\"\"ady; exec sleep 30\"; echo af\"\"ter'; \
          echo \"not \"\"dropped\"\n"
     ));
     let at = tty.shows("ready", at);
