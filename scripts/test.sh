@@ -120,6 +120,9 @@ command -v cmake >/dev/null || need+=(cmake)
 command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+# The relays and sandboxes a launch meets (tests/host_relay.rs, tests/relayed_bus.rs).
+command -v socat >/dev/null || need+=(socat)
+command -v bwrap >/dev/null || need+=(bubblewrap)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]} from Debian's packages"
   apt-get update -qq

@@ -236,7 +236,7 @@ fn through_a_relay_in_a_pid_namespace_with_no_private_socket_no_scope_is_made_an
         "{stderr}"
     );
     let why_no_pidfd = if rig.version >= 257 {
-        "a descriptor sent on the session bus did not reach its broker"
+        "a descriptor sent on the session bus did not reach the manager"
     } else {
         "takes no pidfd"
     };

@@ -297,6 +297,19 @@ impl Connection {
         }
     }
 
+    /// [`Connection::over`] the manager's connected private socket, asking in the authentication
+    /// to pass descriptors ([`Connection::fds_agreed`] says whether the other end agreed).
+    pub(super) fn over_private_passing_fds(
+        socket: Socket,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Self, BusError> {
+        let mut connection =
+            Connection::unauthenticated(socket, false, READ_SIZE, started, deadline);
+        connection.negotiates_fds = true;
+        connection.begin(None)
+    }
+
     /// [`Connection::over`] a broker's connected socket, asking in the authentication to pass
     /// descriptors ([`Connection::fds_agreed`] says whether the broker agreed).
     pub(super) fn over_passing_fds(

@@ -11,7 +11,7 @@ use super::address::escape_address_value;
 use super::broker_silence::{self, Heard};
 use super::connection::{
     connect_private, connect_session, BrokerGreeting, BusError, Connection, Socket, Unconnected,
-    READ_SIZE,
+    MANAGER_PATH, READ_SIZE, SYSTEMD,
 };
 use super::owner::{manager_listens_in, which_manager, Expected};
 use super::wire::Call;
@@ -291,6 +291,9 @@ pub(crate) fn identity_on(
 ) -> Result<Identity, BusError> {
     let why = match sender_on(bus)? {
         Sender::ThisProcess => return Ok(Identity::TheSender),
+        Sender::Unknown(why) if !bus.via_broker => {
+            return private_socket_from_a_pid_namespace(route, bus, why, deadline)
+        }
         Sender::Another(why) | Sender::Unknown(why)
             if bus.via_broker && route.private_to_fall_back_to().is_some() =>
         {
@@ -324,21 +327,114 @@ pub(crate) fn identity_on(
     })
 }
 
+/// From a pid namespace of its own a launch cannot look at the other end of the private socket (its
+/// pid reads 0 here): the manager itself (a container or sandbox given the socket), or a relay in
+/// front of it (socat, systemd-socket-proxyd), which the manager would name as the sender, and
+/// move. A descriptor the manager must receive tells them apart: sent with a `Ping` over a
+/// connection of its own that agreed to pass descriptors, it reaches the manager, which answers,
+/// where a relay that passes bytes only drops it (the manager then hangs up, or waits for it). An
+/// end shown to pass it is taken for the manager: a pidfd of this process names it where the
+/// manager takes one (257 on), which names this process whoever the end is; before, "the sender".
+/// Not shown: no identity, and the launch is direct with the reason, before anything is moved.
+fn private_socket_from_a_pid_namespace(
+    route: &Route,
+    bus: &mut Connection,
+    why: String,
+    deadline: Instant,
+) -> Result<Identity, BusError> {
+    let version = manager_version(bus)?;
+    let pidfd = match rustix::process::pidfd_open(
+        rustix::process::getpid(),
+        rustix::process::PidfdFlags::empty(),
+    ) {
+        Ok(pidfd) => pidfd,
+        Err(e) => {
+            return Ok(Identity::Nothing(format!(
+                "{why}; no pidfd of this process to show it by: {e}"
+            )))
+        }
+    };
+    let private = route.without_session_bus().unwrap_or_else(|| route.clone());
+    let (socket, via_broker, started) = Connection::connect(&private)?;
+    if via_broker {
+        return Ok(Identity::Nothing(format!(
+            "{why}; the private socket could not be connected again"
+        )));
+    }
+    let mut connection = Connection::over_private_passing_fds(socket, started, deadline)?;
+    if !connection.fds_agreed {
+        return Ok(Identity::Nothing(format!(
+            "{why}; its other end does not pass descriptors"
+        )));
+    }
+    if !pinged_with_a_descriptor(&mut connection, &pidfd, SYSTEMD, deadline)? {
+        return Ok(Identity::Nothing(format!(
+            "{why}; a descriptor sent on it did not reach the manager: a relay that passes bytes \
+             only stands in front of it"
+        )));
+    }
+    Ok(if version >= PIDFDS_SINCE {
+        Identity::PidFd {
+            bus: Box::new(connection),
+            pidfd,
+        }
+    } else {
+        Identity::TheSender
+    })
+}
+
+/// Sends `Peer.Ping` to `destination` on `connection` with `fd` attached, and says whether it was
+/// answered (an error answer too: the message was read whole, its descriptor with it) within
+/// [`BROKER_PATIENCE`] or half of what is left to `deadline`; the connection is bound by
+/// `deadline` again after.
+fn pinged_with_a_descriptor(
+    connection: &mut Connection,
+    fd: &std::os::fd::OwnedFd,
+    destination: &str,
+    deadline: Instant,
+) -> Result<bool, BusError> {
+    let now = Instant::now();
+    connection
+        .set_deadline(now + (deadline.saturating_duration_since(now) / 2).min(BROKER_PATIENCE));
+    let ping = connection.send_with_fd(
+        Call::new().with_an_unnamed_fd(),
+        std::os::fd::AsFd::as_fd(fd),
+        destination,
+        MANAGER_PATH,
+        "org.freedesktop.DBus.Peer",
+        "Ping",
+    )?;
+    let answered = match connection.reply(ping) {
+        Ok(_) | Err(BusError::Refused { .. }) => true,
+        Err(e) => {
+            tracing::debug!(target: crate::diag::TARGET, "a Ping with a descriptor: {e}");
+            false
+        }
+    };
+    connection.set_deadline(deadline);
+    Ok(answered)
+}
+
+/// The manager's major version, asked on `bus` (0 where it does not say).
+fn manager_version(bus: &mut Connection) -> Result<u32, BusError> {
+    let version = bus.manager_property("Version")?;
+    Ok(version
+        .first_str()
+        .and_then(crate::version::parse_major)
+        .unwrap_or(0))
+}
+
 /// A connection of its own along `route`'s session bus on which a pidfd of this process (returned
-/// with it) reaches the manager, or why there is none: the manager (asked on `bus`) must take one, the broker
-/// must agree to pass descriptors, and a descriptor sent to the broker must reach it (a relay
-/// that passes bytes only drops it; the broker then hangs up, or waits for it, so the broker
-/// gets at most [`BROKER_PATIENCE`] to answer).
+/// with it) reaches the manager, or why there is none: the manager (asked on `bus`) must take one,
+/// the broker must agree to pass descriptors, and a descriptor sent to the manager through it must
+/// reach the manager (a relay that passes bytes only drops it; the broker then hangs up, or waits
+/// for it, so the answer is waited for at most [`BROKER_PATIENCE`]).
 fn pidfd_connection(
     route: &Route,
     bus: &mut Connection,
     deadline: Instant,
 ) -> Result<Result<(Connection, std::os::fd::OwnedFd), String>, BusError> {
-    let version = bus.manager_property("Version")?;
-    let version = version
-        .first_str()
-        .and_then(crate::version::parse_major)
-        .unwrap_or(0);
+    let version = manager_version(bus)?;
     if version < PIDFDS_SINCE {
         return Ok(Err(format!(
             "the manager (systemd {version}) takes no pidfd (PIDFDs, from systemd {PIDFDS_SINCE})"
@@ -361,27 +457,16 @@ fn pidfd_connection(
     if !connection.fds_agreed {
         return Ok(Err("the session bus does not pass descriptors".to_owned()));
     }
-    let now = Instant::now();
-    connection
-        .set_deadline(now + (deadline.saturating_duration_since(now) / 2).min(BROKER_PATIENCE));
-    let ping = connection.send_with_fd(
-        Call::new().with_an_unnamed_fd(),
-        std::os::fd::AsFd::as_fd(&pidfd),
-        "org.freedesktop.DBus",
-        "/org/freedesktop/DBus",
-        "org.freedesktop.DBus.Peer",
-        "Ping",
-    )?;
-    match connection.reply(ping) {
-        Ok(_) | Err(BusError::Refused { .. }) => {}
-        Err(e) => {
-            return Ok(Err(format!(
-                "a descriptor sent on the session bus did not reach its broker ({e}): a relay \
-                 that passes bytes only stands between"
-            )))
-        }
+    // The ping goes to the manager, through the broker: a proxy that filters what its sandbox
+    // may say (xdg-dbus-proxy's `--talk=org.freedesktop.systemd1`, as Flatpak runs it) passes
+    // calls to the manager and may deny or drop those to the broker itself.
+    if !pinged_with_a_descriptor(&mut connection, &pidfd, SYSTEMD, deadline)? {
+        return Ok(Err(
+            "a descriptor sent on the session bus did not reach the manager: a relay that passes \
+             bytes only stands between"
+                .to_owned(),
+        ));
     }
-    connection.set_deadline(deadline);
     Ok(Ok((connection, pidfd)))
 }
 
@@ -429,15 +514,21 @@ const MANAGERS_OWN_UNIT_PATH: &str = "/org/freedesktop/systemd1/unit/init_2escop
 /// `init.scope`), a relay where one stands in front of the socket (a forwarded or proxied
 /// socket). The other end's cgroup is read here, or, where it cannot be, the manager is asked
 /// which unit that pid is in. Outside this process's pid namespace the other end cannot be looked
-/// at: it is taken to be the manager (a container or sandbox is given the socket itself).
+/// at: who it is is not known ([`Sender::Unknown`]), and a descriptor shows it
+/// ([`private_socket_from_a_pid_namespace`]).
 fn private_socket_peer(bus: &mut Connection) -> Result<Sender, BusError> {
     let peer = bus.peer_pid();
+    if peer == 0 {
+        return Ok(Sender::Unknown(
+            "the manager's private socket is served from outside this process's pid namespace, \
+             where its other end cannot be looked at: the manager, or a relay in front of it that \
+             the manager would name as the sender, and move"
+                .to_owned(),
+        ));
+    }
     let Ok(pid) = u32::try_from(peer) else {
         return Ok(Sender::ThisProcess);
     };
-    if pid == 0 {
-        return Ok(Sender::ThisProcess);
-    }
     let is_the_manager = match crate::cgroup::is_in_unit(&pid.to_string(), MANAGERS_OWN_UNIT) {
         Some(known) => known,
         None => bus.unit_of_pid(pid)?.as_deref() == Some(MANAGERS_OWN_UNIT_PATH),

@@ -1,0 +1,202 @@
+//! A sandbox or container (`unshare --pid`, bwrap `--unshare-pid`) given the manager's private
+//! socket through a relay on the host (socat `UNIX-LISTEN,fork`, systemd-socket-proxyd), as a
+//! setup that forwards sockets into a container may. From the sandbox's pid namespace the other
+//! end of the socket cannot be looked at, and the manager names the relay as the sender: asked for
+//! "the sender", it would move the relay into the tool's scope, and a kill of the tool would kill
+//! the host's relay. The launcher program counts that end as the manager only when a descriptor it
+//! sends there reaches the manager, which a byte relay drops: through a relay no scope is made
+//! (125 under `required`, the command once unscoped with the reason under `on`), and the relay
+//! never leaves its cgroup. Given the socket itself, the same sandbox is scoped on every version.
+
+mod common;
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{cgroup_of, env_with, env_without, list_units, rig, TempDir};
+use synaps_scope::{inherited_env, set_env, EXEC_FAILED_STATUS};
+
+const UNIT: &str = "synaps-tool-000000000000000000000000000000b7.scope";
+
+/// A relay on the host in front of the manager's private socket.
+#[derive(Clone, Copy, Debug)]
+enum RelayKind {
+    Socat,
+    SocketProxyd,
+}
+
+/// The sandbox the launcher program runs in.
+#[derive(Clone, Copy, Debug)]
+enum Sandbox {
+    Unshare,
+    Bwrap,
+}
+
+impl Sandbox {
+    fn prefix(self) -> &'static [&'static str] {
+        match self {
+            Sandbox::Unshare => &["unshare", "--pid", "--fork", "--mount-proc"],
+            Sandbox::Bwrap => &[
+                "bwrap",
+                "--unshare-pid",
+                "--dev-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "--",
+            ],
+        }
+    }
+}
+
+/// Starts `kind` listening on `socket`, forwarding to `target`, and waits for its socket.
+fn relay(kind: RelayKind, socket: &Path, target: &Path) -> Child {
+    let mut cmd = match kind {
+        RelayKind::Socat => {
+            let mut cmd = Command::new("socat");
+            cmd.arg(format!("UNIX-LISTEN:{},fork", socket.display()))
+                .arg(format!("UNIX-CONNECT:{}", target.display()));
+            cmd
+        }
+        RelayKind::SocketProxyd => {
+            let mut cmd = Command::new("systemd-socket-activate");
+            cmd.arg("-l")
+                .arg(socket)
+                .arg("/lib/systemd/systemd-socket-proxyd")
+                .arg(target);
+            cmd
+        }
+    };
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{kind:?} starts (socat, systemd's socket tools): {e}"));
+    let since = Instant::now();
+    while !socket.exists() {
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "{kind:?} listens"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
+/// The launcher program in `sandbox`, given the runtime directory `runtime` alone, running `cat
+/// /proc/self/cgroup` in [`UNIT`] (`required` or not).
+fn launch_in(sandbox: Sandbox, runtime: &Path, required: bool) -> Output {
+    let prefix = sandbox.prefix();
+    let mut cmd = Command::new(prefix[0]);
+    cmd.args(&prefix[1..])
+        .arg(common::exec_program())
+        .arg(format!("--unit={UNIT}"))
+        .args(["--description=relayed from the host", "--timeout-ms=3000"])
+        .args(required.then_some("--required"))
+        .args(["--", "/bin/cat", "cat", "/proc/self/cgroup"]);
+    let env = env_with(&[("XDG_RUNTIME_DIR", &runtime.as_os_str().to_owned())]);
+    set_env(&mut cmd, &env_without(&env, &["DBUS_SESSION_BUS_ADDRESS"]));
+    cmd.stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{sandbox:?} runs (util-linux's unshare, bubblewrap): {e}"))
+}
+
+/// A runtime directory whose `systemd/private` is `socket`.
+fn runtime_with(socket: &Path) -> TempDir {
+    let dir = TempDir::new("host-relay-runtime");
+    std::fs::create_dir(dir.path().join("systemd")).unwrap();
+    std::os::unix::fs::symlink(socket, dir.path().join("systemd/private")).unwrap();
+    dir
+}
+
+fn managers_private_socket() -> std::path::PathBuf {
+    Path::new(&std::env::var_os("XDG_RUNTIME_DIR").expect("the rig sets XDG_RUNTIME_DIR"))
+        .join("systemd/private")
+}
+
+#[test]
+fn a_relay_on_the_host_in_front_of_the_private_socket_is_never_moved_from_a_pid_namespace() {
+    let Some(_rig) = rig() else { return };
+    let env: Vec<(OsString, OsString)> = inherited_env();
+    for kind in [RelayKind::Socat, RelayKind::SocketProxyd] {
+        let dir = TempDir::new("host-relay");
+        let socket = dir.path().join("relayed");
+        let mut relay = relay(kind, &socket, &managers_private_socket());
+        let relay_cgroup = cgroup_of(relay.id());
+        let runtime = runtime_with(&socket);
+        for sandbox in [Sandbox::Unshare, Sandbox::Bwrap] {
+            let case = format!("{kind:?} from {sandbox:?}");
+            let out = launch_in(sandbox, runtime.path(), true);
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(EXEC_FAILED_STATUS),
+                "{case}: {stdout}{stderr}"
+            );
+            assert!(stdout.is_empty(), "{case}: the command ran: {stdout}");
+            assert!(
+                stderr.contains("did not reach the manager"),
+                "{case}: {stderr}"
+            );
+            assert!(
+                !list_units(&env, &["synaps-tool-*"]).contains(UNIT),
+                "{case}: a scope was made"
+            );
+            assert_eq!(
+                cgroup_of(relay.id()),
+                relay_cgroup,
+                "{case}: the relay moved"
+            );
+
+            // Under `on`, once unscoped with the reason.
+            let out = launch_in(sandbox, runtime.path(), false);
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+            );
+            assert_eq!(out.status.code(), Some(0), "{case}: {stderr}");
+            assert!(
+                !stdout.contains(UNIT) && stdout.contains("0::"),
+                "{case}: ran once, unscoped: {stdout}"
+            );
+            assert!(
+                stderr.contains("warning: running /bin/cat without a scope")
+                    && stderr.contains("did not reach the manager"),
+                "{case}: {stderr}"
+            );
+            assert_eq!(
+                cgroup_of(relay.id()),
+                relay_cgroup,
+                "{case}: the relay moved"
+            );
+        }
+        relay.kill().unwrap();
+        relay.wait().unwrap();
+    }
+}
+
+/// The control: the same sandboxes given the manager's private socket itself are scoped, on
+/// every version (a pidfd from 257 on, the sender before), so the refusals above are the relay's.
+#[test]
+fn given_the_private_socket_itself_a_pid_namespace_is_scoped() {
+    let Some(_rig) = rig() else { return };
+    let runtime = runtime_with(&managers_private_socket());
+    for sandbox in [Sandbox::Unshare, Sandbox::Bwrap] {
+        let out = launch_in(sandbox, runtime.path(), true);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{sandbox:?}: {stderr}");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("0::") && l.ends_with(&format!("/{UNIT}"))),
+            "{sandbox:?}: {stdout}{stderr}"
+        );
+    }
+}
