@@ -22,6 +22,7 @@
 #   SYNAPS_RIG_MANAGER_PID      the pid of the rig's manager (benchmarks stop it briefly)
 #   SYNAPS_RIG_CACHE            where the downloaded versions are kept (a nested rig reuses it)
 #   SYNAPS_RIG_OTHER_SYSTEMD_RUN  a real systemd-run of another version, for version-mismatch tests
+#   SYNAPS_RIG_XDG_DBUS_PROXY  Flatpak's bus proxy, xdg-dbus-proxy 0.1.6 (Debian 13's), runnable here
 # Whatever the command does, even leaving the manager stopped (SIGSTOP) or processes behind, the
 # manager is resumed and killed, everything in the rig's cgroups is killed and the cgroups removed.
 set -euo pipefail
@@ -127,7 +128,40 @@ prepare() {
   echo "$root"
 }
 
+# Flatpak's bus proxy as Debian 13 ships it (xdg-dbus-proxy 0.1.6: Debian 12's 0.1.4 drops a client
+# that sends AUTH and BEGIN in one write), unpacked once into $SYNAPS_RIG_CACHE/xdg-dbus-proxy-0.1
+# with trixie's libc, GLib (it needs 2.80) and libmount, patched to load them as the 257 rig is; its other
+# libraries are the host's.
+# Prints the program's path.
+prepare_proxy() {
+  local root="$SYNAPS_RIG_CACHE/xdg-dbus-proxy-0.1"
+  if [ "$(cat "$root/.rig-ready" 2>/dev/null)" = "$layout" ]; then echo "$root/usr/bin/xdg-dbus-proxy"; return; fi
+  command -v patchelf >/dev/null || { echo "systemd-rig: patchelf is needed to prepare xdg-dbus-proxy (apt-get install patchelf)" >&2; return 1; }
+  local mirror work tmp="$root.tmp"
+  mirror=$(debian_mirror); work=$(mktemp -d)
+  mkdir -p "$work/lists/partial" "$work/debs"
+  echo "deb $mirror trixie main" > "$work/sources.list"
+  local opts=(-o "APT::Sandbox::User=root" -o "Dir::Etc::sourcelist=$work/sources.list" -o "Dir::Etc::sourceparts=-"
+              -o "Dir::State::Lists=$work/lists" -o "Acquire::Languages=none"
+              -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false")
+  echo "systemd-rig: fetching xdg-dbus-proxy from Debian's trixie (once, into $root)" >&2
+  apt-get "${opts[@]}" update -qq >&2
+  (cd "$work/debs" && apt-get "${opts[@]}" download -qq xdg-dbus-proxy/trixie libc6/trixie libglib2.0-0t64/trixie libmount1/trixie libblkid1/trixie >&2)
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$tmp"; done
+  rm -rf "$work"
+  patchelf --set-interpreter "$root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" "$tmp/usr/bin/xdg-dbus-proxy"
+  patchelf --force-rpath --set-rpath "$root/usr/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu" \
+    "$tmp/usr/bin/xdg-dbus-proxy"
+  rm -rf "$root"; mv "$tmp" "$root"
+  local got; got=$("$root/usr/bin/xdg-dbus-proxy" --version 2>&1 | awk '{print $NF}')
+  case "$got" in 0.1.6*) ;; *) echo "systemd-rig: trixie's xdg-dbus-proxy says '$got', not 0.1.6; the rig needs updating" >&2; rm -rf "$root"; return 1 ;; esac
+  echo "$layout" > "$root/.rig-ready"
+  echo "$root/usr/bin/xdg-dbus-proxy"
+}
+
 if [ ${#fetch_only[@]} -gt 0 ]; then
+  prepare_proxy >/dev/null
   for v in "${fetch_only[@]}"; do
     case " $versions_known " in *" $v "*) ;; *) echo "systemd-rig: unsupported systemd version $v ($usage)" >&2; exit 2 ;; esac
     [ "$v" = 252 ] || prepare "$v" >/dev/null
@@ -152,6 +186,7 @@ got=$(systemd-run --version | awk 'NR == 1 {print $2}')
 [ "$got" = "$version" ] || { echo "systemd-rig: wanted systemd-run $version, PATH finds $got" >&2; exit 1; }
 unset LD_LIBRARY_PATH
 
+proxy=$(prepare_proxy)
 export SYNAPS_RIG_SYSTEMD_VERSION="$version" SYNAPS_RIG_MANAGER="$manager" SYNAPS_RIG_OVERLAY="$overlay" \
-  SYNAPS_RIG_OTHER_SYSTEMD_RUN="$other_run"
+  SYNAPS_RIG_OTHER_SYSTEMD_RUN="$other_run" SYNAPS_RIG_XDG_DBUS_PROXY="$proxy"
 exec unshare --mount --propagation private "$BASH" "$here/rig-inner.sh" "$@"

@@ -200,3 +200,78 @@ fn given_the_private_socket_itself_a_pid_namespace_is_scoped() {
         );
     }
 }
+
+/// Flatpak's own proxy, xdg-dbus-proxy 0.1.6 (Debian 13's, from the rig) with `--filter
+/// --talk=org.freedesktop.systemd1`, in front of the session bus, the launcher program in a bwrap
+/// pid namespace with that bus alone (a Flatpak app allowed to talk to systemd): from 257 the
+/// launch is scoped by its pidfd, which the proxy passes on; before, direct with the reason (no
+/// pidfd). The proxy never leaves its cgroup.
+#[test]
+fn through_flatpaks_proxy_a_sandbox_is_scoped_by_its_pidfd_where_the_manager_takes_one() {
+    let Some(rig) = rig() else { return };
+    let program = std::env::var_os("SYNAPS_RIG_XDG_DBUS_PROXY")
+        .expect("the rig names xdg-dbus-proxy 0.1.6 (scripts/systemd-rig.sh)");
+    let manager = common::Manager::with_session_bus(&rig);
+    let dir = TempDir::new("flatpak-proxy");
+    let socket = dir.path().join("bus");
+    let mut proxy = Command::new(&program)
+        .arg(format!(
+            "unix:path={}",
+            manager.runtime_dir.join("bus").display()
+        ))
+        .arg(&socket)
+        .args(["--filter", "--talk=org.freedesktop.systemd1"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("xdg-dbus-proxy starts: {e}"));
+    let since = Instant::now();
+    while !socket.exists() {
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "xdg-dbus-proxy listens"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let proxy_cgroup = cgroup_of(proxy.id());
+    // The sandbox's runtime directory holds no private socket, as Flatpak's does not.
+    let runtime = TempDir::new("flatpak-runtime");
+    let prefix = Sandbox::Bwrap.prefix();
+    let mut cmd = Command::new(prefix[0]);
+    cmd.args(&prefix[1..])
+        .arg(common::exec_program())
+        .arg(format!("--unit={UNIT}"))
+        .args(["--description=from a Flatpak sandbox", "--timeout-ms=3000"])
+        .arg("--required")
+        .args(["--", "/bin/cat", "cat", "/proc/self/cgroup"]);
+    let bus = OsString::from(format!("unix:path={}", socket.display()));
+    let env = env_with(&[
+        ("XDG_RUNTIME_DIR", &runtime.path().as_os_str().to_owned()),
+        ("DBUS_SESSION_BUS_ADDRESS", &bus),
+    ]);
+    set_env(&mut cmd, &env);
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    if rig.version >= 257 {
+        assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("0::") && l.ends_with(&format!("/{UNIT}"))),
+            "scoped: {stdout}{stderr}"
+        );
+    } else {
+        assert_eq!(
+            out.status.code(),
+            Some(EXEC_FAILED_STATUS),
+            "{stdout}{stderr}"
+        );
+        assert!(stdout.is_empty(), "the command ran: {stdout}");
+        assert!(stderr.contains("takes no pidfd"), "{stderr}");
+    }
+    assert_eq!(cgroup_of(proxy.id()), proxy_cgroup, "the proxy moved");
+    proxy.kill().unwrap();
+    proxy.wait().unwrap();
+}
