@@ -15,6 +15,7 @@ use crate::cgroup;
 use crate::inputs::NO_USER_BUS;
 use crate::limits::{BusValue, Limits};
 use crate::turn::{self, Turn};
+use crate::unit_name::parse_unit_name;
 
 /// One scope to make for the calling process.
 #[derive(Clone, Debug)]
@@ -31,6 +32,39 @@ pub struct ScopeRequest<'a> {
     /// as a sandbox may hide `/proc`) is not believed on the manager's word alone, for the
     /// command must never run unscoped.
     pub required: bool,
+}
+
+/// One launch's request, and when the launch began.
+struct Launch<'r, 'a> {
+    request: &'r ScopeRequest<'a>,
+    /// `CLOCK_MONOTONIC` in microseconds as the launch began, as the manager stamps a unit's
+    /// activation (`ActiveEnterTimestampMonotonic`): a unit of the launch's name that was active
+    /// before it is not the launch's own.
+    began: u64,
+}
+
+impl<'r, 'a> Launch<'r, 'a> {
+    /// The launch of `request`, beginning now. Only a unit name this library makes
+    /// (`synaps-<kind>-<32 hex>.scope`) is taken: whatever a unit of that name turns out to be,
+    /// it is a scope whose cgroup is named as the unit is, and no other unit (a service, a socket,
+    /// a timer) can be mistaken for one this launch made.
+    fn new(request: &'r ScopeRequest<'a>) -> Result<Self, NotMade> {
+        if parse_unit_name(request.unit).is_none() {
+            return Err(NotMade::before_sending(format!(
+                "{} is not a unit name the launcher program makes (synaps-KIND-<32 hex \
+                 digits>.scope)",
+                request.unit
+            )));
+        }
+        let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        let began = u64::try_from(now.tv_sec).unwrap_or(0) * 1_000_000
+            + u64::try_from(now.tv_nsec).unwrap_or(0) / 1_000;
+        Ok(Launch { request, began })
+    }
+
+    fn unit(&self) -> &'a str {
+        self.request.unit
+    }
 }
 
 /// Why the scope was not made.
@@ -104,8 +138,9 @@ impl NotMade {
     /// Nothing is sent about it; the launch is one whose scope could not be made.
     fn name_taken(unit: &str) -> Self {
         NotMade::before_sending(format!(
-            "the user manager already has a unit named {unit}, which this launch did not make \
-             (the same wrapped command line launched twice?); it is left as it is"
+            "the user manager already has a unit named {unit}, which is not this launch's: it \
+             holds other processes, or was there before this launch began (the same wrapped \
+             command line launched twice?); it is left as it is"
         ))
     }
 
@@ -150,11 +185,12 @@ pub fn make_own_scope(
     if !route.is_configured() {
         return Err(NotMade::before_sending(NO_USER_BUS));
     }
+    let launch = Launch::new(request)?;
     let mut turn = Some(take_turn(&route, deadline)?);
-    until_made(&route, request, deadline, |along| {
+    until_made(&route, &launch, deadline, |along| {
         let bus =
             Connection::open_pipelined(along, deadline).map_err(|e| NotMade::unsent(along, e))?;
-        make_own_scope_over(along, bus, &mut turn, request, deadline)
+        make_own_scope_over(along, bus, &mut turn, &launch, deadline)
     })
 }
 
@@ -167,12 +203,13 @@ pub fn make_own_scope(
 /// unit could never make a second scope (the manager refuses a unit name it has).
 fn until_made(
     route: &Route,
-    request: &ScopeRequest<'_>,
+    launch: &Launch<'_, '_>,
     deadline: Instant,
     mut attempt: impl FnMut(&Route) -> Result<(), NotMade>,
 ) -> Result<(), NotMade> {
     let mut comeback = Comeback::new(route);
     let mut along = route.clone();
+    let mut pause = Duration::from_millis(2);
     loop {
         let not_made = match attempt(&along) {
             Ok(()) => {
@@ -184,7 +221,11 @@ fn until_made(
 
         match not_made.next {
             Next::TryAgain if comeback.wait(deadline) => {}
-            Next::StartAgain => {}
+            // A unit of the launch's name on its way out is waited for, not asked after in a loop.
+            Next::StartAgain if Instant::now() + pause < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(LONGEST_PAUSE);
+            }
             Next::TakePrivate => match along.private_to_fall_back_to() {
                 Some(private) => {
                     tracing::debug!(target: crate::diag::TARGET, "{}; taking the private socket", not_made.why);
@@ -192,17 +233,17 @@ fn until_made(
                 }
                 None => return Err(not_made),
             },
-            Next::AskWhetherMade => match settle(route, request.unit, deadline) {
-                Settled::NotMade => {}
+            Next::AskWhetherMade => match settle(route, launch, deadline) {
+                Settled::NotMade | Settled::Going => {}
                 Settled::Made => {
                     comeback.reached();
-                    return watch_own_cgroup(route, request.unit, deadline);
+                    return watch_own_cgroup(route, launch, deadline);
                 }
-                Settled::StartedWithoutUs => stop_empty_scope(route, request.unit, deadline),
-                Settled::StartedWithOthers => return Err(NotMade::name_taken(request.unit)),
+                Settled::StartedWithoutUs => stop_empty_scope(route, launch.unit(), deadline),
+                Settled::StartedWithOthers => return Err(NotMade::name_taken(launch.unit())),
                 Settled::Unknown => return Err(not_made),
             },
-            Next::TryAgain | Next::Final => return Err(not_made),
+            Next::TryAgain | Next::StartAgain | Next::Final => return Err(not_made),
         }
     }
 }
@@ -223,41 +264,90 @@ enum Settled {
     /// be counted): another's unit under this name, or this launch's holding another process (a
     /// relay the manager named as the sender), which is never stopped.
     StartedWithOthers,
+    /// It is on its way out (deactivating, failed, inactive with no job, or empty since before
+    /// the launch began): no start job of it will move this process, and the manager collects it.
+    Going,
 }
 
-/// Asks the manager (once it is back, within `deadline`) whether it has the unit `unit`.
-fn settle(route: &Route, unit: &str, deadline: Instant) -> Settled {
+/// What the manager says of a unit of the launch's name: asked once it is back, within
+/// `deadline`, never changing anything.
+struct UnitState {
+    active_state: String,
+    /// The unit has a job queued (its start job not yet run).
+    has_job: bool,
+    /// `ActiveEnterTimestampMonotonic`: when it last became active (0: never).
+    active_since: u64,
+}
+
+/// Asks the manager (once it is back, within `deadline`) whether it has the unit of `launch`'s
+/// name, and whether that unit is the launch's own. Nothing but the launch's process in it, or
+/// its start job still to run, makes it the launch's own; an active unit whose cgroup holds
+/// processes is another's; one that is going (deactivating, failed, inactive with no job, or
+/// active and empty since before the launch began) is waited for, and the start made again once
+/// the manager has collected it. Only an active unit that became active since the launch began
+/// and holds no process at all is stopped (systemd 247's lost move).
+fn settle(route: &Route, launch: &Launch<'_, '_>, deadline: Instant) -> Settled {
+    let unit = launch.unit();
     let asked = pool::with_connection(route, deadline, |bus, _| {
         let path = bus.call_manager("GetUnit", Call::new().string(unit))?;
         let path = path.first_str().unwrap_or_default().to_owned();
-        let serial = bus.send_get(&path, UNIT, "ActiveState")?;
-        let state = bus.reply(serial)?;
-        Ok(state.first_str().map(str::to_owned))
-    });
-    match asked {
-        Ok(Some(state)) if state == "active" && cgroup::own_is_in_unit(unit) == Some(false) => {
-            match processes_in_cgroup(route, unit, deadline) {
-                Ok(0) => Settled::StartedWithoutUs,
-                // An empty scope the manager collected since it was asked after.
-                Err(BusError::Refused { name, .. }) if name == NO_SUCH_UNIT => Settled::NotMade,
-                // Moved there since it was looked at: the process counted was this one.
-                _ if cgroup::own_is_in_unit(unit) == Some(true) => Settled::Made,
-                Ok(_) | Err(_) => Settled::StartedWithOthers,
+        let mut property = |name: &str| {
+            let serial = bus.send_get(&path, UNIT, name)?;
+            bus.reply(serial)
+        };
+        let active_state = property("ActiveState")?
+            .first_str()
+            .unwrap_or_default()
+            .to_owned();
+        // `Job` is `(uo)`: the job's id, 0 for none.
+        let has_job = match property("Job")?.body.first() {
+            Some(Value::Variant(job)) => {
+                matches!(&**job, Value::List(fields) if fields.first().and_then(Value::as_u64).unwrap_or(0) != 0)
             }
-        }
-        Ok(_) => Settled::Made,
-        Err(BusError::Refused { name, .. }) if name == NO_SUCH_UNIT => Settled::NotMade,
+            _ => false,
+        };
+        let active_since = property("ActiveEnterTimestampMonotonic")?
+            .body
+            .first()
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        Ok(UnitState {
+            active_state,
+            has_job,
+            active_since,
+        })
+    });
+    let state = match asked {
+        Ok(state) => state,
+        Err(BusError::Refused { name, .. }) if name == NO_SUCH_UNIT => return Settled::NotMade,
         Err(e) => {
             tracing::debug!(target: crate::diag::TARGET, "whether {unit} was made: {e}");
-            Settled::Unknown
+            return Settled::Unknown;
         }
+    };
+    if cgroup::own_is_in_unit(unit) == Some(true) || state.has_job {
+        return Settled::Made;
+    }
+    if state.active_state != "active" {
+        return Settled::Going;
+    }
+    let before_the_launch = state.active_since < launch.began;
+    match processes_in_cgroup(route, unit, deadline) {
+        // Another launch's scope, emptied and not yet collected (the same wrapped line run again
+        // at once): waited for, never stopped.
+        Ok(0) if before_the_launch => Settled::Going,
+        Ok(0) => Settled::StartedWithoutUs,
+        // An empty scope the manager collected since it was asked after.
+        Err(BusError::Refused { name, .. }) if name == NO_SUCH_UNIT => Settled::NotMade,
+        // Moved there since it was looked at: the process counted was this one.
+        _ if cgroup::own_is_in_unit(unit) == Some(true) => Settled::Made,
+        Ok(_) | Err(_) => Settled::StartedWithOthers,
     }
 }
 
 /// How many processes the manager says the cgroup of the unit `unit` holds (`GetUnitProcesses`,
-/// systemd 238 and later). The manager also lists the pids it was given for the unit that are not
-/// in its cgroup (this launch's own, where 247 lost its move across a reload): a stop does not
-/// reach those, and they are not counted.
+/// systemd 238 and later), counting those listed in the unit's own cgroup or below it (a unit name
+/// this library makes needs no escaping as a cgroup's name: the launcher program takes no other).
 fn processes_in_cgroup(route: &Route, unit: &str, deadline: Instant) -> Result<usize, BusError> {
     let reply = pool::with_connection(route, deadline, |bus, _| {
         bus.call_manager("GetUnitProcesses", Call::new().string(unit))
@@ -305,13 +395,14 @@ pub(crate) fn enter_own_scope(
     request: &ScopeRequest<'_>,
     deadline: Instant,
 ) -> Result<(), NotMade> {
+    let launch = Launch::new(request)?;
     let mut turn = Some(match turn {
         Some(turn) => turn,
         None => take_turn(route, deadline)?,
     });
-    until_made(route, request, deadline, |along| {
+    until_made(route, &launch, deadline, |along| {
         let bus = pool::take_or_open(along, deadline).map_err(|e| NotMade::unsent(along, e))?;
-        make_own_scope_over(along, bus, &mut turn, request, deadline)
+        make_own_scope_over(along, bus, &mut turn, &launch, deadline)
     })
 }
 
@@ -336,9 +427,10 @@ fn make_own_scope_over(
     route: &Route,
     mut bus: Connection,
     turn: &mut Option<Turn>,
-    request: &ScopeRequest<'_>,
+    launch: &Launch<'_, '_>,
     deadline: Instant,
 ) -> Result<(), NotMade> {
+    let request = launch.request;
     let before = |e: BusError| NotMade::unsent(route, e);
     // The manager must move this process and no other (A7): "the sender" only where this process
     // is the peer the manager asks about; else its pid, where the manager counts pids alike; else
@@ -362,7 +454,7 @@ fn make_own_scope_over(
             tracing::debug!(target: crate::diag::TARGET, "{why}; taking the private socket");
             drop(bus);
             let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
-            return make_own_scope_over(&private, bus, turn, request, deadline);
+            return make_own_scope_over(&private, bus, turn, launch, deadline);
         }
         Identity::Nothing(why) => return Err(NotMade::before_sending(why)),
     };
@@ -397,7 +489,7 @@ fn make_own_scope_over(
         // process seen in the unit is the proof ([`exists_already`]).
         Err((BusError::Refused { name, .. }, true)) if name == UNIT_EXISTS => {
             drop(turn.take());
-            return exists_already(route, request.unit, deadline);
+            return exists_already(route, launch, deadline);
         }
         Err((e, true)) if bus.via_broker && e.means_no_such_method() => {
             return Err(NotMade {
@@ -415,7 +507,7 @@ fn make_own_scope_over(
             tracing::debug!(target: crate::diag::TARGET, "{e}; trying the private socket");
             drop(bus);
             let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
-            return make_own_scope_over(&private, bus, turn, request, deadline);
+            return make_own_scope_over(&private, bus, turn, launch, deadline);
         }
         // Refused before its authentication was answered, the call was never read: a manager
         // going away (re-executing) drops its connections so.
@@ -429,7 +521,7 @@ fn make_own_scope_over(
         .first_str()
         .ok_or_else(|| NotMade::before_sending("StartTransientUnit gave no job path"))?
         .to_owned();
-    wait_for_start(route, bus, turn.take(), &job, request, deadline)
+    wait_for_start(route, bus, turn.take(), &job, launch, deadline)
 }
 
 /// In `PIDs`, the process that sent the call, as the manager knows it: from the socket's
@@ -545,10 +637,10 @@ fn wait_for_start(
     mut bus: Connection,
     turn: Option<Turn>,
     job: &str,
-    request: &ScopeRequest<'_>,
+    launch: &Launch<'_, '_>,
     deadline: Instant,
 ) -> Result<(), NotMade> {
-    let unit = request.unit;
+    let (request, unit) = (launch.request, launch.unit());
     let via_broker = bus.via_broker;
     let cgroup_readable = cgroup::own_is_in_unit(unit).is_some();
     let listen_until = if cgroup_readable {
@@ -605,7 +697,7 @@ fn wait_for_start(
         Err(e) => return Err(NotMade::after_sending(e)),
     }
     drop(bus);
-    watch_own_cgroup(route, unit, deadline)
+    watch_own_cgroup(route, launch, deadline)
 }
 
 /// The manager refused this launch's start with `UnitExists`: the unit is this launch's own only
@@ -614,12 +706,17 @@ fn wait_for_start(
 /// the manager named in this one's place) and is left as it is: the scope could not be made, and
 /// nothing is sent about that unit. One that holds no process at all (systemd 247 across a
 /// reload) is stopped and made again, which ends nothing.
-fn exists_already(route: &Route, unit: &str, deadline: Instant) -> Result<(), NotMade> {
+fn exists_already(
+    route: &Route,
+    launch: &Launch<'_, '_>,
+    deadline: Instant,
+) -> Result<(), NotMade> {
+    let unit = launch.unit();
     if cgroup::own_is_in_unit(unit) == Some(true) {
         return Ok(());
     }
-    match settle(route, unit, deadline) {
-        Settled::Made => watch_own_cgroup(route, unit, deadline),
+    match settle(route, launch, deadline) {
+        Settled::Made => watch_own_cgroup(route, launch, deadline),
         Settled::StartedWithOthers => Err(NotMade::name_taken(unit)),
         Settled::StartedWithoutUs => {
             stop_empty_scope(route, unit, deadline);
@@ -630,6 +727,10 @@ fn exists_already(route: &Route, unit: &str, deadline: Instant) -> Result<(), No
         }
         Settled::NotMade => Err(NotMade::then(
             format!("the user manager dropped {unit} as it refused it"),
+            Next::StartAgain,
+        )),
+        Settled::Going => Err(NotMade::then(
+            format!("the user manager has {unit} on its way out"),
             Next::StartAgain,
         )),
         Settled::Unknown => Err(NotMade::before_sending(format!(
@@ -643,7 +744,12 @@ fn exists_already(route: &Route, unit: &str, deadline: Instant) -> Result<(), No
 /// `route`, every [`ASK_AFTER`]: a manager that no longer has the unit (its start job failed
 /// after a reload or re-exec lost the scope's processes, and it was collected) will never move
 /// this process, and the scope is made again ([`Next::StartAgain`]).
-fn watch_own_cgroup(route: &Route, unit: &str, deadline: Instant) -> Result<(), NotMade> {
+fn watch_own_cgroup(
+    route: &Route,
+    launch: &Launch<'_, '_>,
+    deadline: Instant,
+) -> Result<(), NotMade> {
+    let unit = launch.unit();
     let mut pause = Duration::from_millis(1);
     let mut ask_at = Instant::now() + ASK_AFTER;
     loop {
@@ -652,21 +758,13 @@ fn watch_own_cgroup(route: &Route, unit: &str, deadline: Instant) -> Result<(), 
         }
         let now = Instant::now();
         if now >= ask_at && now < deadline {
-            let settled = settle(route, unit, deadline);
+            let settled = settle(route, launch, deadline);
             match settled {
                 Settled::StartedWithoutUs => stop_empty_scope(route, unit, deadline),
-                Settled::StartedWithOthers => {
-                    return Err(NotMade::then(
-                        format!(
-                            "{unit} was started holding other processes, not this one; it is \
-                             left as it is"
-                        ),
-                        Next::Final,
-                    ))
-                }
-                Settled::Made | Settled::NotMade | Settled::Unknown => {}
+                Settled::StartedWithOthers => return Err(NotMade::name_taken(unit)),
+                Settled::Made | Settled::NotMade | Settled::Going | Settled::Unknown => {}
             }
-            if let Settled::NotMade | Settled::StartedWithoutUs = settled {
+            if let Settled::NotMade | Settled::StartedWithoutUs | Settled::Going = settled {
                 return Err(NotMade::then(
                     format!("the user manager dropped {unit} before this process was in it"),
                     Next::StartAgain,

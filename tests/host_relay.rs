@@ -18,7 +18,12 @@ use std::time::{Duration, Instant};
 use common::{cgroup_of, env_with, env_without, list_units, rig, TempDir};
 use synaps_scope::{inherited_env, set_env, EXEC_FAILED_STATUS};
 
-const UNIT: &str = "synaps-tool-000000000000000000000000000000b7.scope";
+/// A unit name of its own for each launch: a launch never takes a unit another made.
+fn next_unit() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("synaps-tool-{:032x}.scope", 0xb700 + n)
+}
 
 /// A relay on the host in front of the manager's private socket.
 #[derive(Clone, Copy, Debug)]
@@ -87,13 +92,13 @@ fn relay(kind: RelayKind, socket: &Path, target: &Path) -> Child {
 }
 
 /// The launcher program in `sandbox`, given the runtime directory `runtime` alone, running `cat
-/// /proc/self/cgroup` in [`UNIT`] (`required` or not).
-fn launch_in(sandbox: Sandbox, runtime: &Path, required: bool) -> Output {
+/// /proc/self/cgroup` in `unit` (`required` or not).
+fn launch_in(sandbox: Sandbox, runtime: &Path, unit: &str, required: bool) -> Output {
     let prefix = sandbox.prefix();
     let mut cmd = Command::new(prefix[0]);
     cmd.args(&prefix[1..])
         .arg(common::exec_program())
-        .arg(format!("--unit={UNIT}"))
+        .arg(format!("--unit={unit}"))
         .args(["--description=relayed from the host", "--timeout-ms=3000"])
         .args(required.then_some("--required"))
         .args(["--", "/bin/cat", "cat", "/proc/self/cgroup"]);
@@ -129,7 +134,8 @@ fn a_relay_on_the_host_in_front_of_the_private_socket_is_never_moved_from_a_pid_
         let runtime = runtime_with(&socket);
         for sandbox in [Sandbox::Unshare, Sandbox::Bwrap] {
             let case = format!("{kind:?} from {sandbox:?}");
-            let out = launch_in(sandbox, runtime.path(), true);
+            let unit = next_unit();
+            let out = launch_in(sandbox, runtime.path(), &unit, true);
             let (stdout, stderr) = (
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr),
@@ -145,7 +151,7 @@ fn a_relay_on_the_host_in_front_of_the_private_socket_is_never_moved_from_a_pid_
                 "{case}: {stderr}"
             );
             assert!(
-                !list_units(&env, &["synaps-tool-*"]).contains(UNIT),
+                !list_units(&env, &["synaps-tool-*"]).contains(&unit),
                 "{case}: a scope was made"
             );
             assert_eq!(
@@ -155,14 +161,15 @@ fn a_relay_on_the_host_in_front_of_the_private_socket_is_never_moved_from_a_pid_
             );
 
             // Under `on`, once unscoped with the reason.
-            let out = launch_in(sandbox, runtime.path(), false);
+            let unit = next_unit();
+            let out = launch_in(sandbox, runtime.path(), &unit, false);
             let (stdout, stderr) = (
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr),
             );
             assert_eq!(out.status.code(), Some(0), "{case}: {stderr}");
             assert!(
-                !stdout.contains(UNIT) && stdout.contains("0::"),
+                !stdout.contains(&unit) && stdout.contains("0::"),
                 "{case}: ran once, unscoped: {stdout}"
             );
             assert!(
@@ -188,14 +195,15 @@ fn given_the_private_socket_itself_a_pid_namespace_is_scoped() {
     let Some(_rig) = rig() else { return };
     let runtime = runtime_with(&managers_private_socket());
     for sandbox in [Sandbox::Unshare, Sandbox::Bwrap] {
-        let out = launch_in(sandbox, runtime.path(), true);
+        let unit = next_unit();
+        let out = launch_in(sandbox, runtime.path(), &unit, true);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{sandbox:?}: {stderr}");
         assert!(
             stdout
                 .lines()
-                .any(|l| l.starts_with("0::") && l.ends_with(&format!("/{UNIT}"))),
+                .any(|l| l.starts_with("0::") && l.ends_with(&format!("/{unit}"))),
             "{sandbox:?}: {stdout}{stderr}"
         );
     }
@@ -235,11 +243,12 @@ fn through_flatpaks_proxy_a_sandbox_is_scoped_by_its_pidfd_where_the_manager_tak
     let proxy_cgroup = cgroup_of(proxy.id());
     // The sandbox's runtime directory holds no private socket, as Flatpak's does not.
     let runtime = TempDir::new("flatpak-runtime");
+    let unit = next_unit();
     let prefix = Sandbox::Bwrap.prefix();
     let mut cmd = Command::new(prefix[0]);
     cmd.args(&prefix[1..])
         .arg(common::exec_program())
-        .arg(format!("--unit={UNIT}"))
+        .arg(format!("--unit={unit}"))
         .args(["--description=from a Flatpak sandbox", "--timeout-ms=3000"])
         .arg("--required")
         .args(["--", "/bin/cat", "cat", "/proc/self/cgroup"]);
@@ -259,7 +268,7 @@ fn through_flatpaks_proxy_a_sandbox_is_scoped_by_its_pidfd_where_the_manager_tak
         assert!(
             stdout
                 .lines()
-                .any(|l| l.starts_with("0::") && l.ends_with(&format!("/{UNIT}"))),
+                .any(|l| l.starts_with("0::") && l.ends_with(&format!("/{unit}"))),
             "scoped: {stdout}{stderr}"
         );
     } else {

@@ -701,6 +701,26 @@ impl Connection {
         }
     }
 
+    /// Waits for the answer to the call `second`, and says whether the answer to `first` (sent
+    /// before it) came first. A peer that answers its calls in order answers `first` first unless
+    /// `first` never reached it whole.
+    pub(super) fn answered_before(&mut self, first: u32, second: u32) -> Result<bool, BusError> {
+        let mut first_answered = false;
+        loop {
+            let message = self.read_message("waiting for a reply")?;
+            if !self.sent_by_a_peer_we_asked(&message) {
+                continue;
+            }
+            if let Kind::Return | Kind::Error = message.kind {
+                if message.reply_serial == Some(first) {
+                    first_answered = true;
+                } else if message.reply_serial == Some(second) {
+                    return Ok(first_answered);
+                }
+            }
+        }
+    }
+
     /// A connection to the bus at `address` (a D-Bus address list) as a listener: authenticated
     /// and greeted (`Hello`) by `deadline`, with no manager asked for. Only the broker's messages
     /// count until [`Connection::hear_from`] names the one peer whose count too.

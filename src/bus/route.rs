@@ -367,7 +367,7 @@ fn private_socket_from_a_pid_namespace(
             "{why}; its other end does not pass descriptors"
         )));
     }
-    if !pinged_with_a_descriptor(&mut connection, &pidfd, SYSTEMD, deadline)? {
+    if !descriptor_reaches_the_manager(&mut connection, &pidfd)? {
         return Ok(Identity::Nothing(format!(
             "{why}; a descriptor sent on it did not reach the manager: a relay that passes bytes \
              only stands in front of it"
@@ -382,6 +382,38 @@ fn private_socket_from_a_pid_namespace(
         Identity::TheSender
     })
 }
+
+/// On the private socket: a `Ping` carrying `fd`, and one without it right behind. The manager
+/// answers its calls in order, so the second answered and not the first means the first never
+/// reached it whole: its descriptor was dropped on the way, as a byte relay drops it (systemd then
+/// drops the message, where older versions hang up, which says the same). No answer to either by
+/// the connection's deadline is a manager that did not answer, not a relay, and fails the launch
+/// as such; a slow manager is never mistaken for a relay.
+fn descriptor_reaches_the_manager(
+    connection: &mut Connection,
+    fd: &std::os::fd::OwnedFd,
+) -> Result<bool, BusError> {
+    let with_fd = connection.send_with_fd(
+        Call::new().with_an_unnamed_fd(),
+        std::os::fd::AsFd::as_fd(fd),
+        SYSTEMD,
+        MANAGER_PATH,
+        PEER,
+        "Ping",
+    )?;
+    let without = connection.send(Call::new(), Some(SYSTEMD), MANAGER_PATH, PEER, "Ping")?;
+    match connection.answered_before(with_fd, without) {
+        Ok(reached) => Ok(reached),
+        Err(BusError::Broken(e)) => {
+            tracing::debug!(target: crate::diag::TARGET, "a Ping with a descriptor: {e}");
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The interface every D-Bus peer answers (`Ping`).
+const PEER: &str = "org.freedesktop.DBus.Peer";
 
 /// Sends `Peer.Ping` to `destination` on `connection` with `fd` attached, and says whether it was
 /// answered (an error answer too: the message was read whole, its descriptor with it) within
@@ -401,7 +433,7 @@ fn pinged_with_a_descriptor(
         std::os::fd::AsFd::as_fd(fd),
         destination,
         MANAGER_PATH,
-        "org.freedesktop.DBus.Peer",
+        PEER,
         "Ping",
     )?;
     let answered = match connection.reply(ping) {
