@@ -12,6 +12,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -20,8 +21,8 @@ use std::time::{Duration, Instant};
 use rustix::io::{fcntl_setfd, Errno, FdFlags};
 use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
 use rustix::process::{
-    getrlimit, kill_process, setrlimit, waitid, Pid, Resource, Rlimit, Signal, WaitId,
-    WaitIdOptions,
+    getrlimit, kill_process, pidfd_open, pidfd_send_signal, setrlimit, waitid, Pid, PidfdFlags,
+    Resource, Rlimit, Signal, WaitId, WaitIdOptions,
 };
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH};
 use signal_hook::iterator::exfiltrator::WithOrigin;
@@ -41,7 +42,9 @@ use crate::say::say;
 /// grows by 8 MB every 20 ms to its `MemoryMax` is read within one step of its peak.
 const SAMPLE_EVERY: Duration = Duration::from_millis(20);
 /// Each wait for what the command left in its scope (repeated until the scope is empty).
-const LEFT_BEHIND_WAIT: Duration = Duration::from_secs(3600);
+/// Each wait for what the command left in its scope (repeated until the scope is empty): short,
+/// so that a terminal's Ctrl-C once the command has ended stops the wait within it.
+const LEFT_BEHIND_WAIT: Duration = Duration::from_millis(100);
 /// How long the hold on the command waits for the scope to show the child.
 const HANDLE_WAIT: Duration = Duration::from_secs(5);
 
@@ -75,8 +78,14 @@ fn run_direct(
 ) -> ExitCode {
     let launch = Launch::new(None, program, argv, env);
     flush();
+    if let Some(signal) = relay.before_start() {
+        return relay.abort(signal);
+    }
     let status = match relay.spawn(&launch.program, &launch.argv, env) {
-        Ok((mut child, target)) => target.wait(&mut child),
+        Ok((mut child, target)) => {
+            relay.start_passing(&target);
+            target.wait(&mut child)
+        }
         Err(e) => return cannot_run(program, e),
     };
     match status {
@@ -121,6 +130,9 @@ fn run_scoped(
         return run_direct(relay, program, argv, env, flush);
     };
     flush();
+    if let Some(signal) = relay.before_start() {
+        return relay.abort(signal);
+    }
     let (mut child, target) = match relay.spawn(&wrapped.argv[0], &wrapped.argv, env) {
         Ok(spawned) => spawned,
         Err(e) => return cannot_run(&wrapped.argv[0], e),
@@ -130,26 +142,34 @@ fn run_scoped(
     let handle = match hold {
         Some((ours, child_end)) => {
             drop(child_end);
-            match made(ours, launcher) {
-                // Not made: the launcher program has said why, and runs the command unscoped.
-                (Some(false), _ours) => {
-                    not_made = true;
-                    None
-                }
-                (_, ours) => {
-                    let handle = handle_of(&unit, &child, &target);
-                    // Read once while the command is held: one that ends at once leaves an empty
-                    // scope the manager removes before the first read after it could come.
-                    if let Some(handle) = &handle {
-                        lock(&figures).read(handle.cgroup_dir());
-                    }
-                    drop(ours);
-                    handle
-                }
+            let (said, ours) = made(ours, launcher);
+            // Not made: the launcher program has said why, and runs the command unscoped.
+            not_made = said == Some(false);
+            let handle = (!not_made)
+                .then(|| handle_of(&unit, &child, &target))
+                .flatten();
+            // Read once while the command is held: one that ends at once leaves an empty scope
+            // the manager removes before the first read after it could come.
+            if let Some(handle) = &handle {
+                lock(&figures).read(handle.cgroup_dir());
             }
+            // A signal that ended a waiter before its command began ends the launch here: the
+            // launcher program, held, has run nothing.
+            if let Some(signal) = relay.before_start() {
+                let _ = child.kill();
+                let _ = child.wait();
+                say!(
+                    "synaps-scope: {} came before the command began; it was not run",
+                    signal_name(signal)
+                );
+                return relay.abort(signal);
+            }
+            release(ours, launcher);
+            handle
         }
         None => handle_of(&unit, &child, &target),
     };
+    relay.start_passing(&target);
     if let Some(handle) = &handle {
         *lock(&target.scope) = Some(handle.cgroup_dir().to_owned());
     }
@@ -171,11 +191,17 @@ fn run_scoped(
     // The scope ends with the last of its processes: what the command left behind too. Its
     // figures are read at once (the manager removes an empty scope's cgroup within milliseconds),
     // and again once the last process has gone.
+    let mut left_running = None;
     if let Some(handle) = &handle {
         let read_now = || lock(&figures).read(handle.cgroup_dir());
         read_now();
-        while let Err(HandleError::TimedOut { .. }) = handle.wait_empty(LEFT_BEHIND_WAIT) {
+        while let Err(HandleError::TimedOut { remaining, .. }) = handle.wait_empty(LEFT_BEHIND_WAIT)
+        {
             read_now();
+            if target.interrupted().is_some() {
+                left_running = Some(remaining.len());
+                break;
+            }
         }
         read_now();
     }
@@ -188,16 +214,23 @@ fn run_scoped(
         Err(e) => return cannot_run(program, e),
     };
     let figures = lock(&figures).clone();
-    let how = match &handle {
-        Some(handle) => told(&handle.ending(env, DEFAULT_PROBE_TIMEOUT), launcher),
-        None if not_made => "not made, so the command ran without it".to_owned(),
-        None => "how cannot be told: the scope could not be watched".to_owned(),
+    let how = match (&handle, left_running) {
+        (Some(_), Some(left)) => format!(
+            "still running: the wait for it was interrupted with {left} process(es) the command \
+             left in it"
+        ),
+        (Some(handle), None) => told(&handle.ending(env, DEFAULT_PROBE_TIMEOUT), launcher),
+        (None, _) if not_made => "not made, so the command ran without it".to_owned(),
+        (None, _) => "how cannot be told: the scope could not be watched".to_owned(),
     };
     say!(
         "synaps-scope: {unit}: {how}; the command {}; {figures}",
         said(status)
     );
-    relay.end_as(status)
+    match (left_running, target.interrupted()) {
+        (Some(_), Some(signal)) => relay.abort(signal),
+        _ => relay.end_as(status),
+    }
 }
 
 /// The signals of [`RELAYED`] this process takes to pass on, and how the child is tied to it.
@@ -207,12 +240,20 @@ fn run_scoped(
 /// so the command has it already, and the waiter lets it go as a shell does. A signal this
 /// process's caller left ignored (`nohup`) is not taken: it stays ignored, for the command too,
 /// which inherits it so (a handler would be reset to the default across its exec).
+///
+/// Signals are passed on only once the command has begun: one that would have ended the waiter
+/// before (a supervisor's SIGTERM, a Ctrl-C while the manager is asked) ends the launch with the
+/// command never run, rather than the launcher program in its place. Once the command has ended,
+/// a terminal's SIGINT or SIGQUIT ends the wait for what it left in its scope, as the line says.
 pub(crate) struct Relay {
     signals: Option<SignalsInfo<WithOrigin>>,
     /// The signals of [`RELAYED`] that were not ignored when this process started.
     taken: Vec<i32>,
     /// Whether the caller left SIGCHLD ignored: set to its default here, ignored again in the child.
     sigchld_ignored: bool,
+    /// Signals a process sent before the command began that do not end a waiter (SIGWINCH),
+    /// passed on once it has.
+    queued: Vec<i32>,
 }
 
 impl Relay {
@@ -233,7 +274,62 @@ impl Relay {
             signals,
             taken,
             sigchld_ignored,
+            queued: Vec::new(),
         }
+    }
+
+    /// A signal taken since this process started that would have ended it (all of [`RELAYED`]
+    /// but SIGWINCH, from the terminal or a process), if one came: the command is not to begin.
+    /// A SIGWINCH a process sent is kept for the command.
+    fn before_start(&mut self) -> Option<i32> {
+        let signals = self.signals.as_mut()?;
+        let mut ending = None;
+        for taken in signals.pending() {
+            match taken.signal {
+                SIGWINCH if matches!(taken.cause, Cause::Sent(_)) => self.queued.push(SIGWINCH),
+                SIGWINCH => {}
+                signal => ending = ending.or(Some(signal)),
+            }
+        }
+        ending
+    }
+
+    /// Ends this process as `signal` would have, where it can (a core dump left out), else with
+    /// 128+N.
+    fn abort(&self, signal: i32) -> ExitCode {
+        if signal == SIGQUIT {
+            let no_core = Rlimit {
+                current: Some(0),
+                maximum: getrlimit(Resource::Core).maximum,
+            };
+            let _ = setrlimit(Resource::Core, no_core);
+        }
+        // Returns only where the signal could not end this process.
+        let _ = emulate_default_handler(signal);
+        ExitCode::from(u8::try_from(128 + signal).unwrap_or(255))
+    }
+
+    /// From now on, what is taken goes to `target` (the command has begun): the signals a process
+    /// sent, and the terminal's SIGINT and SIGQUIT once the command has ended.
+    fn start_passing(&mut self, target: &Arc<Target>) {
+        for signal in self.queued.drain(..) {
+            target.pass(signal);
+        }
+        let Some(mut signals) = self.signals.take() else {
+            return;
+        };
+        let target = Arc::clone(target);
+        thread::spawn(move || {
+            for taken in signals.forever() {
+                match (taken.cause, taken.signal) {
+                    (Cause::Sent(_), signal) => target.pass(signal),
+                    (_, signal @ (SIGINT | SIGQUIT)) if target.has_ended() => {
+                        target.interrupt(signal);
+                    }
+                    _ => {}
+                }
+            }
+        });
     }
 
     /// Spawns `program` with `argv` (its `argv[0]` included) and `env`, in this process's
@@ -248,23 +344,21 @@ impl Relay {
         let mut cmd = Command::new(program);
         cmd.arg0(&argv[0]).args(&argv[1..]);
         set_env(&mut cmd, env);
+        // With no terminal (a daemon's or a supervisor's child), the command gets a process group
+        // of its own: a signal sent to the waiter's group then reaches it once, passed on, not
+        // twice. At a terminal it shares the waiter's, which the terminal's signals and job control
+        // are for.
+        if !rustix::termios::isatty(std::io::stdin()) {
+            cmd.process_group(0);
+        }
         ffi::tie_to_waiter(&mut cmd, self.sigchld_ignored);
         let child = cmd.spawn()?;
         let target = Arc::new(Target {
             pid: i32::try_from(child.id()).ok().and_then(Pid::from_raw),
             ended: Mutex::new(false),
             scope: Mutex::new(None),
+            interrupted: AtomicI32::new(0),
         });
-        if let Some(mut signals) = self.signals.take() {
-            let target = Arc::clone(&target);
-            thread::spawn(move || {
-                for taken in signals.forever() {
-                    if matches!(taken.cause, Cause::Sent(_)) {
-                        target.pass(taken.signal);
-                    }
-                }
-            });
-        }
         Ok((child, target))
     }
 
@@ -299,6 +393,8 @@ struct Target {
     ended: Mutex<bool>,
     /// The scope's cgroup directory, once it is watched.
     scope: Mutex<Option<PathBuf>>,
+    /// The terminal's signal that ended the wait for what the command left (0: none).
+    interrupted: AtomicI32,
 }
 
 impl Target {
@@ -319,6 +415,14 @@ impl Target {
             .is_none_or(|pid| !matches!(waitid(WaitId::Pid(pid), ended), Ok(None)))
     }
 
+    fn interrupt(&self, signal: i32) {
+        self.interrupted.store(signal, Ordering::Relaxed);
+    }
+
+    fn interrupted(&self) -> Option<i32> {
+        Some(self.interrupted.load(Ordering::Relaxed)).filter(|&signal| signal != 0)
+    }
+
     fn pass(&self, signal: i32) {
         let Some(signal) = Signal::from_named_raw(signal) else {
             return;
@@ -334,12 +438,21 @@ impl Target {
         let Some(dir) = lock(&self.scope).clone() else {
             return;
         };
+        // Each by a pidfd, checked to be in the scope once held: a pid read from the scope may
+        // have ended and been given to another process since.
         let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
         for pid in procs
             .lines()
             .filter_map(|line| line.trim().parse().ok().and_then(Pid::from_raw))
         {
-            let _ = kill_process(pid, signal);
+            let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else {
+                continue;
+            };
+            let still_there = fs::read_to_string(dir.join("cgroup.procs"))
+                .is_ok_and(|now| now.lines().any(|line| line.trim() == pid.to_string()));
+            if still_there {
+                let _ = pidfd_send_signal(&pidfd, signal);
+            }
         }
     }
 }
@@ -400,6 +513,16 @@ fn made(ours: OwnedFd, launcher: &ScopeLauncher) -> (Option<bool>, OwnedFd) {
         _ => None,
     };
     (said, OwnedFd::from(stream))
+}
+
+/// Lets the launcher program go on to the command, and waits (within its bound and a second more)
+/// for the exec that closes its end of the hold: from then on, the child is the command, and a
+/// signal passed on reaches it rather than the launcher program.
+fn release(ours: OwnedFd, launcher: &ScopeLauncher) {
+    let _ = rustix::net::shutdown(&ours, rustix::net::Shutdown::Write);
+    let mut stream = UnixStream::from(ours);
+    let _ = stream.set_read_timeout(Some(launcher.bound() + Duration::from_secs(1)));
+    let _ = std::io::copy(&mut stream, &mut std::io::sink());
 }
 
 /// A handle on `unit` once the child is in it; None when the child ended first or the scope

@@ -7,16 +7,15 @@
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
+mod terminal;
 
 use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::fs;
+use std::io::{BufRead, BufReader};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use common::{env_with, env_without, rig, signal, wait_for, Signal, TempDir};
 use synaps_scope::{inherited_env, launcher_for_env, set_env};
@@ -315,81 +314,6 @@ fn no_printing_macro_that_panics_in_the_command_line() {
     }
 }
 
-/// A shell at a pseudo-terminal of the test's own, its controlling terminal, and what it wrote.
-struct Terminal {
-    master: File,
-    seen: Arc<Mutex<Vec<u8>>>,
-    shell: Child,
-}
-
-impl Terminal {
-    fn new(env: &[(OsString, OsString)]) -> Terminal {
-        use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
-        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-        grantpt(&master).unwrap();
-        unlockpt(&master).unwrap();
-        let name = ptsname(&master, Vec::new()).unwrap();
-        let slave = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(name.to_str().unwrap())
-            .unwrap();
-        // A session of its own, with the terminal as its controlling one: job control as a
-        // login's interactive shell has it.
-        let mut cmd = Command::new("setsid");
-        cmd.args(["-w", "-c", "bash", "--norc", "--noprofile", "-i"])
-            .stdin(slave.try_clone().unwrap())
-            .stdout(slave.try_clone().unwrap())
-            .stderr(slave);
-        set_env(&mut cmd, env);
-        cmd.env("PS1", "$ ").env("TERM", "dumb");
-        let shell = cmd.spawn().unwrap();
-        let master = File::from(master);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (mut reader, kept) = (master.try_clone().unwrap(), Arc::clone(&seen));
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            // EIO once the shell and every process on the terminal have closed it.
-            while let Ok(n @ 1..) = reader.read(&mut buf) {
-                kept.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
-        Terminal {
-            master,
-            seen,
-            shell,
-        }
-    }
-
-    fn type_in(&mut self, text: &str) {
-        self.master.write_all(text.as_bytes()).unwrap();
-    }
-
-    /// Waits up to 20 s until the terminal showed `text` (after the `from`th byte); returns where
-    /// it ended.
-    fn shows(&self, text: &str, from: usize) -> usize {
-        let end = Instant::now() + Duration::from_secs(20);
-        loop {
-            let seen = String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned();
-            if let Some(at) = seen[from..].find(text) {
-                return from + at + text.len();
-            }
-            assert!(
-                Instant::now() < end,
-                "the terminal never showed {text:?} after byte {from}; it showed: {seen}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        let _ = self.shell.kill();
-        let _ = self.shell.wait();
-    }
-}
-
 /// Catches SIGINT (and says when it is continued), then reads a line from the terminal and exits 4. The words it prints are
 /// spelled apart in its source, so the terminal's echo of the command line never matches them.
 const CATCHER: &str = "import signal, sys\n\
@@ -407,7 +331,7 @@ fn at_a_terminal_the_command_keeps_it_and_ctrl_c_goes_to_the_command_alone() {
     let dir = TempDir::new("wait-terminal");
     let catcher = dir.write("catcher.py", CATCHER, false);
     let waiter = env!("CARGO_BIN_EXE_synaps-scope");
-    let mut tty = Terminal::new(&env);
+    let mut tty = terminal::Terminal::new(&env);
     let run = format!("{waiter} run --wait -- python3 {}", catcher.display());
     // Ctrl-C: the command catches it and goes on reading the terminal; `$?` is its own.
     tty.type_in(&format!("{run}; echo \"sta\"\"tus:$?\"\n"));

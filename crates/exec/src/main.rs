@@ -17,8 +17,9 @@
 //! `--property` is a resource limit of the scope (`MemoryMax=2G`), sent typed as the manager takes
 //! it; a limit the manager refuses is a scope not made, told with the manager's words. With
 //! `--hold-fd=N`, once the scope is made (or not), it writes `1` (or `0`) to descriptor N where it
-//! can (a socket) and reads it to its end (its parent closing it) before the exec, so that a parent
-//! watching the scope misses none of the command's life.
+//! can (a socket) and reads it to its end (its parent closing it, or shutting it down for writing)
+//! before the exec, so that a parent watching the scope misses none of the command's life; the
+//! descriptor is closed by the exec itself, so a parent reading its end sees the command begin.
 #![no_main]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -100,9 +101,8 @@ fn run() -> i32 {
             return EXEC_FAILED_STATUS;
         }
     }
-    if let Some(fd) = line.hold_fd {
-        hold(fd, made.is_ok());
-    }
+    // Held open to the exec, which closes it: the parent sees the command begin.
+    let _held = line.hold_fd.and_then(|fd| hold(fd, made.is_ok()));
     let to_c = |s: &OsString| CString::new(s.as_bytes()).expect("argv holds no NUL");
     let program_c = to_c(&line.program);
     let argv_c: Vec<CString> = line.argv.iter().map(to_c).collect();
@@ -115,15 +115,21 @@ fn run() -> i32 {
 }
 
 /// Tells the parent on the descriptor `fd` whether the scope was made (`1` or `0`, where the
-/// descriptor can be written: a socket), reads it to its end, then closes it, so that the command
-/// does not inherit it.
-fn hold(fd: i32, made: bool) {
+/// descriptor can be written: a socket) and reads it to its end (the parent's close, or its
+/// shutdown for writing); returns it close-on-exec, for the caller to hold to the exec: the command
+/// does not inherit it, and the parent, reading its own end, sees the command begin (an end of
+/// file) and knows that a signal it sends from then on reaches the command, not this program.
+fn hold(fd: i32, made: bool) -> Option<OwnedFd> {
     let Some(fd) = ffi::take_named_fd(fd) else {
-        return say(format_args!("--hold-fd={fd}: no descriptor is open there"));
+        say(format_args!("--hold-fd={fd}: no descriptor is open there"));
+        return None;
     };
     let mut held = std::fs::File::from(fd);
     let _ = held.write_all(if made { b"1" } else { b"0" });
     let _ = std::io::copy(&mut held, &mut std::io::sink());
+    let held = OwnedFd::from(held);
+    let _ = rustix::io::fcntl_setfd(&held, rustix::io::FdFlags::CLOEXEC);
+    Some(held)
 }
 
 /// `--help` or `--version` on stdout; exit status 0.

@@ -1,0 +1,85 @@
+//! A shell at a pseudo-terminal of the test's own, for the command line's terminal cases.
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use synaps_scope::set_env;
+
+/// A shell at a pseudo-terminal of the test's own, its controlling terminal, and what it wrote.
+pub struct Terminal {
+    master: File,
+    pub seen: Arc<Mutex<Vec<u8>>>,
+    shell: Child,
+}
+
+impl Terminal {
+    pub fn new(env: &[(OsString, OsString)]) -> Terminal {
+        use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
+        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+        grantpt(&master).unwrap();
+        unlockpt(&master).unwrap();
+        let name = ptsname(&master, Vec::new()).unwrap();
+        let slave = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(name.to_str().unwrap())
+            .unwrap();
+        // A session of its own, with the terminal as its controlling one: job control as a
+        // login's interactive shell has it.
+        let mut cmd = Command::new("setsid");
+        cmd.args(["-w", "-c", "bash", "--norc", "--noprofile", "-i"])
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave);
+        set_env(&mut cmd, env);
+        cmd.env("PS1", "$ ").env("TERM", "dumb");
+        let shell = cmd.spawn().unwrap();
+        let master = File::from(master);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (mut reader, kept) = (master.try_clone().unwrap(), Arc::clone(&seen));
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // EIO once the shell and every process on the terminal have closed it.
+            while let Ok(n @ 1..) = reader.read(&mut buf) {
+                kept.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Terminal {
+            master,
+            seen,
+            shell,
+        }
+    }
+
+    pub fn type_in(&mut self, text: &str) {
+        self.master.write_all(text.as_bytes()).unwrap();
+    }
+
+    /// Waits up to 20 s until the terminal showed `text` (after the `from`th byte); returns where
+    /// it ended.
+    pub fn shows(&self, text: &str, from: usize) -> usize {
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            let seen = String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned();
+            if let Some(at) = seen[from..].find(text) {
+                return from + at + text.len();
+            }
+            assert!(
+                Instant::now() < end,
+                "the terminal never showed {text:?} after byte {from}; it showed: {seen}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.shell.kill();
+        let _ = self.shell.wait();
+    }
+}
