@@ -37,10 +37,12 @@ pub struct ScopeRequest<'a> {
 /// One launch's request, and when the launch began.
 struct Launch<'r, 'a> {
     request: &'r ScopeRequest<'a>,
-    /// `CLOCK_MONOTONIC` in microseconds as the launch began, as the manager stamps a unit's
-    /// activation (`ActiveEnterTimestampMonotonic`): a unit of the launch's name that was active
-    /// before it is not the launch's own.
-    began: u64,
+    /// `CLOCK_MONOTONIC` in microseconds as the launch sent its first start (as it began, until
+    /// then), as the manager stamps a unit's activation (`ActiveEnterTimestampMonotonic`): a unit
+    /// of the launch's name that was active before it is not the launch's own. None where this
+    /// process's clock is not the manager's (a time namespace with an offset).
+    since: std::cell::Cell<Option<u64>>,
+    sent_one: std::cell::Cell<bool>,
 }
 
 impl<'r, 'a> Launch<'r, 'a> {
@@ -56,15 +58,39 @@ impl<'r, 'a> Launch<'r, 'a> {
                 request.unit
             )));
         }
-        let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-        let began = u64::try_from(now.tv_sec).unwrap_or(0) * 1_000_000
-            + u64::try_from(now.tv_nsec).unwrap_or(0) / 1_000;
-        Ok(Launch { request, began })
+        let since = std::cell::Cell::new(monotonic_us());
+        Ok(Launch {
+            request,
+            since,
+            sent_one: std::cell::Cell::new(false),
+        })
+    }
+
+    /// Marks the first start sent now.
+    fn sending_a_start(&self) {
+        if !self.sent_one.replace(true) {
+            self.since.set(monotonic_us());
+        }
     }
 
     fn unit(&self) -> &'a str {
         self.request.unit
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in microseconds; None in a time namespace whose monotonic clock is
+/// offset from the host's, where the manager's stamps cannot be compared with it.
+fn monotonic_us() -> Option<u64> {
+    let offset = std::fs::read_to_string("/proc/self/timens_offsets").unwrap_or_default();
+    let offset_clock = offset.lines().any(|line| {
+        let mut words = line.split_whitespace();
+        matches!(words.next(), Some("monotonic" | "1")) && words.any(|n| n != "0")
+    });
+    if offset_clock {
+        return None;
+    }
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    Some(u64::try_from(now.tv_sec).ok()? * 1_000_000 + u64::try_from(now.tv_nsec).ok()? / 1_000)
 }
 
 /// Why the scope was not made.
@@ -224,7 +250,7 @@ fn until_made(
             // A unit of the launch's name on its way out is waited for, not asked after in a loop.
             Next::StartAgain if Instant::now() + pause < deadline => {
                 std::thread::sleep(pause);
-                pause = (pause * 2).min(LONGEST_PAUSE);
+                pause = (pause * 2).min(START_AGAIN_LONGEST_PAUSE);
             }
             Next::TakePrivate => match along.private_to_fall_back_to() {
                 Some(private) => {
@@ -239,7 +265,9 @@ fn until_made(
                     comeback.reached();
                     return watch_own_cgroup(route, launch, deadline);
                 }
-                Settled::StartedWithoutUs => stop_empty_scope(route, launch.unit(), deadline),
+                Settled::StartedWithoutUs(run) => {
+                    stop_empty_scope(route, launch.unit(), &run, deadline)
+                }
                 Settled::StartedWithOthers => return Err(NotMade::name_taken(launch.unit())),
                 Settled::Unknown => return Err(not_made),
             },
@@ -258,8 +286,8 @@ enum Settled {
     Unknown,
     /// Its start job ran, and this process is not in it: the manager lost the scope's processes
     /// on the way (systemd 247 does across a reload or re-exec between the start and its job),
-    /// and the scope holds no process at all.
-    StartedWithoutUs,
+    /// and the scope holds no process at all: the run of the unit (`InvocationID`) judged so.
+    StartedWithoutUs(Vec<u8>),
     /// Its start job ran, this process is not in it, and other processes are (or they could not
     /// be counted): another's unit under this name, or this launch's holding another process (a
     /// relay the manager named as the sender), which is never stopped.
@@ -273,10 +301,13 @@ enum Settled {
 /// `deadline`, never changing anything.
 struct UnitState {
     active_state: String,
-    /// The unit has a job queued (its start job not yet run).
+    /// The unit has a job queued (its start job not yet run, or another's job).
     has_job: bool,
     /// `ActiveEnterTimestampMonotonic`: when it last became active (0: never).
     active_since: u64,
+    /// `InvocationID`: which run of the unit this is (a unit collected and made again under the
+    /// name has another).
+    invocation: Vec<u8>,
 }
 
 /// Asks the manager (once it is back, within `deadline`) whether it has the unit of `launch`'s
@@ -288,35 +319,7 @@ struct UnitState {
 /// and holds no process at all is stopped (systemd 247's lost move).
 fn settle(route: &Route, launch: &Launch<'_, '_>, deadline: Instant) -> Settled {
     let unit = launch.unit();
-    let asked = pool::with_connection(route, deadline, |bus, _| {
-        let path = bus.call_manager("GetUnit", Call::new().string(unit))?;
-        let path = path.first_str().unwrap_or_default().to_owned();
-        let mut property = |name: &str| {
-            let serial = bus.send_get(&path, UNIT, name)?;
-            bus.reply(serial)
-        };
-        let active_state = property("ActiveState")?
-            .first_str()
-            .unwrap_or_default()
-            .to_owned();
-        // `Job` is `(uo)`: the job's id, 0 for none.
-        let has_job = match property("Job")?.body.first() {
-            Some(Value::Variant(job)) => {
-                matches!(&**job, Value::List(fields) if fields.first().and_then(Value::as_u64).unwrap_or(0) != 0)
-            }
-            _ => false,
-        };
-        let active_since = property("ActiveEnterTimestampMonotonic")?
-            .body
-            .first()
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        Ok(UnitState {
-            active_state,
-            has_job,
-            active_since,
-        })
-    });
+    let asked = unit_state(route, unit, deadline);
     let state = match asked {
         Ok(state) => state,
         Err(BusError::Refused { name, .. }) if name == NO_SUCH_UNIT => return Settled::NotMade,
@@ -331,18 +334,62 @@ fn settle(route: &Route, launch: &Launch<'_, '_>, deadline: Instant) -> Settled 
     if state.active_state != "active" {
         return Settled::Going;
     }
-    let before_the_launch = state.active_since < launch.began;
+    // Where the clocks cannot be compared, every empty unit is taken to be another's.
+    let before_the_launch = launch
+        .since
+        .get()
+        .map_or(true, |since| state.active_since < since);
     match processes_in_cgroup(route, unit, deadline) {
         // Another launch's scope, emptied and not yet collected (the same wrapped line run again
         // at once): waited for, never stopped.
         Ok(0) if before_the_launch => Settled::Going,
-        Ok(0) => Settled::StartedWithoutUs,
+        Ok(0) => Settled::StartedWithoutUs(state.invocation),
         // An empty scope the manager collected since it was asked after.
         Err(BusError::Refused { name, .. }) if name == NO_SUCH_UNIT => Settled::NotMade,
         // Moved there since it was looked at: the process counted was this one.
         _ if cgroup::own_is_in_unit(unit) == Some(true) => Settled::Made,
         Ok(_) | Err(_) => Settled::StartedWithOthers,
     }
+}
+
+/// What the manager says of the unit `unit`, by `deadline`.
+fn unit_state(route: &Route, unit: &str, deadline: Instant) -> Result<UnitState, BusError> {
+    pool::with_connection(route, deadline, |bus, _| {
+        let path = bus.call_manager("GetUnit", Call::new().string(unit))?;
+        let path = path.first_str().unwrap_or_default().to_owned();
+        let mut property = |name: &str| {
+            let serial = bus.send_get(&path, UNIT, name)?;
+            bus.reply(serial)
+        };
+        let active_state = property("ActiveState")?
+            .first_str()
+            .unwrap_or_default()
+            .to_owned();
+        // `Job` is `(uo)`: the job's id, 0 for none.
+        let has_job = match property("Job")?.body.first() {
+            Some(Value::Variant(job)) => matches!(&**job, Value::List(fields)
+                if fields.first().and_then(Value::as_u64).unwrap_or(0) != 0),
+            _ => false,
+        };
+        let active_since = property("ActiveEnterTimestampMonotonic")?
+            .body
+            .first()
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let invocation = match property("InvocationID")?.body.first() {
+            Some(Value::Variant(id)) => match &**id {
+                Value::Bytes(bytes) => bytes.clone(),
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        Ok(UnitState {
+            active_state,
+            has_job,
+            active_since,
+            invocation,
+        })
+    })
 }
 
 /// How many processes the manager says the cgroup of the unit `unit` holds (`GetUnitProcesses`,
@@ -370,7 +417,14 @@ fn processes_in_cgroup(route: &Route, unit: &str, deadline: Instant) -> Result<u
 /// Stops the scope `unit` this launch started, which its start left with no process at all (the
 /// manager lost this process on the way), so that the start can be made again under its name. A
 /// unit that holds any process is never stopped ([`Settled::StartedWithOthers`]).
-fn stop_empty_scope(route: &Route, unit: &str, deadline: Instant) {
+fn stop_empty_scope(route: &Route, unit: &str, invocation: &[u8], deadline: Instant) {
+    // Asked again at once: the run of the unit that was judged, still empty, is the one stopped
+    // (a unit collected and made again since, under the same name, is left as it is).
+    let same_run = unit_state(route, unit, deadline).is_ok_and(|now| now.invocation == invocation)
+        && matches!(processes_in_cgroup(route, unit, deadline), Ok(0));
+    if !same_run {
+        return;
+    }
     let stopped = pool::with_connection(route, deadline, |bus, _| {
         bus.call_manager("StopUnit", Call::new().string(unit).string("replace"))
     });
@@ -462,6 +516,7 @@ fn make_own_scope_over(
     bus.listen_for_jobs();
     bus.subscribe_job_removed().map_err(before)?;
     let call = start_scope_call(request, who);
+    launch.sending_a_start();
     let sent = match who {
         Who::Pid(_) => bus.send_manager("StartTransientUnit", call),
         Who::PidFd(pidfd) => bus.send_with_fd(
@@ -628,6 +683,10 @@ const LISTEN_FOR_JOB_END: Duration = Duration::from_millis(25);
 /// unit: far longer than a job takes on a manager that has it (a few milliseconds, tens in a
 /// burst), so that only a start the manager lost costs it a question.
 const ASK_AFTER: Duration = Duration::from_millis(200);
+/// The longest pause before a start is made again after the unit of its name was found on its
+/// way out: each try asks the manager a few questions, which a unit that stays is not worth
+/// asking more often.
+const START_AGAIN_LONGEST_PAUSE: Duration = Duration::from_millis(100);
 /// The longest pause between two looks at the cgroup.
 const LONGEST_PAUSE: Duration = Duration::from_millis(8);
 
@@ -718,8 +777,8 @@ fn exists_already(
     match settle(route, launch, deadline) {
         Settled::Made => watch_own_cgroup(route, launch, deadline),
         Settled::StartedWithOthers => Err(NotMade::name_taken(unit)),
-        Settled::StartedWithoutUs => {
-            stop_empty_scope(route, unit, deadline);
+        Settled::StartedWithoutUs(run) => {
+            stop_empty_scope(route, unit, &run, deadline);
             Err(NotMade::then(
                 format!("the user manager started {unit} without this process in it"),
                 Next::StartAgain,
@@ -760,11 +819,11 @@ fn watch_own_cgroup(
         if now >= ask_at && now < deadline {
             let settled = settle(route, launch, deadline);
             match settled {
-                Settled::StartedWithoutUs => stop_empty_scope(route, unit, deadline),
+                Settled::StartedWithoutUs(ref run) => stop_empty_scope(route, unit, run, deadline),
                 Settled::StartedWithOthers => return Err(NotMade::name_taken(unit)),
                 Settled::Made | Settled::NotMade | Settled::Going | Settled::Unknown => {}
             }
-            if let Settled::NotMade | Settled::StartedWithoutUs | Settled::Going = settled {
+            if let Settled::NotMade | Settled::StartedWithoutUs(_) | Settled::Going = settled {
                 return Err(NotMade::then(
                     format!("the user manager dropped {unit} before this process was in it"),
                     Next::StartAgain,

@@ -35,7 +35,8 @@ fn launch(
     bound_ms: u64,
 ) -> Command {
     let mut cmd = Command::new(common::exec_program());
-    cmd.arg(format!("--unit=synaps-tool-{label}{n:0>26x}.scope"))
+    let width = 32 - label.len();
+    cmd.arg(format!("--unit=synaps-tool-{label}{n:0>width$x}.scope"))
         .arg("--description=manager events")
         .arg(format!("--timeout-ms={bound_ms}"))
         .arg("--required")

@@ -42,6 +42,9 @@ use crate::say::say;
 /// grows by 8 MB every 20 ms to its `MemoryMax` is read within one step of its peak.
 const SAMPLE_EVERY: Duration = Duration::from_millis(20);
 /// Each wait for what the command left in its scope (repeated until the scope is empty).
+/// How long after the command was reaped a terminal's SIGINT or SIGQUIT is still taken for the
+/// one that reached it (the whole foreground group gets it at once).
+const TERMINALS_MOMENT: Duration = Duration::from_millis(100);
 /// Each wait for what the command left in its scope (repeated until the scope is empty): short,
 /// so that a terminal's Ctrl-C once the command has ended stops the wait within it.
 const LEFT_BEHIND_WAIT: Duration = Duration::from_millis(100);
@@ -81,7 +84,7 @@ fn run_direct(
     if let Some(signal) = relay.before_start() {
         return relay.abort(signal);
     }
-    let status = match relay.spawn(&launch.program, &launch.argv, env) {
+    let status = match relay.spawn(&launch.program, &launch.argv, env, None) {
         Ok((mut child, target)) => {
             relay.start_passing(&target);
             target.wait(&mut child)
@@ -133,7 +136,9 @@ fn run_scoped(
     if let Some(signal) = relay.before_start() {
         return relay.abort(signal);
     }
-    let (mut child, target) = match relay.spawn(&wrapped.argv[0], &wrapped.argv, env) {
+    let wrapper = Path::new(&wrapped.argv[0]);
+    let (mut child, target) = match relay.spawn(&wrapped.argv[0], &wrapped.argv, env, Some(wrapper))
+    {
         Ok(spawned) => spawned,
         Err(e) => return cannot_run(&wrapped.argv[0], e),
     };
@@ -154,8 +159,9 @@ fn run_scoped(
                 lock(&figures).read(handle.cgroup_dir());
             }
             // A signal that ended a waiter before its command began ends the launch here: the
-            // launcher program, held, has run nothing.
-            if let Some(signal) = relay.before_start() {
+            // launcher program, held (it said its word and waits for the release), has run
+            // nothing. One that said nothing is not known to be held, and is let go.
+            if let Some(signal) = said.and_then(|_| relay.before_start()) {
                 let _ = child.kill();
                 let _ = child.wait();
                 say!(
@@ -213,6 +219,15 @@ fn run_scoped(
         Ok(status) => status,
         Err(e) => return cannot_run(program, e),
     };
+    if target.ended_before_the_command(status) {
+        let signal = status.signal().unwrap_or(SIGTERM);
+        say!(
+            "synaps-scope: {unit}: the command did not begin: {} was ended by {} before it",
+            wrapper.display(),
+            signal_name(signal)
+        );
+        return relay.abort(signal);
+    }
     let figures = lock(&figures).clone();
     let how = match (&handle, left_running) {
         (Some(_), Some(left)) => format!(
@@ -323,7 +338,7 @@ impl Relay {
             for taken in signals.forever() {
                 match (taken.cause, taken.signal) {
                     (Cause::Sent(_), signal) => target.pass(signal),
-                    (_, signal @ (SIGINT | SIGQUIT)) if target.has_ended() => {
+                    (_, signal @ (SIGINT | SIGQUIT)) if target.ended_a_moment_ago() => {
                         target.interrupt(signal);
                     }
                     _ => {}
@@ -340,15 +355,17 @@ impl Relay {
         program: &OsString,
         argv: &[OsString],
         env: &[(OsString, OsString)],
+        wrapper: Option<&Path>,
     ) -> std::io::Result<(Child, Arc<Target>)> {
         let mut cmd = Command::new(program);
         cmd.arg0(&argv[0]).args(&argv[1..]);
         set_env(&mut cmd, env);
-        // With no terminal (a daemon's or a supervisor's child), the command gets a process group
-        // of its own: a signal sent to the waiter's group then reaches it once, passed on, not
-        // twice. At a terminal it shares the waiter's, which the terminal's signals and job control
-        // are for.
-        if !rustix::termios::isatty(std::io::stdin()) {
+        // With no controlling terminal (a daemon's or a supervisor's child), the command gets a
+        // process group of its own: a signal sent to the waiter's group then reaches it once,
+        // passed on, not twice. With one (whatever its stdin: `cmd < file`, a pipe), it shares
+        // the waiter's, which the terminal's signals and job control are for: in a group of its
+        // own it would be a background job, stopped as it reads the terminal.
+        if !has_a_controlling_terminal() {
             cmd.process_group(0);
         }
         ffi::tie_to_waiter(&mut cmd, self.sigchld_ignored);
@@ -358,6 +375,9 @@ impl Relay {
             ended: Mutex::new(false),
             scope: Mutex::new(None),
             interrupted: AtomicI32::new(0),
+            reaped_at: Mutex::new(None),
+            wrapper: wrapper.map(Path::to_path_buf),
+            reached_the_wrapper: std::sync::atomic::AtomicBool::new(false),
         });
         Ok((child, target))
     }
@@ -384,6 +404,16 @@ impl Relay {
     }
 }
 
+/// Whether this process has a controlling terminal (`/dev/tty` opens).
+fn has_a_controlling_terminal() -> bool {
+    rustix::fs::open(
+        "/dev/tty",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .is_ok()
+}
+
 /// Where a signal passed on goes: to the command until it has ended, then to what it left in its
 /// scope (which the waiter still waits for).
 struct Target {
@@ -395,6 +425,13 @@ struct Target {
     scope: Mutex<Option<PathBuf>>,
     /// The terminal's signal that ended the wait for what the command left (0: none).
     interrupted: AtomicI32,
+    /// When the command was reaped: a terminal's Ctrl-C that killed it reaches the waiter too, and
+    /// may be taken a moment after; only a later one ends the wait for what it left.
+    reaped_at: Mutex<Option<Instant>>,
+    /// The wrapper's program (the launcher program or systemd-run), and whether a signal passed
+    /// on reached it before it had exec'd the command: the command then never began.
+    wrapper: Option<PathBuf>,
+    reached_the_wrapper: std::sync::atomic::AtomicBool,
 }
 
 impl Target {
@@ -405,7 +442,28 @@ impl Target {
             while let Err(Errno::INTR) = waitid(WaitId::Pid(pid), ended) {}
         }
         *lock(&self.ended) = true;
-        child.wait()
+        let status = child.wait();
+        *lock(&self.reaped_at) = Some(Instant::now());
+        status
+    }
+
+    /// Whether the command was reaped more than a moment ago ([`TERMINALS_MOMENT`]).
+    fn ended_a_moment_ago(&self) -> bool {
+        lock(&self.reaped_at).is_some_and(|at| at.elapsed() > TERMINALS_MOMENT)
+    }
+
+    /// Whether the child is still the wrapper's program (it has not exec'd the command yet).
+    fn still_the_wrapper(&self) -> bool {
+        let (Some(pid), Some(wrapper)) = (self.pid, &self.wrapper) else {
+            return false;
+        };
+        fs::read_link(format!("/proc/{}/exe", pid.as_raw_nonzero()))
+            .is_ok_and(|exe| exe == *wrapper || fs::canonicalize(wrapper).is_ok_and(|w| w == exe))
+    }
+
+    /// Whether a signal passed on ended the wrapper before the command began.
+    fn ended_before_the_command(&self, status: ExitStatus) -> bool {
+        self.reached_the_wrapper.load(Ordering::Relaxed) && status.signal().is_some()
     }
 
     /// Whether the command has ended (it is not reaped here).
@@ -430,6 +488,11 @@ impl Target {
         let ended = lock(&self.ended);
         if !*ended {
             if let Some(pid) = self.pid {
+                // Still the wrapper (systemd-run has no hold): the signal ends the launch before
+                // the command began, as it would have ended the waiter.
+                if self.still_the_wrapper() {
+                    self.reached_the_wrapper.store(true, Ordering::Relaxed);
+                }
                 let _ = kill_process(pid, signal);
             }
             return;
@@ -508,9 +571,14 @@ fn made(ours: OwnedFd, launcher: &ScopeLauncher) -> (Option<bool>, OwnedFd) {
     let mut stream = UnixStream::from(ours);
     let _ = stream.set_read_timeout(Some(launcher.bound() + Duration::from_secs(1)));
     let mut word = [0u8];
-    let said = match stream.read(&mut word) {
-        Ok(1) => Some(word[0] == b'1'),
-        _ => None,
+    // A signal taken meanwhile interrupts the read (a socket read with a timeout is never
+    // restarted); it is read again.
+    let said = loop {
+        match stream.read(&mut word) {
+            Ok(1) => break Some(word[0] == b'1'),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => break None,
+        }
     };
     (said, OwnedFd::from(stream))
 }

@@ -1,6 +1,7 @@
 //! `run --wait` at the edges of its command's life, with the run's wrapper: a signal that comes
-//! before the command begins ends the launch with the command never run (never the launcher
-//! program killed in its place); a signal sent to the waiter's whole process group, where there
+//! before the command begins (while the manager is asked, or while the launcher program makes the
+//! scope) ends the launch with the command never run (never the launcher program killed in its
+//! place, told as the command's end); a signal sent to the waiter's whole process group, where there
 //! is no terminal, reaches the command once, not twice; and once the command has ended, a
 //! terminal's Ctrl-C stops the wait for what it left in its scope, and the line says so.
 
@@ -123,4 +124,85 @@ fn a_terminal_ctrl_c_once_the_command_ended_stops_the_wait_and_says_what_is_left
     tty.shows("status:130", at);
     let sleep = rustix::process::Pid::from_raw(left).unwrap();
     let _ = rustix::process::kill_process(sleep, rustix::process::Signal::KILL);
+}
+
+/// Whether the process `pid` is stopped (its state `T` in `/proc/PID/stat`).
+fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit(')')
+                .next()
+                .map(|rest| rest.trim_start().starts_with('T'))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_signal_while_the_launcher_program_is_held_ends_the_launch_and_the_command_never_runs() {
+    let Some(rig) = rig() else { return };
+    let manager = Manager::start(&rig);
+    let dir = TempDir::new("wait-held");
+    let mark = dir.path().join("ran");
+    // The launcher program as the waiter starts it, with the manager stopped as it begins: it is
+    // still making the scope (and so not yet released) when the supervisor's SIGTERM comes.
+    let stopping = dir.write(
+        "synaps-scope-exec",
+        &format!(
+            "#!/bin/sh\nkill -STOP {}\nexec '{}' \"$@\"\n",
+            manager.pid(),
+            common::exec_program().display()
+        ),
+        true,
+    );
+    let mut env = common::with_wrapper(
+        &env_without(&manager.env(), &["DBUS_SESSION_BUS_ADDRESS"]),
+        "synaps-scope-exec",
+    );
+    env.retain(|(key, _)| key != "SYNAPS_SCOPE_EXEC");
+    env.push(("SYNAPS_SCOPE_EXEC".into(), stopping.into_os_string()));
+    let waiter = cli(
+        &["run", "--wait", "--", "touch", mark.to_str().unwrap()],
+        &env,
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Once the manager is stopped, the launcher program is waiting for it.
+    let stopped = std::time::Instant::now();
+    while !is_stopped(manager.pid()) {
+        assert!(
+            stopped.elapsed() < Duration::from_secs(10),
+            "the launcher program began"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    signal(waiter.id(), Signal::TERM);
+    std::thread::sleep(Duration::from_millis(100));
+    signal(manager.pid(), Signal::CONT);
+    let out = waiter.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(15), "ended as SIGTERM: {stderr}");
+    assert!(!mark.exists(), "the command ran: {stderr}");
+    assert!(
+        stderr.contains("came before the command began; it was not run"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn at_a_terminal_with_stdin_elsewhere_ctrl_c_still_reaches_the_command() {
+    let Some(_rig) = rig() else { return };
+    let env = run_env();
+    let waiter = env!("CARGO_BIN_EXE_synaps-scope");
+    let mut tty = terminal::Terminal::new(&env);
+    // Its stdin is not the terminal, its controlling terminal is: it stays in the foreground group.
+    tty.type_in(&format!(
+        "{waiter} run --wait -- sh -c 'echo rea\"\"dy; exec sleep 30' < /dev/null\n"
+    ));
+    let at = tty.shows("ready", 0);
+    tty.type_in("\x03");
+    let at = tty.shows("the command was killed by signal 2 (SIGINT)", at);
+    tty.type_in("echo \"sta\"\"tus:$?\"\n");
+    tty.shows("status:130", at);
 }
