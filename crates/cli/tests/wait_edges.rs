@@ -7,31 +7,15 @@
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
-mod terminal;
+mod waiter;
 
-use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::{env_without, rig, signal, Manager, Signal, TempDir};
-use synaps_scope::{inherited_env, launcher_for_env, set_env};
-
-/// The environment of this run, its wrapper checked to be the one the run asked for.
-fn run_env() -> Vec<(OsString, OsString)> {
-    let env = inherited_env();
-    let launcher = launcher_for_env(&env).unwrap().expect("the rig's manager");
-    common::assert_wrapper_under_test(&launcher);
-    env
-}
-
-fn cli(args: &[&str], env: &[(OsString, OsString)]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synaps-scope"));
-    cmd.args(args).stdin(Stdio::null());
-    set_env(&mut cmd, env);
-    cmd
-}
+use waiter::{cli, run_env};
 
 #[test]
 fn a_signal_before_the_command_begins_ends_the_launch_and_the_command_never_runs() {
@@ -103,7 +87,7 @@ fn a_terminal_ctrl_c_once_the_command_ended_stops_the_wait_and_says_what_is_left
     let Some(_rig) = rig() else { return };
     let env = run_env();
     let waiter = env!("CARGO_BIN_EXE_synaps-scope");
-    let mut tty = terminal::Terminal::new(&env);
+    let mut tty = waiter::Terminal::new(&env);
     // The command ends at once and leaves a `sleep` in its scope, which ignores SIGINT (a
     // non-interactive shell's background job does).
     tty.type_in(&format!(
@@ -195,7 +179,7 @@ fn at_a_terminal_with_stdin_elsewhere_ctrl_c_still_reaches_the_command() {
     let Some(_rig) = rig() else { return };
     let env = run_env();
     let waiter = env!("CARGO_BIN_EXE_synaps-scope");
-    let mut tty = terminal::Terminal::new(&env);
+    let mut tty = waiter::Terminal::new(&env);
     // Its stdin is not the terminal, its controlling terminal is: it stays in the foreground group.
     tty.type_in(&format!(
         "{waiter} run --wait -- sh -c 'echo rea\"\"dy; exec sleep 30' < /dev/null\n"

@@ -7,7 +7,7 @@
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
-mod terminal;
+mod waiter;
 
 use std::ffi::OsString;
 use std::fs;
@@ -18,22 +18,8 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
 use common::{env_with, env_without, rig, signal, wait_for, Signal, TempDir};
-use synaps_scope::{inherited_env, launcher_for_env, set_env};
-
-/// The environment of this run, its wrapper checked to be the one the run asked for.
-fn run_env() -> Vec<(OsString, OsString)> {
-    let env = inherited_env();
-    let launcher = launcher_for_env(&env).unwrap().expect("the rig's manager");
-    common::assert_wrapper_under_test(&launcher);
-    env
-}
-
-fn cli(args: &[&str], env: &[(OsString, OsString)]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synaps-scope"));
-    cmd.args(args).stdin(Stdio::null());
-    set_env(&mut cmd, env);
-    cmd
-}
+use synaps_scope::set_env;
+use waiter::{cli, run_env};
 
 /// The waiter of `run --wait -- sh -c SCRIPT`, once the command has printed its first line (which
 /// is returned).
@@ -331,7 +317,7 @@ fn at_a_terminal_the_command_keeps_it_and_ctrl_c_goes_to_the_command_alone() {
     let dir = TempDir::new("wait-terminal");
     let catcher = dir.write("catcher.py", CATCHER, false);
     let waiter = env!("CARGO_BIN_EXE_synaps-scope");
-    let mut tty = terminal::Terminal::new(&env);
+    let mut tty = waiter::Terminal::new(&env);
     let run = format!("{waiter} run --wait -- python3 {}", catcher.display());
     // Ctrl-C: the command catches it and goes on reading the terminal; `$?` is its own.
     tty.type_in(&format!("{run}; echo \"sta\"\"tus:$?\"\n"));

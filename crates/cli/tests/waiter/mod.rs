@@ -1,13 +1,30 @@
-//! A shell at a pseudo-terminal of the test's own, for the command line's terminal cases.
+//! What the `run --wait` tests share: the command line with the run's environment, and a shell at
+//! a pseudo-terminal of the test's own for the terminal cases.
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use synaps_scope::set_env;
+use synaps_scope::{inherited_env, launcher_for_env, set_env};
+
+/// The environment of this run, its wrapper checked to be the one the run asked for.
+pub fn run_env() -> Vec<(OsString, OsString)> {
+    let env = inherited_env();
+    let launcher = launcher_for_env(&env).unwrap().expect("the rig's manager");
+    crate::common::assert_wrapper_under_test(&launcher);
+    env
+}
+
+/// The command line with `args` and exactly `env`, its stdin closed.
+pub fn cli(args: &[&str], env: &[(OsString, OsString)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synaps-scope"));
+    cmd.args(args).stdin(Stdio::null());
+    set_env(&mut cmd, env);
+    cmd
+}
 
 /// A shell at a pseudo-terminal of the test's own, its controlling terminal, and what it wrote.
 pub struct Terminal {
