@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use common::{cgroup_of, env_with, rig, TempDir};
 use synaps_scope::{launcher_for_env, set_env, Wrapper, EXEC_FAILED_STATUS};
 
-/// The tool: records its pid and cgroup, then sleeps unless told to stop at once.
+/// The tool: records its pid and cgroup, then sleeps, unless it was told to end at once before it
+/// began (the second launch is; the first, told after it recorded itself, sleeps on).
 fn tool(dir: &TempDir) -> Vec<OsString> {
     let script = format!(
-        "echo \"$$ $(grep ^0:: /proc/$$/cgroup | cut -c4-)\" >> '{runs}'; \
-         [ -e '{quick}' ] || exec sleep 60",
+        "[ -e '{quick}' ]; quick=$?; echo \"$$ $(grep ^0:: /proc/$$/cgroup | cut -c4-)\" >> '{runs}'; \
+         [ $quick = 0 ] || exec sleep 60",
         runs = dir.path().join("runs").display(),
         quick = dir.path().join("quick").display(),
     );

@@ -281,7 +281,8 @@ test('a wrapped argv spawned twice leaves the first tool running in its scope', 
     const quick = path.join(dir, `quick-${mode}`);
     const launcher = await scope.launcherForEnv({ env: { ...process.env, SYNAPS_PROCESS_SCOPES: mode } });
     assert.ok(launcher);
-    const wrapped = launcher.wrap(['sh', '-c', `${CGROUP_OF_SELF} >> '${runs}'; [ -e '${quick}' ] || exec sleep 60`]);
+    // Told to end at once only before it begins: the first, told after it recorded itself, sleeps on.
+    const wrapped = launcher.wrap(['sh', '-c', `[ -e '${quick}' ]; q=$?; ${CGROUP_OF_SELF} >> '${runs}'; [ $q = 0 ] || exec sleep 60`]);
     const unit = String(wrapped.unit);
     const first = spawn(wrapped.argv[0], wrapped.argv.slice(1), { stdio: 'ignore' });
     const firstEnded = new Promise((resolve) => first.on('exit', resolve));

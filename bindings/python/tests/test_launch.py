@@ -351,7 +351,8 @@ def test_a_wrapped_argv_spawned_twice_leaves_the_first_tool_running(rig: Dict[st
         runs, quick = tmp_path / f"runs-{mode}", tmp_path / f"quick-{mode}"
         launcher = synaps_scope.launcher_for_env({**os.environ, "SYNAPS_PROCESS_SCOPES": mode})
         assert launcher is not None
-        script = f"{CGROUP_OF_SELF} >> '{runs}'; [ -e '{quick}' ] || exec sleep 60"
+        # Told to end at once only before it begins: the first, told after it recorded itself, sleeps on.
+        script = f"[ -e '{quick}' ]; q=$?; {CGROUP_OF_SELF} >> '{runs}'; [ $q = 0 ] || exec sleep 60"
         wrapped = launcher.wrap(["sh", "-c", script])
         assert wrapped.unit is not None
         first = subprocess.Popen(wrapped.argv, stderr=subprocess.DEVNULL)

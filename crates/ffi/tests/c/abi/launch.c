@@ -256,8 +256,8 @@ static int spawned_twice(const char *mode) {
     unlink(quick);
     char script[1024];
     snprintf(script, sizeof script,
-             "echo \"$(grep ^0:: /proc/$$/cgroup | cut -c4-)\" >> '%s'; [ -e '%s' ] || exec sleep 60", runs,
-             quick);
+             "[ -e '%s' ]; q=$?; echo \"$(grep ^0:: /proc/$$/cgroup | cut -c4-)\" >> '%s'; [ $q = 0 ] || exec sleep 60",
+             quick, runs);
     const char *argv[] = {"sh", "-c", script, NULL};
     scope_argv *wrapped = must_wrap(launcher, argv);
     const char *unit = scope_argv_unit(wrapped);
