@@ -70,28 +70,35 @@ first_in() {
   echo "systemd-rig: none of $* under $root" >&2; return 1
 }
 
-# Downloads, unpacks and patches systemd $1 into $SYNAPS_RIG_CACHE/systemd-$1 once; prints the root.
-prepare() {
-  local v="$1" root="$SYNAPS_RIG_CACHE/systemd-$1"
-  if [ "$(cat "$root/.rig-ready" 2>/dev/null)" = "$layout" ]; then echo "$root"; return; fi
-  command -v patchelf >/dev/null || { echo "systemd-rig: patchelf is needed to prepare systemd $v (apt-get install patchelf)" >&2; return 1; }
-  local suite mirror work
-  suite=$(suite_of "$v"); mirror=$(debian_mirror)
+# unpack_from_debian SUITE DIR PACKAGE/SUITE...: downloads those packages from Debian's SUITE with
+# apt-get (its own lists and sources, never the host's) and unpacks them all into DIR, made anew.
+unpack_from_debian() {
+  local suite="$1" dir="$2" mirror work deb
+  shift 2
+  mirror=$(debian_mirror)
   work=$(mktemp -d)
   mkdir -p "$work/lists/partial" "$work/debs"
   echo "deb $mirror $suite main" > "$work/sources.list"
   local opts=(-o "APT::Sandbox::User=root" -o "Dir::Etc::sourcelist=$work/sources.list" -o "Dir::Etc::sourceparts=-"
               -o "Dir::State::Lists=$work/lists" -o "Acquire::Languages=none"
               -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false")
-  echo "systemd-rig: fetching systemd $v from Debian's $suite (once, into $root)" >&2
   apt-get "${opts[@]}" update -qq >&2
-  local pkgs=() p
-  for p in $(packages_of "$v"); do pkgs+=("$p/$suite"); done
-  (cd "$work/debs" && apt-get "${opts[@]}" download -qq "${pkgs[@]}" >&2)
-  local tmp="$root.tmp"
-  rm -rf "$tmp"; mkdir -p "$tmp"
-  for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$tmp"; done
+  (cd "$work/debs" && apt-get "${opts[@]}" download -qq "$@" >&2)
+  rm -rf "$dir"; mkdir -p "$dir"
+  for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$dir"; done
   rm -rf "$work"
+}
+
+# Downloads, unpacks and patches systemd $1 into $SYNAPS_RIG_CACHE/systemd-$1 once; prints the root.
+prepare() {
+  local v="$1" root="$SYNAPS_RIG_CACHE/systemd-$1"
+  if [ "$(cat "$root/.rig-ready" 2>/dev/null)" = "$layout" ]; then echo "$root"; return; fi
+  command -v patchelf >/dev/null || { echo "systemd-rig: patchelf is needed to prepare systemd $v (apt-get install patchelf)" >&2; return 1; }
+  local suite pkgs=() p tmp="$root.tmp"
+  suite=$(suite_of "$v")
+  echo "systemd-rig: fetching systemd $v from Debian's $suite (once, into $root)" >&2
+  for p in $(packages_of "$v"); do pkgs+=("$p/$suite"); done
+  unpack_from_debian "$suite" "$tmp" "${pkgs[@]}"
 
   # Patch the four programs the rig runs to load their own libraries without LD_LIBRARY_PATH.
   local libdir="$tmp/usr/lib/x86_64-linux-gnu" rpath interp=""
@@ -137,19 +144,9 @@ prepare_proxy() {
   local root="$SYNAPS_RIG_CACHE/xdg-dbus-proxy-0.1"
   if [ "$(cat "$root/.rig-ready" 2>/dev/null)" = "$layout" ]; then echo "$root/usr/bin/xdg-dbus-proxy"; return; fi
   command -v patchelf >/dev/null || { echo "systemd-rig: patchelf is needed to prepare xdg-dbus-proxy (apt-get install patchelf)" >&2; return 1; }
-  local mirror work tmp="$root.tmp"
-  mirror=$(debian_mirror); work=$(mktemp -d)
-  mkdir -p "$work/lists/partial" "$work/debs"
-  echo "deb $mirror trixie main" > "$work/sources.list"
-  local opts=(-o "APT::Sandbox::User=root" -o "Dir::Etc::sourcelist=$work/sources.list" -o "Dir::Etc::sourceparts=-"
-              -o "Dir::State::Lists=$work/lists" -o "Acquire::Languages=none"
-              -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false")
+  local tmp="$root.tmp"
   echo "systemd-rig: fetching xdg-dbus-proxy from Debian's trixie (once, into $root)" >&2
-  apt-get "${opts[@]}" update -qq >&2
-  (cd "$work/debs" && apt-get "${opts[@]}" download -qq xdg-dbus-proxy/trixie libc6/trixie libglib2.0-0t64/trixie libmount1/trixie libblkid1/trixie >&2)
-  rm -rf "$tmp"; mkdir -p "$tmp"
-  for deb in "$work"/debs/*.deb; do dpkg -x "$deb" "$tmp"; done
-  rm -rf "$work"
+  unpack_from_debian trixie "$tmp" xdg-dbus-proxy/trixie libc6/trixie libglib2.0-0t64/trixie libmount1/trixie libblkid1/trixie
   patchelf --set-interpreter "$root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" "$tmp/usr/bin/xdg-dbus-proxy"
   patchelf --force-rpath --set-rpath "$root/usr/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu" \
     "$tmp/usr/bin/xdg-dbus-proxy"

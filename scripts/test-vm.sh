@@ -50,15 +50,20 @@ cases_of() { # cases_of RELEASE
   elif [ "$1" = 13 ]; then echo "$scoped_cases $controls swap:login:scoped:dbus-broker user:tab:leaf"
   else echo "$scoped_cases"; fi
 }
-# steps_of RELEASE: each step of the guest's run, a line each (scenarios.sh's arguments).
+# steps_of RELEASE: each step of the guest's run, a line each (scenarios.sh's arguments). The two
+# guests run at once (below); Debian 13, whose calm control is the long one, runs it first, while
+# Debian 12 does its heavy work (runaways, the kernel's OOM killer, a CPU quota), and Debian 12's
+# calm comes last: a guest's pressure cases then seldom share the host's cores with the other's.
 steps_of() {
   local case
+  [ "$1" != 13 ] || echo "calm $(calm_of "$1")"
   for case in $(cases_of "$1"); do echo "oomd $case"; done
-  printf '%s\n' "calm $(calm_of "$1")" cap limits handles
+  printf '%s\n' cap limits handles
+  [ "$1" = 13 ] || echo "calm $(calm_of "$1")"
 }
 
 stage="$(mktemp -d /tmp/synaps-vm-stage.XXXXXX)"
-trap 'rm -rf "$stage"' EXIT
+trap 'rm -rf "$stage"' EXIT  # and, once the guests start, their process groups (below)
 mkdir "$stage/dist"
 find "$repo/tests/vm" -maxdepth 1 -type f -exec cp {} "$stage/" \;  # not a __pycache__ of theirs
 cp "$dist"/synaps-scope-*-linux-gnu.tar.gz "$dist"/synaps_scope-*.whl "$stage/dist/"
@@ -78,11 +83,11 @@ cp "$repo/tests/vm/handles.js" "$repo/tests/vm/watch.js" "$stage/node-project/"
 cp "$(readlink -f "$(command -v node)")" "$stage/node"
 chmod -R a+rX "$stage"
 
-summary=()
-for release in "${releases[@]}"; do
+# run_release RELEASE: boots RELEASE's guest and runs its steps there, its output prefixed with the
+# release; its summary line goes to $stage/summary-RELEASE. Non-zero where a step failed.
+run_release() {
+  local release="$1" log="$stage/vm-$1.log" started=$SECONDS boots=0 status step command left steps checks
   echo "== Debian $release in a virtual machine: systemd-oomd, the memory controller, a real kernel"
-  log="$stage/vm-$release.log"
-  started=$SECONDS
   # A guest that stopped answering or never reported its status (vm-rig's status 3: the guest's
   # kernel or qemu, not a scenario's failure; seen: a guest kernel's panic in kmalloc under the
   # runaway's memory pressure, and in the scheduler under a CPU quota, once in about ten boots under
@@ -90,7 +95,6 @@ for release in "${releases[@]}"; do
   # as it ends, and a step that fails is never run again.
   mapfile -t steps < <(steps_of "$release")
   : >"$log"
-  boots=0
   while :; do
     boots=$((boots + 1))
     status=0
@@ -112,9 +116,36 @@ for release in "${releases[@]}"; do
     fi
     echo "test-vm: Debian $release's guest stopped answering (its kernel or qemu, before the scenarios ended); booting it again for what it had not finished: ${steps[*]}"
   done
-  [ "$status" = 0 ] || { echo "test-vm: FAILED on Debian $release (vm-rig status $status)" >&2; exit 1; }
+  [ "$status" = 0 ] || { echo "test-vm: FAILED on Debian $release (vm-rig status $status)" >&2; return 1; }
   # Each step checks the machine again, in the same words: counted once a boot.
   checks=$(($(grep '^ok: ' "$log" | grep -vc ': cgroup2 only (' || true) + boots))
-  summary+=("Debian $release in a VM: $checks checks passed in $((SECONDS - started)) s ($boots boot(s))")
+  echo "Debian $release in a VM: $checks checks passed in $((SECONDS - started)) s ($boots boot(s))" >"$stage/summary-$release"
+}
+
+# The releases' guests run at once, each under TCG on the host's cores: most of a guest's time is
+# waiting (for pressure to settle between cases, for oomd's duration, the calm control's minutes),
+# which the other guest's work fills; steps_of orders their steps so that one's calm control meets
+# the other's runaways. Each line says whose it is. qemu keeps each guest's writes on the host
+# (vm-rig.sh wants 3 GB free for one), so all of them must fit at once. Each release runs in a
+# process group of its own, ended with this script however it ends.
+needed_mb=$((3072 * ${#releases[@]}))
+free_mb=$(df --output=avail --block-size=1M "${TMPDIR:-/tmp}" | tail -1 | tr -d ' ')
+if [ "$free_mb" -lt "$needed_mb" ]; then
+  echo "test-vm: only $free_mb MB free in ${TMPDIR:-/tmp}, where qemu keeps the guests' writes; $needed_mb MB wanted for ${#releases[@]} guests at once" >&2
+  exit 2
+fi
+export -f run_release steps_of cases_of calm_of
+export here stage scoped_cases controls
+pids=()
+trap 'for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done; rm -rf "$stage"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+for release in "${releases[@]}"; do
+  setsid --wait bash -c 'set -euo pipefail; run_release "$1" 2>&1 | sed -u "s/^/[Debian $1] /"' _ "$release" &
+  pids+=($!)
 done
-printf '%s\n' "${summary[@]}"
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+pids=()
+for release in "${releases[@]}"; do cat "$stage/summary-$release" 2>/dev/null || true; done
+[ "$failed" = 0 ] || { echo "test-vm: FAILED" >&2; exit 1; }

@@ -206,6 +206,16 @@ pub(crate) struct Witness {
     made_in: u32,
 }
 
+impl Drop for Witness {
+    /// The last handle on the scope is gone: what watches it goes now (see
+    /// [`oom_watch::release`]).
+    fn drop(&mut self) {
+        if let Some(watch) = self.watch.take() {
+            oom_watch::release(watch, self.ino);
+        }
+    }
+}
+
 impl Witness {
     /// Starts watching the scope `unit`, whose cgroup is `cgroup` (from the hierarchy's root) at
     /// the directory `dir` with inode number `ino` (first: a tool may run out of memory at once,

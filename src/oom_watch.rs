@@ -24,7 +24,8 @@
 //! reads and closes it, checking that the cgroup at the path is still the one watched. Once a
 //! scope is empty, its count is final and its files are no longer watched, but a mark may still
 //! come (oomd before 251 marks after its kill), so its directory is held open until the manager
-//! removes it (a descriptor for that moment only), and its watches go with it. Asking how a scope
+//! removes it (a descriptor for that moment only), and its watches go with it, or with its last
+//! handle, whichever comes first ([`release`]). Asking how a scope
 //! ended first takes in every notice the kernel has queued (`catch_up`), so a mark written before
 //! the question is in the answer. A forked child starts a watcher of its own on first use and
 //! never reads the parent's (`crate::per_process`).
@@ -205,25 +206,31 @@ impl ScopeWatch {
         Duration::from_nanos(monotonic_nanos().saturating_sub(then))
     }
 
-    /// Reads the marks on the cgroup at `path` (the scope's or one below it) into what is seen.
-    fn read_marks(&self, path: &Path) {
-        self.read_marks_with(path, |mark, value| rustix::fs::getxattr(path, mark, value));
+    /// Reads the marks on the cgroup at `path` (the scope's or one below it) into what is seen;
+    /// returns the line that tells the marks new to it, to be logged once no lock is held.
+    fn read_marks(&self, path: &Path) -> Option<String> {
+        self.read_marks_with(path, |mark, value| rustix::fs::getxattr(path, mark, value))
     }
 
     /// Reads the marks on the scope's own cgroup: through its directory held since it was empty
     /// where it is, else at `path`.
-    fn read_own_marks(&self, path: &Path) {
+    fn read_own_marks(&self, path: &Path) -> Option<String> {
         let held = lock(&self.held);
         match held.as_ref() {
             Some(dir) => {
-                self.read_marks_with(path, |mark, value| rustix::fs::fgetxattr(dir, mark, value));
+                self.read_marks_with(path, |mark, value| rustix::fs::fgetxattr(dir, mark, value))
             }
             None => self.read_marks(path),
         }
     }
 
-    /// Reads the marks of the cgroup at `path` with `get` into what is seen.
-    fn read_marks_with(&self, path: &Path, get: impl Fn(&str, &mut [u8]) -> Result<usize, Errno>) {
+    /// Reads the marks of the cgroup at `path` with `get` into what is seen; the line that tells
+    /// the marks new to it, if any.
+    fn read_marks_with(
+        &self,
+        path: &Path,
+        get: impl Fn(&str, &mut [u8]) -> Result<usize, Errno>,
+    ) -> Option<String> {
         let mut seen = 0u8;
         for (bit, mark) in MARKS.iter().enumerate() {
             let mut value = [0u8; 32];
@@ -236,21 +243,26 @@ impl ScopeWatch {
                 Err(_) => {
                     // Gone before it could be read: a mark on it would not be known.
                     self.marks_missed.store(true, Ordering::Release);
-                    return;
+                    return None;
                 }
             }
         }
         let before = self.marked.fetch_or(seen, Ordering::AcqRel);
-        if seen & !before != 0 {
-            self.news_at.store(monotonic_nanos(), Ordering::Release);
-            let marks: Vec<&str> = MARKS
-                .iter()
-                .enumerate()
-                .filter(|(bit, _)| seen & !before & (1 << bit) != 0)
-                .map(|(_, mark)| *mark)
-                .collect();
-            tracing::debug!(target: crate::diag::TARGET, "marks read on {}: {}", path.display(), marks.join(" "));
+        if seen & !before == 0 {
+            return None;
         }
+        self.news_at.store(monotonic_nanos(), Ordering::Release);
+        let marks: Vec<&str> = MARKS
+            .iter()
+            .enumerate()
+            .filter(|(bit, _)| seen & !before & (1 << bit) != 0)
+            .map(|(_, mark)| *mark)
+            .collect();
+        Some(format!(
+            "marks read on {}: {}",
+            path.display(),
+            marks.join(" ")
+        ))
     }
 }
 
@@ -351,6 +363,35 @@ struct Table {
     by_inode: HashMap<u64, u64>,
     /// What each inotify watch descriptor watches, and for which scope's token.
     watches: HashMap<i32, (u64, Watching)>,
+    /// The scopes whose last handle went once they held no process, by inode number, with their
+    /// directory: what was learnt of each, for a handle made on it again while its cgroup is
+    /// there (no watch: nothing more comes of an empty scope but a mark on its own cgroup, which
+    /// a handle reads there).
+    released: HashMap<u64, (PathBuf, Arc<ScopeWatch>)>,
+    /// Lines to log once the table's lock is let go: a log sink may take a lock of its host's
+    /// (Python's GIL, Node's event loop) that a thread waiting for this table holds.
+    said: Vec<String>,
+}
+
+impl Table {
+    /// Forgets the released scopes whose cgroup the manager has removed.
+    fn forget_removed(&mut self) {
+        self.released
+            .retain(|ino, (dir, _)| cgroup::open_same(dir, *ino).is_some());
+    }
+
+    /// Keeps `line`, if any, to be logged once the table's lock is let go.
+    fn say(&mut self, line: Option<String>) {
+        self.said.extend(line);
+    }
+}
+
+/// Logs what the watch found while it held the table's lock (see [`Table::said`]); called with no
+/// lock held.
+fn say(lines: Vec<String>) {
+    for line in lines {
+        tracing::debug!(target: crate::diag::TARGET, "{line}");
+    }
 }
 
 /// The watcher of this process: its inotify instance and what each token watches.
@@ -381,7 +422,24 @@ pub(crate) fn watch(dir: &Path, ino: u64, unit: &str) -> Option<Arc<ScopeWatch>>
         *guard = Some(start()?);
     }
     let watcher = guard.as_mut()?;
-    let mut table = lock(&watcher.table);
+    let table = Arc::clone(&watcher.table);
+    let mut table = lock(&table);
+    let watched = watch_locked(watcher, &mut table, dir, ino, unit);
+    let said = std::mem::take(&mut table.said);
+    drop(table);
+    drop(guard);
+    say(said);
+    watched
+}
+
+/// [`watch`], with this process's watcher and its table locked.
+fn watch_locked(
+    watcher: &mut Watcher,
+    table: &mut Table,
+    dir: &Path,
+    ino: u64,
+    unit: &str,
+) -> Option<Arc<ScopeWatch>> {
     if let Some(shared) = table
         .by_inode
         .get(&ino)
@@ -389,6 +447,10 @@ pub(crate) fn watch(dir: &Path, ino: u64, unit: &str) -> Option<Arc<ScopeWatch>>
         .map(|scope| Arc::clone(&scope.shared))
     {
         return Some(shared);
+    }
+    table.forget_removed();
+    if let Some((_, shared)) = table.released.get(&ino) {
+        return Some(Arc::clone(shared));
     }
     let token = watcher.next_token;
     watcher.next_token += 1;
@@ -413,7 +475,7 @@ pub(crate) fn watch(dir: &Path, ino: u64, unit: &str) -> Option<Arc<ScopeWatch>>
                 table.watches.insert(wd, (token, Watching::File));
             }
             None if name == c"cgroup.events" || shared.counted => {
-                forget(inotify_fd, &mut table, &scope);
+                forget(inotify_fd, table, &scope);
                 return None;
             }
             None => {}
@@ -426,7 +488,7 @@ pub(crate) fn watch(dir: &Path, ino: u64, unit: &str) -> Option<Arc<ScopeWatch>>
         Some(Some(events)) => scope.pressure = events.pressure(),
         // Gone before its first reading: no count to start from.
         Some(None) => {
-            forget(inotify_fd, &mut table, &scope);
+            forget(inotify_fd, table, &scope);
             return None;
         }
         None => {}
@@ -435,7 +497,7 @@ pub(crate) fn watch(dir: &Path, ino: u64, unit: &str) -> Option<Arc<ScopeWatch>>
         // Already empty: the last read is this one, and only marks may still come.
         scope.empty(inotify_fd, &mut table.watches);
     }
-    watch_directory(inotify_fd, &mut table, token, &mut scope, dir.to_path_buf());
+    watch_directory(inotify_fd, table, token, &mut scope, dir.to_path_buf());
     if scope.directories.is_empty() {
         shared.marks_missed.store(true, Ordering::Release);
     }
@@ -494,7 +556,8 @@ fn watch_directory(
     table
         .watches
         .insert(wd, (token, Watching::Directory(directory.clone())));
-    scope.shared.read_marks(&directory);
+    let said = scope.shared.read_marks(&directory);
+    table.say(said);
     let Ok(entries) = std::fs::read_dir(&directory) else {
         return;
     };
@@ -536,7 +599,12 @@ fn run(inotify_fd: &OwnedFd, table: &Mutex<Table>) {
         if poll(&mut fds, timeout.as_ref()).is_err() {
             continue; // EINTR
         }
-        hot = take_in(inotify_fd, &mut lock(table));
+        let said = {
+            let mut table = lock(table);
+            hot = take_in(inotify_fd, &mut table);
+            std::mem::take(&mut table.said)
+        };
+        say(said);
     }
 }
 
@@ -583,7 +651,12 @@ pub(crate) fn catch_up() {
         .as_ref()
         .map(|watcher| (Arc::clone(&watcher.inotify), Arc::clone(&watcher.table)));
     if let Some((inotify_fd, table)) = shared {
-        take_in(&inotify_fd, &mut lock(&table));
+        let said = {
+            let mut table = lock(&table);
+            take_in(&inotify_fd, &mut table);
+            std::mem::take(&mut table.said)
+        };
+        say(said);
     }
 }
 
@@ -636,7 +709,7 @@ fn read_inotify(inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) -> Vec<
         if flags.contains(ReadFlags::ATTRIB) {
             // A mark written on the directory itself, or on a cgroup in it (told to both); a
             // file's change of mode is no mark.
-            if let Some(scope) = table.scopes.get(&token) {
+            let said = table.scopes.get(&token).and_then(|scope| {
                 let is_scope_itself = scope.directories.first() == Some(&wd);
                 match name {
                     None if is_scope_itself => scope.shared.read_own_marks(&directory),
@@ -644,9 +717,10 @@ fn read_inotify(inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) -> Vec<
                     Some(made) if flags.contains(ReadFlags::ISDIR) => {
                         scope.shared.read_marks(&made)
                     }
-                    Some(_) => {}
+                    Some(_) => None,
                 }
-            }
+            });
+            table.say(said);
             continue;
         }
         if !flags.contains(ReadFlags::CREATE | ReadFlags::ISDIR) {
@@ -662,6 +736,42 @@ fn read_inotify(inotify_fd: &OwnedFd, table: &mut MutexGuard<'_, Table>) -> Vec<
         watch_directory(inotify_fd, table, token, &mut scope, made);
         table.scopes.insert(token, scope);
     }
+}
+
+/// No handle asks about the scope any more (`watch` is the last one's, `ino` its cgroup's inode
+/// number). Once it holds no process, what is learnt of it is complete: its inotify watches are
+/// taken away now, while the process runs, and its held directory closed, and what it learnt is
+/// kept for a handle made on it later while its cgroup is there ([`Table::released`]). A watch
+/// still in place when a process exits costs that exit a kernel grace period (10 to 15 ms
+/// measured): a waiter that drops its handle before it exits returns as soon as its command. A
+/// scope that still runs stays watched until the manager removes it, as before: a cgroup made and
+/// removed below it meanwhile, with oomd's mark, would otherwise go unseen by a later handle.
+pub(crate) fn release(watch: Arc<ScopeWatch>, ino: u64) {
+    if watch.pid != std::process::id() {
+        return; // A forked child's copy: the parent's watcher has it.
+    }
+    let this_process = WATCHER.get();
+    let guard = lock(&this_process);
+    let Some(watcher) = guard.as_ref() else {
+        return;
+    };
+    let mut table = lock(&watcher.table);
+    table.forget_removed();
+    let Some(&token) = table.by_inode.get(&ino) else {
+        return;
+    };
+    let Some(scope) = table.scopes.get(&token) else {
+        return;
+    };
+    // The table's and this one: no other handle shares the watch (checked and dropped under the
+    // table's lock, so two handles let go at once cannot both leave it).
+    let last = Arc::ptr_eq(&scope.shared, &watch) && Arc::strong_count(&watch) == 2;
+    if last && !populated(&scope.dir, scope.ino) {
+        let dir = scope.dir.clone();
+        let_go(&watcher.inotify, &mut table, token);
+        table.released.insert(ino, (dir, Arc::clone(&watch)));
+    }
+    drop(watch);
 }
 
 /// The scope's directory is removed: reads its count a last time (where it was not yet empty when

@@ -393,14 +393,7 @@ fn descriptor_reaches_the_manager(
     connection: &mut Connection,
     fd: &std::os::fd::OwnedFd,
 ) -> Result<bool, BusError> {
-    let with_fd = connection.send_with_fd(
-        Call::new().with_an_unnamed_fd(),
-        std::os::fd::AsFd::as_fd(fd),
-        SYSTEMD,
-        MANAGER_PATH,
-        PEER,
-        "Ping",
-    )?;
+    let with_fd = send_ping_with(connection, fd, SYSTEMD)?;
     let without = connection.send(Call::new(), Some(SYSTEMD), MANAGER_PATH, PEER, "Ping")?;
     match connection.answered_before(with_fd, without) {
         Ok(reached) => Ok(reached),
@@ -415,6 +408,23 @@ fn descriptor_reaches_the_manager(
 /// The interface every D-Bus peer answers (`Ping`).
 const PEER: &str = "org.freedesktop.DBus.Peer";
 
+/// Sends `Peer.Ping` to `destination` on `connection` with `fd` attached: what only a peer that
+/// passes descriptors can deliver. Returns the call's serial, for its answer.
+fn send_ping_with(
+    connection: &mut Connection,
+    fd: &std::os::fd::OwnedFd,
+    destination: &str,
+) -> Result<u32, BusError> {
+    connection.send_with_fd(
+        Call::new().with_an_unnamed_fd(),
+        std::os::fd::AsFd::as_fd(fd),
+        destination,
+        MANAGER_PATH,
+        PEER,
+        "Ping",
+    )
+}
+
 /// Sends `Peer.Ping` to `destination` on `connection` with `fd` attached, and says whether it was
 /// answered (an error answer too: the message was read whole, its descriptor with it) within
 /// [`BROKER_PATIENCE`] or half of what is left to `deadline`; the connection is bound by
@@ -428,14 +438,7 @@ fn pinged_with_a_descriptor(
     let now = Instant::now();
     connection
         .set_deadline(now + (deadline.saturating_duration_since(now) / 2).min(BROKER_PATIENCE));
-    let ping = connection.send_with_fd(
-        Call::new().with_an_unnamed_fd(),
-        std::os::fd::AsFd::as_fd(fd),
-        destination,
-        MANAGER_PATH,
-        PEER,
-        "Ping",
-    )?;
+    let ping = send_ping_with(connection, fd, destination)?;
     let answered = match connection.reply(ping) {
         Ok(_) | Err(BusError::Refused { .. }) => true,
         Err(e) => {

@@ -234,3 +234,50 @@ test("a handle's waits run on the library's threads, never on libuv's pool", asy
     handle.close();
   }
 });
+
+/** Whether this process's inotify instance watches `inode` (its fdinfo lists each watch). */
+function watched(/** @type {bigint} */ inode) {
+  const wanted = ` ino:${inode.toString(16)} `;
+  return fs.readdirSync('/proc/self/fd').some((fd) => {
+    try {
+      if (fs.readlinkSync(`/proc/self/fd/${fd}`) !== 'anon_inode:inotify') return false;
+      return fs.readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8').split('\n').some((line) => line.startsWith('inotify ') && line.includes(wanted));
+    } catch {
+      return false;
+    }
+  });
+}
+
+test('the last handle on an empty scope takes what watches it away; a running scope stays watched', async (t) => {
+  if (!requireRig(t)) return;
+  const running = await scope.spawn('sleep', ['100'], { stdio: 'ignore' });
+  const first = await handleOnceInScope(running);
+  const runningInode = fs.statSync(first.cgroup, { bigint: true }).ino;
+  first.close();
+  assert.ok(watched(runningInode), 'a running scope stays watched without a handle');
+  const ran = once(running, 'exit');
+  running.kill('SIGKILL');
+  await ran;
+
+  const child = await scope.spawn('sh', ['-c', 'echo ready; read x; exit 0'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const handle = await handleOnceInScope(child);
+  const inode = fs.statSync(handle.cgroup, { bigint: true }).ino;
+  const other = scope.ScopeHandle.ofProcess(Number(child.pid));
+  const [ready] = await once(readline.createInterface({ input: child.stdout }), 'line');
+  assert.equal(ready, 'ready');
+  assert.ok(watched(inode), 'the running scope is watched');
+  await withManagerStopped(async () => {
+    const exited = once(child, 'exit');
+    child.stdin.end();
+    assert.deepEqual(await exited, [0, null]);
+    while (!fs.readFileSync(path.join(handle.cgroup, 'cgroup.events'), 'utf8').includes('populated 0')) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    const expected = noKill(handle);
+    handle.close();
+    assert.ok(watched(inode), 'another handle still asks about the scope');
+    assert.deepEqual(await other.ending(), expected);
+    other.close();
+    assert.ok(!watched(inode), 'no handle is left on the empty scope, so no watch');
+  });
+});

@@ -229,3 +229,52 @@ def test_a_forged_mark_waits_no_longer_than_oomd_would_and_the_answer_is_kept(oo
     again = time.monotonic()
     assert handle.ending(oomd_bus.env, timeout=5) == first
     assert time.monotonic() - again < 0.05
+
+
+def watched(inode: int) -> bool:
+    """Whether this process's inotify instance watches ``inode`` (its fdinfo lists each watch)."""
+    wanted = f" ino:{inode:x} "
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:inotify":
+                continue
+            info = open(f"/proc/self/fdinfo/{fd}").read()
+        except OSError:
+            continue
+        if any(line.startswith("inotify ") and wanted in line for line in info.splitlines()):
+            return True
+    return False
+
+
+def test_the_last_handle_on_an_empty_scope_takes_its_watches_away(rig: Dict[str, str]) -> None:
+    """What watches an empty scope goes with its last handle, before the manager removes it (a
+    process that exits with a watch in place waits out the kernel's teardown of it); one handle
+    among others leaves it to the rest; a scope that still runs stays watched without a handle."""
+    running = synaps_scope.Popen(["sleep", "100"])
+    handle = handle_once_in_scope(running)
+    inode = os.stat(handle.cgroup).st_ino
+    del handle
+    assert watched(inode), "a running scope stays watched without a handle"
+    running.kill_scope()
+    running.wait(timeout=10)
+
+    proc = synaps_scope.Popen(["sh", "-c", "echo ready; read x; exit 0"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    handle = handle_once_in_scope(proc)
+    inode = os.stat(handle.cgroup).st_ino
+    other = synaps_scope.ScopeHandle.of_process(proc.pid)
+    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
+    assert watched(inode), "the running scope is watched"
+    with manager_stopped():
+        proc.stdin.close()
+        assert proc.wait(timeout=10) == 0
+        deadline = time.monotonic() + 10
+        while "populated 0" not in open(os.path.join(handle.cgroup, "cgroup.events")).read():
+            assert time.monotonic() < deadline, "the scope never emptied"
+            time.sleep(0.005)
+        expected = no_kill(handle)
+        del handle
+        assert watched(inode), "another handle still asks about the scope"
+        assert other.ending() == expected
+        del other
+        assert not watched(inode), "no handle is left on the empty scope, so no watch"

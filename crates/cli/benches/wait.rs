@@ -187,8 +187,7 @@ fn main() {
         if met {
             "met: within 2x"
         } else {
-            "NOT met: more than 2x (issue 58, item 8: the kernel's teardown of the scope \
-             watcher's inotify instance at exit)"
+            "NOT met: more than 2x"
         }
     );
     // The ratio is reported, not enforced: a benchmark measures, and this machine is noisy. The

@@ -3,6 +3,7 @@
  * no memory controller and no system bus: an ending without evidence of a kill is unknown here. */
 #include "abi.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -149,6 +150,92 @@ static int oomd_kill_swept_up(scope_launcher *launcher) {
     return 0;
 }
 
+/* Whether this process's inotify instance watches the inode `ino` (its fdinfo lists each watch). */
+static int watched(ino_t ino) {
+    char wanted[64], link[64], path[300], line[512];
+    snprintf(wanted, sizeof wanted, " ino:%llx ", (unsigned long long)ino);
+    int found = 0;
+    DIR *fds = opendir("/proc/self/fd");
+    if (!fds) return 0;
+    for (struct dirent *fd; !found && (fd = readdir(fds)) != NULL;) {
+        snprintf(path, sizeof path, "/proc/self/fd/%s", fd->d_name);
+        ssize_t len = readlink(path, link, sizeof link - 1);
+        if (len < 0) continue;
+        link[len] = '\0';
+        if (strcmp(link, "anon_inode:inotify") != 0) continue;
+        snprintf(path, sizeof path, "/proc/self/fdinfo/%s", fd->d_name);
+        FILE *info = fopen(path, "r");
+        if (!info) continue;
+        while (!found && fgets(line, sizeof line, info))
+            found = strncmp(line, "inotify ", 8) == 0 && strstr(line, wanted) != NULL;
+        fclose(info);
+    }
+    closedir(fds);
+    return found;
+}
+
+/* What watches an empty scope goes with its last handle, before the manager removes it (a process
+ * that exits with a watch in place waits out the kernel's teardown of it); one handle among others
+ * leaves it to the rest; a scope that still runs stays watched without a handle. */
+static int last_handle_takes_watches(scope_launcher *launcher) {
+    const char *sleeping[] = {"sleep", "100", NULL};
+    scope_argv *running = must_wrap(launcher, sleeping);
+    pid_t sleeper = spawn(scope_argv_ptr(running), 0);
+    scope_handle *first = must_handle(scope_argv_unit(running), sleeper);
+    struct stat st;
+    CHECK(stat(scope_handle_cgroup(first), &st) == 0, "the running scope's cgroup");
+    scope_handle_free(first);
+    CHECK(watched(st.st_ino), "a running scope stays watched without a handle");
+    kill(sleeper, SIGKILL);
+    CHECK(wait_exit(sleeper) == 128 + SIGKILL, "the sleeper killed");
+    scope_argv_free(running);
+
+    const char *argv[] = {"sh", "-c", "echo ready; read x; exit 0", NULL};
+    scope_argv *wrapped = must_wrap(launcher, argv);
+    int in[2], out[2];
+    pid_t pid = spawn_piped(wrapped, in, out);
+    CHECK(pid > 0, "spawn the tool");
+    scope_handle *handle = must_handle(scope_argv_unit(wrapped), pid);
+    scope_handle *other = SENTINEL;
+    CHECK(scope_handle_of_process((uint32_t)pid, &other) == SCOPE_RESULT_OK, "another handle on it");
+    CHECK(stat(scope_handle_cgroup(handle), &st) == 0, "the scope's cgroup");
+    char ready[6] = {0};
+    CHECK(read(out[0], ready, sizeof ready) == 6 && memcmp(ready, "ready\n", 6) == 0, "the tool runs");
+    close(out[0]);
+    CHECK(watched(st.st_ino), "the running scope is watched");
+    pid_t manager = manager_pid();
+    CHECK(manager > 0, "the manager's pid");
+    pid_t watchdog = fork();
+    CHECK(watchdog >= 0, "fork the watchdog");
+    if (watchdog == 0) {
+        close(in[1]);
+        sleep(5);
+        kill(manager, SIGCONT);
+        _exit(0);
+    }
+    /* Nothing ends this process while the manager is stopped: what is seen is checked after. */
+    CHECK(kill(manager, SIGSTOP) == 0, "stop the manager");
+    close(in[1]);
+    int status = wait_exit(pid);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", scope_handle_cgroup(handle));
+    int emptied = 0;
+    for (int i = 0; i < 2000 && !(emptied = cgroup_empty(dir)); i++) sleep_ms(5);
+    scope_handle_free(handle);
+    int kept_for_other = watched(st.st_ino);
+    scope_handle_free(other);
+    int left_after_last = watched(st.st_ino);
+    CHECK(kill(manager, SIGCONT) == 0, "continue the manager");
+    kill(watchdog, SIGKILL);
+    waitpid(watchdog, NULL, 0);
+    CHECK(status == 0, "the tool exited 0: %d", status);
+    CHECK(emptied, "the scope emptied");
+    CHECK(kept_for_other, "another handle still asks about the scope");
+    CHECK(!left_after_last, "no handle is left on the empty scope, so no watch");
+    scope_argv_free(wrapped);
+    return 0;
+}
+
 int scenario_ending(void) {
     scope_launcher *launcher = must_launcher(NULL);
     const char *argv[] = {"sh", "-c", "sleep 100 & exec sleep 100", NULL};
@@ -188,7 +275,7 @@ int scenario_ending(void) {
         scope_handle_free(both[i]);
     }
     scope_argv_free(wrapped);
-    int failed = clean_up_kill(launcher) || oomd_kill_swept_up(launcher);
+    int failed = clean_up_kill(launcher) || oomd_kill_swept_up(launcher) || last_handle_takes_watches(launcher);
     scope_launcher_free(launcher);
     return failed;
 }
