@@ -28,6 +28,23 @@ function freeWatch(pointer, warned) {
 
 const watchRegistry = new FinalizationRegistry(({ pointer, warned }) => freeWatch(pointer, warned));
 
+/** The watches something listens to: kept from collection while they have a listener. */
+const listened = new Set();
+
+/**
+ * Keeps `emitter` from being collected while it has a listener for `event` (held in `set`): a
+ * listener is someone waiting, as `await once(OomdWatch.create(…), 'warning')` on a watch that
+ * nothing else references is; without one, an unreferenced emitter may go.
+ */
+function keptWhileListened(emitter, event, set) {
+  emitter.on('newListener', (name) => {
+    if (name === event) set.add(emitter);
+  });
+  emitter.on('removeListener', (name) => {
+    if (name === event && emitter.listenerCount(event) === 0) set.delete(emitter);
+  });
+}
+
 /** A warning as the library hands it over, in this package's words. */
 function warningOf(raw) {
   return Object.freeze({
@@ -48,8 +65,9 @@ function warningOf(raw) {
  * ('memory-pressure' or 'swap'), `monitored`, `figure` and `limit` in percent, `heldForMs`,
  * `durationMs`, `sure` ('possible' or 'likely'), `message`) when oomd is on its way to kill one.
  * Made with `OomdWatch.create` or `handle.watchOomd`; `close()` stops it (no event after it
- * resolves). It does not hold the event loop open, and a watch no longer referenced is closed when
- * collected, so keep a reference for as long as it should warn.
+ * resolves). It does not hold the event loop open. A watch with a 'warning' listener lives as long as
+ * the listener (`await once(await OomdWatch.create(…), 'warning')` waits on a watch nothing else
+ * holds); one with none and no reference is closed when collected.
  */
 class OomdWatch extends EventEmitter {
   #pointer;
@@ -73,6 +91,7 @@ class OomdWatch extends EventEmitter {
       }),
     );
     watchRegistry.register(this, { pointer, warned }, this);
+    keptWhileListened(this, 'warning', listened);
   }
 
   /**
@@ -138,6 +157,7 @@ class OomdWatch extends EventEmitter {
     if (this.#closed) return Promise.resolve();
     this.#closed = true;
     watchRegistry.unregister(this);
+    listened.delete(this);
     const [pointer, warned] = [this.#pointer, this.#warned];
     this.#pointer = null;
     return new Promise((resolve) => {
@@ -149,4 +169,4 @@ class OomdWatch extends EventEmitter {
   }
 }
 
-module.exports = { CannotWarnError, OomdWatch };
+module.exports = { CannotWarnError, OomdWatch, keptWhileListened };

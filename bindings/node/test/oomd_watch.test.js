@@ -82,3 +82,44 @@ test('bad arguments are refused before anything is asked', async (t) => {
   closed.close();
   assert.throws(() => closed.watchOomd(), /closed/);
 });
+
+test('a watch with a listener lives as long as the listener: once() on a watch nothing else holds', async () => {
+  const { EventEmitter, once } = require('node:events');
+  const v8 = require('node:v8');
+  const vm = require('node:vm');
+  const { keptWhileListened } = require('../lib/oomd_watch.js');
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc');
+  const kept = new Set();
+  let collected = 0;
+  const registry = new FinalizationRegistry(() => {
+    collected += 1;
+  });
+  /** An emitter as OomdWatch makes itself, with nothing but the returned promise holding it. */
+  function temporary() {
+    const emitter = new EventEmitter();
+    keptWhileListened(emitter, 'warning', kept);
+    registry.register(emitter, null);
+    return { waiting: once(emitter, 'warning'), weak: new WeakRef(emitter) };
+  }
+  const { waiting, weak } = temporary();
+  for (let round = 0; round < 3; round += 1) {
+    gc();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  assert.equal(collected, 0, 'the listened emitter was collected under its listener');
+  weak.deref()?.emit('warning', 'came');
+  assert.deepEqual(await waiting, ['came']);
+  assert.equal(kept.size, 0, 'let go once nothing listens');
+  // Without a listener, nothing keeps it.
+  (() => {
+    const quiet = new EventEmitter();
+    keptWhileListened(quiet, 'warning', kept);
+    registry.register(quiet, null);
+  })();
+  for (let round = 0; round < 20 && collected < 2; round += 1) {
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.equal(collected, 2, 'both emitters collected once nothing listens');
+});

@@ -6,6 +6,7 @@ use synaps_scope::doctor::Verdict;
 use synaps_scope::{LauncherOptions, ScopeKind};
 
 use crate::args::{env_from, timeout_from};
+use crate::interrupt::interruptible;
 
 /// The report `synaps-scope doctor` prints, for both kinds, after the same checks a request runs
 /// (the GIL released while they run), and its verdict's number.
@@ -19,10 +20,10 @@ pub(crate) fn diagnose(
     let options = LauncherOptions {
         probe_timeout: timeout_from(timeout, "timeout")?,
     };
-    Ok(py.detach(|| {
+    interruptible(py, move || {
         let report = diagnose_checked(&env, &[ScopeKind::Tool, ScopeKind::Daemon], &options);
         (report.to_text(), report.overall().code())
-    }))
+    })
 }
 
 /// Every verdict as the core has it: its number, name and words.

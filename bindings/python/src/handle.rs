@@ -24,6 +24,7 @@ type PressureTuple = (LineTuple, Option<LineTuple>);
 
 use crate::args::{env_from, pid_from, timeout_from};
 use crate::error::py_error;
+use crate::interrupt::interruptible;
 
 /// A running scope of this library, found by unit name.
 #[pyclass(frozen, name = "ScopeHandle", module = "synaps_scope._native")]
@@ -66,9 +67,11 @@ impl PyScopeHandle {
         let env = env_from(env)?;
         let timeout = timeout_from(timeout, "timeout")?;
         let unit = unit.to_owned();
-        py.detach(|| ScopeHandle::from_manager(&unit, env.as_pairs(), timeout))
-            .map(|inner| Self { inner })
-            .map_err(|e| py_error(&e))
+        interruptible(py, move || {
+            ScopeHandle::from_manager(&unit, env.as_pairs(), timeout)
+        })?
+        .map(|inner| Self { inner })
+        .map_err(|e| py_error(&e))
     }
 
     #[getter]
@@ -102,8 +105,8 @@ impl PyScopeHandle {
 
     fn kill(&self, py: Python<'_>, timeout: f64) -> PyResult<Vec<u32>> {
         let timeout = timeout_from(timeout, "timeout")?;
-        py.detach(|| self.inner.kill(timeout))
-            .map_err(|e| py_error(&e))
+        let handle = self.inner.clone();
+        interruptible(py, move || handle.kill(timeout))?.map_err(|e| py_error(&e))
     }
 
     /// (kind, oomd rule or None, kernel OOM kills, evidence, whether it is forgeable, the core's
@@ -117,7 +120,8 @@ impl PyScopeHandle {
     ) -> PyResult<EndingTuple> {
         let env = env_from(env)?;
         let timeout = timeout_from(timeout, "timeout")?;
-        let ending = py.detach(|| self.inner.ending(env.as_pairs(), timeout));
+        let handle = self.inner.clone();
+        let ending = interruptible(py, move || handle.ending(env.as_pairs(), timeout))?;
         let (rule, kills) = match ending.how {
             ScopeEnding::KilledByOomd { rule } => (rule.map(OomdRule::as_str), 0),
             ScopeEnding::KilledByKernelOom { kills } => (None, kills),
@@ -138,7 +142,7 @@ impl PyScopeHandle {
 
     fn wait_empty(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let timeout = timeout_from(timeout, "timeout")?;
-        py.detach(|| self.inner.wait_empty(timeout))
-            .map_err(|e| py_error(&e))
+        let handle = self.inner.clone();
+        interruptible(py, move || handle.wait_empty(timeout))?.map_err(|e| py_error(&e))
     }
 }

@@ -17,6 +17,7 @@ use synaps_scope::{direct_for_user_switch, shell_argv, Decision, ShellWords};
 use crate::args::{cwd_from, env_from, request_from};
 use crate::argv::Wrapped;
 use crate::error::{py_error, ScopeError};
+use crate::interrupt::interruptible;
 
 /// Turns `program args…` into an argv that runs it in a new scope.
 #[pyclass(frozen, module = "synaps_scope._native")]
@@ -220,7 +221,7 @@ pub(crate) fn launcher_for_env(
     probe_timeout: f64,
 ) -> PyResult<Option<ScopeLauncher>> {
     let (env, kind, options) = request_from(env, kind, probe_timeout)?;
-    launcher_from(py.detach(|| decide(&env, kind, &options)))
+    launcher_from(interruptible(py, move || decide(&env, kind, &options))?)
 }
 
 type Outcome = Arc<Mutex<Option<Result<Decision, synaps_scope::ScopeError>>>>;

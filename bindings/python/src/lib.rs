@@ -4,13 +4,14 @@
 //!
 //! One module per concept, as the C ABI crate lays its own out (`crates/ffi/src`): `launcher`,
 //! `argv`, `handle`, `oomd_watch`, `resolve`, `doctor`, `log`, `error` (the one map of the core's errors to
-//! exceptions) and `args`.
+//! exceptions), `interrupt` (blocking calls that Ctrl-C reaches) and `args`.
 
 mod args;
 mod argv;
 mod doctor;
 mod error;
 mod handle;
+mod interrupt;
 mod launcher;
 mod log;
 mod oomd_watch;

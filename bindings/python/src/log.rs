@@ -6,6 +6,7 @@ use synaps_scope::diag::CallbackSubscriber;
 use tracing::Level;
 
 use crate::args::timeout_from;
+use crate::interrupt::interruptible;
 
 /// For a program about to exit: waits at most `timeout` seconds (the GIL released) for the
 /// background slice checks still running, so that their warnings reach `logging`, then reports
@@ -13,7 +14,7 @@ use crate::args::timeout_from;
 #[pyfunction]
 pub(crate) fn flush_warnings(py: Python<'_>, timeout: f64) -> PyResult<bool> {
     let bound = timeout_from(timeout, "timeout")?;
-    Ok(py.detach(|| synaps_scope::flush_warnings(bound)))
+    interruptible(py, move || synaps_scope::flush_warnings(bound))
 }
 
 /// Python's logging levels for tracing's.

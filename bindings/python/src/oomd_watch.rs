@@ -8,6 +8,7 @@ use synaps_scope::{CannotWarn, OomdWarning, OomdWatch};
 
 use crate::args::{env_from, timeout_from};
 use crate::handle::PyScopeHandle;
+use crate::interrupt::interruptible;
 
 pyo3::import_exception!(synaps_scope._errors, CannotWarnError);
 
@@ -80,11 +81,12 @@ impl PyOomdWatch {
                 }
             });
         };
-        let watch = py
-            .detach(|| OomdWatch::new(&handles, env.as_pairs(), timeout, on_warning))
-            .map_err(|why| {
-                CannotWarnError::new_err((why.to_string(), why.unit.clone(), why.kind.as_str()))
-            })?;
+        let watch = interruptible(py, move || {
+            OomdWatch::new(&handles, env.as_pairs(), timeout, on_warning)
+        })?
+        .map_err(|why| {
+            CannotWarnError::new_err((why.to_string(), why.unit.clone(), why.kind.as_str()))
+        })?;
         Ok(PyOomdWatch {
             watched: watch.watched().to_vec(),
             cannot: watch.cannot_warn().iter().map(cannot_tuple).collect(),
@@ -106,9 +108,9 @@ impl PyOomdWatch {
 
     /// Stops the watch: no call is made after this returns (made from inside a call, none after
     /// that call). The GIL is released while a call in flight on the watching thread finishes.
-    fn close(&self, py: Python<'_>) {
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
         let watch = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
-        py.detach(move || drop(watch));
+        interruptible(py, move || drop(watch))
     }
 }
 

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 import pytest
 
@@ -108,6 +108,63 @@ def test_the_scope_kill_reaches_an_escaped_descendant(rig: Dict[str, str], tmp_p
         synaps_scope.ScopeHandle.from_pid("app.slice", os.getpid())
 
 
+def gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (gone, or a zombie not yet reaped)."""
+    try:
+        return "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+
+
+def test_kill_scope_after_wait_kills_what_the_tool_left(rig: Dict[str, str], tmp_path: Path) -> None:
+    """After ``wait()`` returned, ``kill_scope()`` still kills what the tool left in its scope; once
+    the manager has collected the scope there is nothing left, and it says nothing."""
+    pidfile = tmp_path / "left"
+    proc = synaps_scope.Popen(["sh", "-c", f"sleep 1000 & echo $! > {pidfile}"])
+    assert proc.scope_unit is not None
+    assert proc.wait(timeout=10) == 0
+    left = int(pidfile.read_text())
+    assert not gone(left), "the tool left a sleep running in its scope"
+    proc.kill_scope()
+    deadline = time.monotonic() + 5
+    while not gone(left):
+        assert time.monotonic() < deadline, "kill_scope after wait left the sleep running"
+        time.sleep(0.005)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            synaps_scope.ScopeHandle.from_manager(proc.scope_unit)
+        except synaps_scope.ScopeNotFoundError:
+            break
+        assert time.monotonic() < deadline, "the manager never collected the scope"
+        time.sleep(0.01)
+    proc.kill_scope()
+
+
+def test_args_and_cmd_are_the_callers_command(rig: Dict[str, str]) -> None:
+    """``args`` (and the ``cmd`` of the errors made from it) are what the caller passed, scoped or
+    not; what was spawned in the scope's name is ``scope_argv``."""
+    done = synaps_scope.run(["true"])
+    assert done.scope_unit is not None and done.args == ["true"], done.args
+    assert done.scope_argv is not None and done.scope_argv[-1] == "true" and done.scope_argv != ["true"]
+    shell = synaps_scope.run("exit 0", shell=True)
+    assert shell.args == "exit 0" and shell.scope_argv is not None
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        synaps_scope.run(["false"], check=True)
+    assert failed.value.cmd == ["false"]
+    with pytest.raises(subprocess.TimeoutExpired) as late:
+        synaps_scope.run(["sleep", "10"], timeout=0.2)
+    assert late.value.cmd == ["sleep", "10"]
+    with synaps_scope.Popen(["sleep", "10"]) as proc:
+        assert proc.args == ["sleep", "10"]
+        with pytest.raises(subprocess.TimeoutExpired) as waited:
+            proc.wait(timeout=0.1)
+        assert waited.value.cmd == ["sleep", "10"]
+        proc.kill_scope()
+    direct = synaps_scope.run(["true"], env={**os.environ, "SYNAPS_PROCESS_SCOPES": "off"})
+    assert direct.scope_unit is None and direct.scope_argv is None and direct.args == ["true"]
+
+
 def test_run_kills_the_whole_scope_on_timeout(rig: Dict[str, str], tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild"
     script = f"sleep 1000 & echo $! > {pidfile}; wait"
@@ -144,3 +201,46 @@ def test_a_scope_that_holds_the_caller_is_never_killed(rig: Dict[str, str]) -> N
     out = done.stdout.decode()
     assert done.returncode == 0, (done.returncode, out, done.stderr)
     assert out.startswith("refused:") and "holds this process" in out, out
+
+
+STOP_MANAGER = Path(__file__).resolve().parents[3] / "tests" / "tools" / "stop_manager.py"
+
+
+def interrupted_after(seconds: float, call: Callable[[], object]) -> float:
+    """Sends this process SIGINT ``seconds`` into ``call`` and returns how long after the signal
+    ``call`` raised KeyboardInterrupt."""
+    sent: List[float] = []
+
+    def interrupt() -> None:
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(seconds, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call()
+        return time.monotonic() - sent[0]
+    finally:
+        timer.cancel()
+
+
+def test_ctrl_c_reaches_a_blocking_call_within_100_ms(rig: Dict[str, str]) -> None:
+    """SIGINT during a wait of the module's raises KeyboardInterrupt at once (the call looks for
+    signals every 50 ms, as the standard library's waits do), not when its own timeout is out."""
+    proc = synaps_scope.Popen(["sleep", "100"])
+    handle = handle_once_in_scope(proc)
+    late = interrupted_after(0.3, lambda: handle.wait_empty(15))
+    stopped_at = time.monotonic()
+    stopped = subprocess.run([sys.executable, str(STOP_MANAGER)], capture_output=True, text=True, check=True)
+    try:
+        probe_late = interrupted_after(
+            0.3, lambda: synaps_scope.launcher_for_env(probe_timeout=10, env={**os.environ, "DBUS_SESSION_BUS_ADDRESS": ""})
+        )
+    finally:
+        os.kill(int(stopped.stdout), signal.SIGCONT)
+    print(f"KeyboardInterrupt {late * 1000:.0f} ms after SIGINT in wait_empty, {probe_late * 1000:.0f} ms in a probe")
+    assert late < 0.25 and probe_late < 0.25, (late, probe_late)
+    assert time.monotonic() - stopped_at < 5
+    assert handle.kill(5) == [proc.pid]
+    proc.wait()

@@ -71,3 +71,40 @@ def test_bad_arguments_are_refused_before_anything_is_asked(handle: synaps_scope
     assert raised.value.kind == "scope-gone"
     with pytest.raises(TypeError):
         synaps_scope.OomdWatch([object()], env=NO_SYSTEM_BUS)  # type: ignore[list-item]
+
+
+class _StandInNativeWatch:
+    """The native watch's part in the iteration (its close), for the lifetime check below: the
+    warnings themselves come from the real oomd in the virtual machine."""
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_async_for_keeps_its_watch_alive_until_it_ends() -> None:
+    """``async for w in handle.watch_oomd()`` holds the watch it iterates: a watch that nothing
+    else keeps is not collected (and closed) under the loop, which would then wait for ever."""
+    import asyncio
+    import gc
+    import weakref
+
+    async def iterate() -> None:
+        watch = object.__new__(synaps_scope.OomdWatch)
+        watch._callback = None
+        watch._lock = threading.Lock()
+        watch._queues = []
+        watch._closed = False
+        watch._native = _StandInNativeWatch()  # type: ignore[assignment]
+        warnings = watch.__aiter__()
+        alive = weakref.ref(watch)
+        del watch
+        gc.collect()
+        kept = alive()
+        assert kept is not None, "the watch was collected under its own async for"
+        kept._dispatch(synaps_scope.OomdWarning("u.scope", "swap", "-.slice", 91.0, 90.0, 0.0, 0.0, "likely", ""))
+        kept.close()
+        del kept
+        got = [warning async for warning in warnings]
+        assert [warning.unit for warning in got] == ["u.scope"]
+
+    asyncio.run(iterate())

@@ -694,13 +694,16 @@ class OomdWatch:
                 queue.put_nowait(None)
             else:
                 self._queues.append((asyncio.get_running_loop(), queue))
-        return _warnings(queue)
+        return _warnings(self, queue)
 
     def __repr__(self) -> str:
         return f"OomdWatch(watched={self.watched!r}, cannot_warn={[why.unit for why in self.cannot_warn]!r})"
 
 
-async def _warnings(queue: "asyncio.Queue[Optional[OomdWarning]]") -> AsyncIterator[OomdWarning]:
+async def _warnings(watch: OomdWatch, queue: "asyncio.Queue[Optional[OomdWarning]]") -> AsyncIterator[OomdWarning]:
+    """The warnings ``watch`` puts in ``queue``, until it is closed. Holds the watch: a loop over a
+    watch that nothing else keeps (``async for w in handle.watch_oomd()``) keeps it warning for as
+    long as it iterates."""
     while True:
         warning = await queue.get()
         if warning is None:
@@ -747,6 +750,10 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
     ``limits`` are the scope's resource limits (:meth:`ScopeLauncher.with_limits`)."""
 
     scope_unit: Optional[str]
+    #: What was spawned in the scope's name (``synaps-scope-exec … -- program args…``); None for a
+    #: direct launch. ``args`` stays what the caller passed, scoped or not, as in its messages
+    #: (:class:`subprocess.TimeoutExpired`, :class:`subprocess.CalledProcessError`).
+    scope_argv: Optional[List[Any]]
 
     def __init__(
         self,
@@ -760,27 +767,49 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
         launcher = launcher_for_env(kwargs.get("env"), kind, probe_timeout=probe_timeout, limits=limits)
         launcher = _unless_user_switch(launcher, kwargs)
         spawn_args, self.scope_unit = _scoped_args(args, kwargs, launcher)
+        self.scope_argv = list(spawn_args) if self.scope_unit is not None else None
+        self._scope_env: Optional[Env] = kwargs.get("env")
         super().__init__(spawn_args, **kwargs)
+        self.args = args
 
     def kill_scope(self, timeout: float = DEFAULT_KILL_TIMEOUT) -> None:
         """Kills every process of the child's scope (descendants that left its process group
-        included); for a direct launch, kills the child itself."""
-        if self.scope_unit is not None and self.returncode is None:
+        included), also after the child was waited for: what it left running there goes too. For a
+        direct launch, kills the child itself while it runs. Raises :class:`ScopeError` where the
+        scope's processes could not be killed (the manager cannot say where the scope is, or they
+        outlived ``timeout``); a scope the manager no longer has holds nothing to kill."""
+        if self.scope_unit is None:
+            if self.returncode is None:
+                self.kill()
+            return
+        if self.returncode is None:
             try:
+                # The child itself names its scope while it runs (its cgroup, by its pid).
                 ScopeHandle.from_pid(self.scope_unit, self.pid).kill(timeout)
                 return
             except ScopeError:
-                pass
-        if self.returncode is None:
-            self.kill()
+                # Not yet in its scope (the launcher program is still asking for it), or just
+                # ended: kill the child, then what its scope still holds.
+                self.kill()
+        # Reaped, or it left: the scope is found by its unit, whose name this launch made (random,
+        # its own); the manager collects a scope once it is empty, so one it no longer has is done.
+        try:
+            handle = ScopeHandle.from_manager(self.scope_unit, self._scope_env, timeout)
+        except ScopeNotFoundError:
+            return
+        handle.kill(timeout)
 
 
 class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
-    """:class:`subprocess.CompletedProcess` with the scope the command ran in."""
+    """:class:`subprocess.CompletedProcess` with the scope the command ran in. ``args`` is what
+    the caller passed; ``scope_argv`` what was spawned in the scope's name (None: direct)."""
 
-    def __init__(self, args: Any, returncode: int, stdout: Any, stderr: Any, scope_unit: Optional[str]) -> None:
+    def __init__(
+        self, args: Any, returncode: int, stdout: Any, stderr: Any, scope_unit: Optional[str], scope_argv: Optional[List[Any]] = None
+    ) -> None:
         super().__init__(args, returncode, stdout, stderr)
         self.scope_unit = scope_unit
+        self.scope_argv = scope_argv
 
 
 def run(
@@ -819,7 +848,7 @@ def run(
         assert returncode is not None
     if check and returncode:
         raise subprocess.CalledProcessError(returncode, process.args, output=stdout, stderr=stderr)
-    return CompletedProcess(process.args, returncode, stdout, stderr, process.scope_unit)
+    return CompletedProcess(process.args, returncode, stdout, stderr, process.scope_unit, process.scope_argv)
 
 
 #: One spawn at a time on each event loop (see :func:`create_subprocess_exec`).
@@ -827,9 +856,11 @@ _spawn_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
 
 
 class ScopedProcess(Process):
-    """An :class:`asyncio.subprocess.Process` with the scope it runs in (None: direct)."""
+    """An :class:`asyncio.subprocess.Process` with the scope it runs in (None: direct), and what
+    was spawned in the scope's name (``scope_argv``; None: direct)."""
 
     scope_unit: Optional[str]
+    scope_argv: Optional[List[Any]]
 
 
 async def create_subprocess_exec(
@@ -863,4 +894,5 @@ async def create_subprocess_exec(
     process.__class__ = ScopedProcess
     scoped = cast(ScopedProcess, process)
     scoped.scope_unit = unit
+    scoped.scope_argv = list(argv) if unit is not None else None
     return scoped
