@@ -6,9 +6,9 @@
 #     on user@.service, and on every slice of the user's manager; both at once as shipped, each
 #     acting), a daemon started from a login shell and one started in
 #     a terminal tab's scope: scoped, oomd's own journal line names the runaway's scope and the
-#     daemon and its other tool live on; on Debian 13 each with its control (scopes off), where
-#     oomd kills the daemon's own cgroup, and the swap rule once more with dbus-broker as alice's
-#     session bus;
+#     daemon and its other tool live on; each rule's placement with its control (scopes off: the
+#     swap rule's on Debian 12, the pressure rules' on 13), where oomd kills the daemon's own
+#     cgroup, and on 13 the swap rule once more with dbus-broker as alice's session bus;
 #   - the warning before oomd acts: in each scoped case the daemon's one watch on both its tools
 #     warned of the runaway's scope (never the idle one's) before oomd killed it, its lead time
 #     written down; and the calm control (ordinary work, watched, under both rules: no warning;
@@ -34,10 +34,12 @@ releases=("$@")
 # Every scoped case runs on every release: which cgroup each release's oomd picks, and which rule
 # its Killed signal names, is the subject. The controls (scopes off: oomd takes the daemon with the
 # runaway, which share a cgroup when the library launches directly, whatever the release) show what
-# the scopes are for, on the newest, for each place a rule is set; there too a runaway in a cgroup
-# below its scope.
+# the scopes are for, once for each place a rule is set: the swap rule's on Debian 12, the pressure
+# rules' on 13, so that the two guests, which run at once, take about as long; on 13 too a runaway
+# in a cgroup below its scope, and the swap rule once more with dbus-broker as the session bus.
 scoped_cases="swap:login:scoped swap:tab:scoped user:tab:scoped slices:tab:scoped both:tab:scoped"
-controls="swap:login:direct swap:tab:direct user:tab:direct slices:tab:direct"
+controls_12="swap:login:direct swap:tab:direct"
+controls_13="user:tab:direct slices:tab:direct"
 # calm_of RELEASE: the calm control's seconds. Several minutes on the newer release, one on the
 # older, within the suite's 40 minutes.
 calm_of() {
@@ -47,8 +49,8 @@ calm_of() {
 }
 cases_of() { # cases_of RELEASE
   if [ -n "${SYNAPS_VM_CASES:-}" ]; then echo "$SYNAPS_VM_CASES"
-  elif [ "$1" = 13 ]; then echo "$scoped_cases $controls swap:login:scoped:dbus-broker user:tab:leaf"
-  else echo "$scoped_cases"; fi
+  elif [ "$1" = 13 ]; then echo "$scoped_cases $controls_13 swap:login:scoped:dbus-broker user:tab:leaf"
+  else echo "$scoped_cases $controls_12"; fi
 }
 # steps_of RELEASE: each step of the guest's run, a line each (scenarios.sh's arguments). The two
 # guests run at once (below); Debian 13, whose calm control is the long one, runs it first, while
@@ -135,7 +137,7 @@ if [ "$free_mb" -lt "$needed_mb" ]; then
   exit 2
 fi
 export -f run_release steps_of cases_of calm_of
-export here stage scoped_cases controls
+export here stage scoped_cases controls_12 controls_13
 pids=()
 trap 'for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done; rm -rf "$stage"' EXIT
 trap 'exit 130' INT

@@ -146,7 +146,7 @@ def test_args_and_cmd_are_the_callers_command(rig: Dict[str, str]) -> None:
     not; what was spawned in the scope's name is ``scope_argv``."""
     done = synaps_scope.run(["true"])
     assert done.scope_unit is not None and done.args == ["true"], done.args
-    assert done.scope_argv is not None and done.scope_argv[-1] == "true" and done.scope_argv != ["true"]
+    assert done.scope_argv is not None and os.path.basename(done.scope_argv[-1]) == "true" and done.scope_argv != ["true"]
     shell = synaps_scope.run("exit 0", shell=True)
     assert shell.args == "exit 0" and shell.scope_argv is not None
     with pytest.raises(subprocess.CalledProcessError) as failed:
