@@ -109,8 +109,12 @@ class OomdWatch extends EventEmitter {
     const early = [];
     const warned = koffi.register((_userdata, pointer) => {
       const warning = warningOf(koffi.decode(pointer, 'scope_oomd_warning'));
-      if (target === null) early.push(warning);
-      else target.deref()?.#deliver(warning);
+      if (target === null) {
+        early.push(warning);
+        return;
+      }
+      const watch = target.deref();
+      if (watch) watch.#deliver(warning);
     }, koffi.pointer(OomdWarned));
     return new Promise((resolve, reject) => {
       const keepAlive = setTimeout(() => {}, timeout + 60_000);

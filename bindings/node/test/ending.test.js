@@ -263,12 +263,12 @@ test('the last handle on an empty scope takes what watches it away; a running sc
   const handle = await handleOnceInScope(child);
   const inode = fs.statSync(handle.cgroup, { bigint: true }).ino;
   const other = scope.ScopeHandle.ofProcess(Number(child.pid));
-  const [ready] = await once(readline.createInterface({ input: child.stdout }), 'line');
+  const [ready] = await once(readline.createInterface({ input: /** @type {import('node:stream').Readable} */ (child.stdout) }), 'line');
   assert.equal(ready, 'ready');
   assert.ok(watched(inode), 'the running scope is watched');
   await withManagerStopped(async () => {
     const exited = once(child, 'exit');
-    child.stdin.end();
+    child.stdin?.end();
     assert.deepEqual(await exited, [0, null]);
     while (!fs.readFileSync(path.join(handle.cgroup, 'cgroup.events'), 'utf8').includes('populated 0')) {
       await new Promise((resolve) => setTimeout(resolve, 5));
