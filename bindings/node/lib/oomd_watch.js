@@ -31,20 +31,6 @@ const watchRegistry = new FinalizationRegistry(({ pointer, warned }) => freeWatc
 /** The watches something listens to: kept from collection while they have a listener. */
 const listened = new Set();
 
-/**
- * Keeps `emitter` from being collected while it has a listener for `event` (held in `set`): a
- * listener is someone waiting, as `await once(OomdWatch.create(…), 'warning')` on a watch that
- * nothing else references is; without one, an unreferenced emitter may go.
- */
-function keptWhileListened(emitter, event, set) {
-  emitter.on('newListener', (name) => {
-    if (name === event) set.add(emitter);
-  });
-  emitter.on('removeListener', (name) => {
-    if (name === event && emitter.listenerCount(event) === 0) set.delete(emitter);
-  });
-}
-
 /** A warning as the library hands it over, in this package's words. */
 function warningOf(raw) {
   return Object.freeze({
@@ -61,6 +47,73 @@ function warningOf(raw) {
 }
 
 /**
+ * An EventEmitter that lives as long as it has a listener for `event` (held in `kept`) while
+ * `open()` says it is open: someone waits on it, as `await once(await handle.watchOomd(),
+ * 'warning')` does on a watch nothing else holds. Every way a listener comes or goes passes
+ * through these methods (`once` and `events.once` too, and a once-listener's own removal),
+ * whatever listeners of 'newListener' the host removed.
+ */
+class ListenedEmitter extends EventEmitter {
+  #event;
+  #kept;
+  #open;
+
+  constructor(event, kept, open) {
+    super();
+    this.#event = event;
+    this.#kept = kept;
+    this.#open = open;
+  }
+
+  addListener(event, listener) {
+    super.addListener(event, listener);
+    return this.#listened(event);
+  }
+
+  on(event, listener) {
+    return this.addListener(event, listener);
+  }
+
+  prependListener(event, listener) {
+    super.prependListener(event, listener);
+    return this.#listened(event);
+  }
+
+  once(event, listener) {
+    super.once(event, listener);
+    return this.#listened(event);
+  }
+
+  prependOnceListener(event, listener) {
+    super.prependOnceListener(event, listener);
+    return this.#listened(event);
+  }
+
+  removeListener(event, listener) {
+    super.removeListener(event, listener);
+    return this.#listened(event);
+  }
+
+  off(event, listener) {
+    return this.removeListener(event, listener);
+  }
+
+  removeAllListeners(event) {
+    if (event === undefined) super.removeAllListeners();
+    else super.removeAllListeners(event);
+    return this.#listened(this.#event);
+  }
+
+  /** Keeps this while it is open and has a listener of its event, lets it go otherwise. */
+  #listened(event) {
+    if (event !== this.#event) return this;
+    if (this.#open() && this.listenerCount(event) > 0) this.#kept.add(this);
+    else this.#kept.delete(this);
+    return this;
+  }
+}
+
+/**
  * Watches scopes for systemd-oomd's rules and emits 'warning' (an object: `unit`, `rule`
  * ('memory-pressure' or 'swap'), `monitored`, `figure` and `limit` in percent, `heldForMs`,
  * `durationMs`, `sure` ('possible' or 'likely'), `message`) when oomd is on its way to kill one.
@@ -69,13 +122,13 @@ function warningOf(raw) {
  * the listener (`await once(await OomdWatch.create(…), 'warning')` waits on a watch nothing else
  * holds); one with none and no reference is closed when collected.
  */
-class OomdWatch extends EventEmitter {
+class OomdWatch extends ListenedEmitter {
   #pointer;
   #warned;
   #closed = false;
 
   constructor(pointer, warned) {
-    super();
+    super('warning', listened, () => !this.#closed);
     this.#pointer = pointer;
     this.#warned = warned;
     /** The units of the scopes this watch can warn about. */
@@ -91,7 +144,6 @@ class OomdWatch extends EventEmitter {
       }),
     );
     watchRegistry.register(this, { pointer, warned }, this);
-    keptWhileListened(this, 'warning', listened);
   }
 
   /**
@@ -173,4 +225,4 @@ class OomdWatch extends EventEmitter {
   }
 }
 
-module.exports = { CannotWarnError, OomdWatch, keptWhileListened };
+module.exports = { CannotWarnError, ListenedEmitter, OomdWatch };

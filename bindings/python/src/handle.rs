@@ -1,10 +1,11 @@
 //! `ScopeHandle` for Python: a running scope of this library, its processes, usage and ending.
 
 use std::os::unix::ffi::OsStrExt;
+use std::time::Instant;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use synaps_scope::{OomdRule, ScopeEnding, ScopeHandle};
+use synaps_scope::{HandleError, OomdRule, ScopeEnding, ScopeHandle};
 
 /// What `ScopeHandle.ending` hands to Python: kind, oomd rule, kernel OOM kills, evidence,
 /// whether the evidence is forgeable, and the sentence.
@@ -24,7 +25,7 @@ type PressureTuple = (LineTuple, Option<LineTuple>);
 
 use crate::args::{env_from, pid_from, timeout_from};
 use crate::error::py_error;
-use crate::interrupt::interruptible;
+use crate::interrupt::{interruptible, on_main_thread, SIGNAL_POLL};
 
 /// A running scope of this library, found by unit name.
 #[pyclass(frozen, name = "ScopeHandle", module = "synaps_scope._native")]
@@ -142,7 +143,24 @@ impl PyScopeHandle {
 
     fn wait_empty(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let timeout = timeout_from(timeout, "timeout")?;
-        let handle = self.inner.clone();
-        interruptible(py, move || handle.wait_empty(timeout))?.map_err(|e| py_error(&e))
+        if !on_main_thread(py) {
+            return py
+                .detach(|| self.inner.wait_empty(timeout))
+                .map_err(|e| py_error(&e));
+        }
+        // In steps, on this thread: a wait of any length costs no thread, and Ctrl-C comes
+        // between two steps.
+        let deadline = Instant::now() + timeout;
+        loop {
+            let step = deadline
+                .saturating_duration_since(Instant::now())
+                .min(SIGNAL_POLL);
+            match py.detach(|| self.inner.wait_empty(step)) {
+                Err(HandleError::TimedOut { .. }) if Instant::now() < deadline => {
+                    py.check_signals()?
+                }
+                outcome => return outcome.map_err(|e| py_error(&e)),
+            }
+        }
     }
 }

@@ -108,9 +108,11 @@ impl PyOomdWatch {
 
     /// Stops the watch: no call is made after this returns (made from inside a call, none after
     /// that call). The GIL is released while a call in flight on the watching thread finishes.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
+    fn close(&self, py: Python<'_>) {
         let watch = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
-        interruptible(py, move || drop(watch))
+        // On this thread, never another's: the core tells a close made from inside the watch's
+        // own call by the thread it comes from, and lets it return at once.
+        py.detach(move || drop(watch));
     }
 }
 

@@ -768,7 +768,10 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
         launcher = _unless_user_switch(launcher, kwargs)
         spawn_args, self.scope_unit = _scoped_args(args, kwargs, launcher)
         self.scope_argv = list(spawn_args) if self.scope_unit is not None else None
-        self._scope_env: Optional[Env] = kwargs.get("env")
+        # The manager kill_scope asks once the child is gone: the one of the launch's
+        # environment, as it was then.
+        env = kwargs.get("env")
+        self._scope_env: Env = dict(env) if env is not None else dict(os.environ)  # type: ignore[arg-type]
         super().__init__(spawn_args, **kwargs)
         self.args = args
 
