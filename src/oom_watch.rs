@@ -368,16 +368,35 @@ struct Table {
     /// there (no watch: nothing more comes of an empty scope but a mark on its own cgroup, which
     /// a handle reads there).
     released: HashMap<u64, (PathBuf, Arc<ScopeWatch>)>,
+    /// How many released scopes there were after the last look for removed ones: the next look
+    /// comes once there are twice as many, so that keeping them costs O(1) a release.
+    released_looked: usize,
     /// Lines to log once the table's lock is let go: a log sink may take a lock of its host's
     /// (Python's GIL, Node's event loop) that a thread waiting for this table holds.
     said: Vec<String>,
 }
 
 impl Table {
-    /// Forgets the released scopes whose cgroup the manager has removed.
+    /// Forgets the released scopes whose cgroup the manager has removed, once there are twice as
+    /// many as after the last look (at least 64).
     fn forget_removed(&mut self) {
+        if self.released.len() < (2 * self.released_looked).max(64) {
+            return;
+        }
         self.released
             .retain(|ino, (dir, _)| cgroup::open_same(dir, *ino).is_some());
+        self.released_looked = self.released.len();
+    }
+
+    /// What was learnt of the released scope at `dir` (inode number `ino`), while its cgroup is
+    /// there; a released scope whose cgroup is gone is forgotten.
+    fn released(&mut self, dir: &Path, ino: u64) -> Option<Arc<ScopeWatch>> {
+        let (was_at, watch) = self.released.get(&ino)?;
+        if was_at == dir && cgroup::open_same(dir, ino).is_some() {
+            return Some(Arc::clone(watch));
+        }
+        self.released.remove(&ino);
+        None
     }
 
     /// Keeps `line`, if any, to be logged once the table's lock is let go.
@@ -448,9 +467,8 @@ fn watch_locked(
     {
         return Some(shared);
     }
-    table.forget_removed();
-    if let Some((_, shared)) = table.released.get(&ino) {
-        return Some(Arc::clone(shared));
+    if let Some(shared) = table.released(dir, ino) {
+        return Some(shared);
     }
     let token = watcher.next_token;
     watcher.next_token += 1;
@@ -756,7 +774,6 @@ pub(crate) fn release(watch: Arc<ScopeWatch>, ino: u64) {
         return;
     };
     let mut table = lock(&watcher.table);
-    table.forget_removed();
     let Some(&token) = table.by_inode.get(&ino) else {
         return;
     };
@@ -769,6 +786,7 @@ pub(crate) fn release(watch: Arc<ScopeWatch>, ino: u64) {
     if last && !populated(&scope.dir, scope.ino) {
         let dir = scope.dir.clone();
         let_go(&watcher.inotify, &mut table, token);
+        table.forget_removed();
         table.released.insert(ino, (dir, Arc::clone(&watch)));
     }
     drop(watch);

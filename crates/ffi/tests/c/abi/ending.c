@@ -56,6 +56,42 @@ static pid_t spawn_piped(scope_argv *wrapped, int in[2], int out[2]) {
     return pid;
 }
 
+/* The rig's manager, stopped (SIGSTOP) until manager_continue: a scope that empties meanwhile stays
+ * uncollected. Should this process die first, a watchdog continues it after 5 s; `drop` is a
+ * descriptor of this process's that the watchdog must not hold (the write end of a tool's stdin). */
+struct stopped_manager {
+    pid_t manager, watchdog;
+};
+
+static struct stopped_manager manager_stop(int drop) {
+    struct stopped_manager stopped = {manager_pid(), -1};
+    CHECK(stopped.manager > 0, "the manager's pid");
+    stopped.watchdog = fork();
+    CHECK(stopped.watchdog >= 0, "fork the watchdog");
+    if (stopped.watchdog == 0) {
+        close(drop);
+        sleep(5);
+        kill(stopped.manager, SIGCONT);
+        _exit(0);
+    }
+    CHECK(kill(stopped.manager, SIGSTOP) == 0, "stop the manager");
+    return stopped;
+}
+
+static void manager_continue(struct stopped_manager stopped) {
+    CHECK(kill(stopped.manager, SIGCONT) == 0, "continue the manager");
+    kill(stopped.watchdog, SIGKILL);
+    waitpid(stopped.watchdog, NULL, 0);
+}
+
+/* Waits until the tool on `out` (spawn_piped's) says "ready": it runs itself, the launcher program
+ * done with the manager. */
+static void tool_ready(int out[2]) {
+    char ready[6] = {0};
+    CHECK(read(out[0], ready, sizeof ready) == 6 && memcmp(ready, "ready\n", 6) == 0, "the tool runs");
+    close(out[0]);
+}
+
 /* A daemon reaps its tool, then kills the scope to sweep up, before the manager has collected it
  * (held here by stopping the manager): the kill finds nobody, and the scope did not end by it. */
 static int clean_up_kill(scope_launcher *launcher) {
@@ -66,29 +102,14 @@ static int clean_up_kill(scope_launcher *launcher) {
     CHECK(pid > 0, "spawn the tool");
     scope_handle *handle = must_handle(scope_argv_unit(wrapped), pid);
     /* The tool itself runs (the wrapper is done with the manager) before the manager is stopped. */
-    char ready[6] = {0};
-    CHECK(read(out[0], ready, sizeof ready) == 6 && memcmp(ready, "ready\n", 6) == 0, "the tool runs");
-    close(out[0]);
-    pid_t manager = manager_pid();
-    CHECK(manager > 0, "the manager's pid");
-    /* Should this process die while the manager is stopped, a watchdog continues it. */
-    pid_t watchdog = fork();
-    CHECK(watchdog >= 0, "fork the watchdog");
-    if (watchdog == 0) {
-        close(in[1]);
-        sleep(5);
-        kill(manager, SIGCONT);
-        _exit(0);
-    }
-    CHECK(kill(manager, SIGSTOP) == 0, "stop the manager");
+    tool_ready(out);
+    struct stopped_manager stopped = manager_stop(in[1]);
     close(in[1]);
     int status = wait_exit(pid);
     struct stat st;
     int left = stat(scope_handle_cgroup(handle), &st) == 0;
     scope_result killed = scope_handle_kill(handle, 5000);
-    CHECK(kill(manager, SIGCONT) == 0, "continue the manager");
-    kill(watchdog, SIGKILL);
-    waitpid(watchdog, NULL, 0);
+    manager_continue(stopped);
     CHECK(status == 0, "the tool exited 0: %d", status);
     CHECK(left, "the stopped manager left the scope");
     CHECK(killed == SCOPE_RESULT_OK, "the clean-up kill");
@@ -199,22 +220,10 @@ static int last_handle_takes_watches(scope_launcher *launcher) {
     scope_handle *other = SENTINEL;
     CHECK(scope_handle_of_process((uint32_t)pid, &other) == SCOPE_RESULT_OK, "another handle on it");
     CHECK(stat(scope_handle_cgroup(handle), &st) == 0, "the scope's cgroup");
-    char ready[6] = {0};
-    CHECK(read(out[0], ready, sizeof ready) == 6 && memcmp(ready, "ready\n", 6) == 0, "the tool runs");
-    close(out[0]);
+    tool_ready(out);
     CHECK(watched(st.st_ino), "the running scope is watched");
-    pid_t manager = manager_pid();
-    CHECK(manager > 0, "the manager's pid");
-    pid_t watchdog = fork();
-    CHECK(watchdog >= 0, "fork the watchdog");
-    if (watchdog == 0) {
-        close(in[1]);
-        sleep(5);
-        kill(manager, SIGCONT);
-        _exit(0);
-    }
     /* Nothing ends this process while the manager is stopped: what is seen is checked after. */
-    CHECK(kill(manager, SIGSTOP) == 0, "stop the manager");
+    struct stopped_manager stopped = manager_stop(in[1]);
     close(in[1]);
     int status = wait_exit(pid);
     char dir[512];
@@ -225,9 +234,7 @@ static int last_handle_takes_watches(scope_launcher *launcher) {
     int kept_for_other = watched(st.st_ino);
     scope_handle_free(other);
     int left_after_last = watched(st.st_ino);
-    CHECK(kill(manager, SIGCONT) == 0, "continue the manager");
-    kill(watchdog, SIGKILL);
-    waitpid(watchdog, NULL, 0);
+    manager_continue(stopped);
     CHECK(status == 0, "the tool exited 0: %d", status);
     CHECK(emptied, "the scope emptied");
     CHECK(kept_for_other, "another handle still asks about the scope");
