@@ -771,7 +771,7 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
         # The manager kill_scope asks once the child is gone: the one of the launch's
         # environment, as it was then.
         env = kwargs.get("env")
-        self._scope_env: Env = dict(env) if env is not None else dict(os.environ)  # type: ignore[arg-type]
+        self._scope_env: Env = dict(env) if env is not None else dict(os.environ)
         super().__init__(spawn_args, **kwargs)
         self.args = args
 
