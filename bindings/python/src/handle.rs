@@ -1,7 +1,7 @@
 //! `ScopeHandle` for Python: a running scope of this library, its processes, usage and ending.
 
 use std::os::unix::ffi::OsStrExt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -149,15 +149,22 @@ impl PyScopeHandle {
                 .map_err(|e| py_error(&e));
         }
         // In steps, on this thread: a wait of any length costs no thread, and Ctrl-C comes
-        // between two steps.
-        let deadline = Instant::now() + timeout;
+        // between two steps. A bound past the clock's end is no bound: waited in steps, for good.
+        let deadline = Instant::now().checked_add(timeout);
+        let left = || deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
         loop {
-            let step = deadline
-                .saturating_duration_since(Instant::now())
-                .min(SIGNAL_POLL);
+            let step = left().map_or(SIGNAL_POLL, |left| left.min(SIGNAL_POLL));
             match py.detach(|| self.inner.wait_empty(step)) {
-                Err(HandleError::TimedOut { .. }) if Instant::now() < deadline => {
+                Err(HandleError::TimedOut { .. }) if left() != Some(Duration::ZERO) => {
                     py.check_signals()?
+                }
+                // What was waited in all, not the last step.
+                Err(HandleError::TimedOut { remaining, .. }) => {
+                    let whole = HandleError::TimedOut {
+                        waited: timeout,
+                        remaining,
+                    };
+                    return Err(py_error(&whole));
                 }
                 outcome => return outcome.map_err(|e| py_error(&e)),
             }
