@@ -92,15 +92,23 @@ static void tool_ready(int out[2]) {
     close(out[0]);
 }
 
+/* A tool that says "ready", then waits for its stdin to close and exits 0, wrapped by `launcher`
+ * (into *wrapped) and spawned on pipes (spawn_piped's `in` and `out`), and a handle on its scope. */
+static scope_handle *ready_tool(scope_launcher *launcher, scope_argv **wrapped, int in[2], int out[2], pid_t *pid) {
+    const char *argv[] = {"sh", "-c", "echo ready; read x; exit 0", NULL};
+    *wrapped = must_wrap(launcher, argv);
+    *pid = spawn_piped(*wrapped, in, out);
+    CHECK(*pid > 0, "spawn the tool");
+    return must_handle(scope_argv_unit(*wrapped), *pid);
+}
+
 /* A daemon reaps its tool, then kills the scope to sweep up, before the manager has collected it
  * (held here by stopping the manager): the kill finds nobody, and the scope did not end by it. */
 static int clean_up_kill(scope_launcher *launcher) {
-    const char *argv[] = {"sh", "-c", "echo ready; read x; exit 0", NULL};
-    scope_argv *wrapped = must_wrap(launcher, argv);
+    scope_argv *wrapped = NULL;
     int in[2], out[2];
-    pid_t pid = spawn_piped(wrapped, in, out);
-    CHECK(pid > 0, "spawn the tool");
-    scope_handle *handle = must_handle(scope_argv_unit(wrapped), pid);
+    pid_t pid = 0;
+    scope_handle *handle = ready_tool(launcher, &wrapped, in, out, &pid);
     /* The tool itself runs (the wrapper is done with the manager) before the manager is stopped. */
     tool_ready(out);
     struct stopped_manager stopped = manager_stop(in[1]);
@@ -211,12 +219,10 @@ static int last_handle_takes_watches(scope_launcher *launcher) {
     CHECK(wait_exit(sleeper) == 128 + SIGKILL, "the sleeper killed");
     scope_argv_free(running);
 
-    const char *argv[] = {"sh", "-c", "echo ready; read x; exit 0", NULL};
-    scope_argv *wrapped = must_wrap(launcher, argv);
+    scope_argv *wrapped = NULL;
     int in[2], out[2];
-    pid_t pid = spawn_piped(wrapped, in, out);
-    CHECK(pid > 0, "spawn the tool");
-    scope_handle *handle = must_handle(scope_argv_unit(wrapped), pid);
+    pid_t pid = 0;
+    scope_handle *handle = ready_tool(launcher, &wrapped, in, out, &pid);
     scope_handle *other = SENTINEL;
     CHECK(scope_handle_of_process((uint32_t)pid, &other) == SCOPE_RESULT_OK, "another handle on it");
     CHECK(stat(scope_handle_cgroup(handle), &st) == 0, "the scope's cgroup");
