@@ -188,6 +188,44 @@ typedef enum scope_cannot_warn_kind {
   SCOPE_CANNOT_WARN_KIND_CANNOT_ASK = 8,
 } scope_cannot_warn_kind;
 
+// What an answer is the answer to. The numbers never change meaning.
+enum scope_answer_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // No answer (a NULL one).
+  SCOPE_ANSWER_KIND_NONE = 0,
+  // Of `scope_launcher_for_env_queued`: take the launcher with `scope_answer_take_launcher`.
+  SCOPE_ANSWER_KIND_LAUNCHER = 1,
+  // Of `scope_handle_from_manager_queued`: take it with `scope_answer_take_handle`.
+  SCOPE_ANSWER_KIND_HANDLE = 2,
+  // Of `scope_handle_ending_queued`: `scope_answer_ending`.
+  SCOPE_ANSWER_KIND_ENDING = 3,
+  // Of `scope_handle_kill_queued`: `scope_answer_pids`.
+  SCOPE_ANSWER_KIND_PIDS = 4,
+  // Of `scope_handle_wait_empty_queued`: the result alone.
+  SCOPE_ANSWER_KIND_DONE = 5,
+  // Of `scope_oomd_watch_new_queued`: take the watch with `scope_answer_take_oomd_watch`.
+  SCOPE_ANSWER_KIND_OOMD_WATCH = 6,
+  // A warning of a watch made with `scope_oomd_watch_new_queued`, with that request's token:
+  // `scope_answer_oomd_warning`. None comes after the watch is freed.
+  SCOPE_ANSWER_KIND_OOMD_WARNING = 7,
+  // A log line, with the token given to `scope_set_log_queue`: `scope_answer_log_line`.
+  SCOPE_ANSWER_KIND_LOG = 8,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum scope_answer_kind scope_answer_kind;
+#else
+typedef uint32_t scope_answer_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// The answer to one request, or one event: taken from a queue with [`scope_queue_take`], freed
+// with [`scope_answer_free`] (with whatever was not taken out of it).
+typedef struct scope_answer scope_answer;
+
 // A wrapped command line. Free with [`scope_argv_free`]; not to be shared between threads
 // while one of them frees it.
 typedef struct scope_argv scope_argv;
@@ -207,6 +245,9 @@ typedef struct scope_limits scope_limits;
 
 // A watch on scopes for systemd-oomd's rules (opaque).
 typedef struct scope_oomd_watch scope_oomd_watch;
+
+// A queue of answers for one host thread. Freed with [`scope_queue_free`].
+typedef struct scope_queue scope_queue;
 
 // How `scope_wrap_shell` hands the shell a command's words: a plain integer, as
 // [`scope_kind`] is.
@@ -763,6 +804,55 @@ scope_result scope_handle_wait_empty_async(const struct scope_handle *handle,
                                            scope_done_ready ready,
                                            void *userdata);
 
+// [`scope_handle_ending_async`] for a host that takes its answers from `queue`: the answer comes
+// as a `SCOPE_ANSWER_KIND_ENDING` answer with `token` (`scope_answer_ending`). The library never
+// calls the host. Returns `SCOPE_RESULT_OK` once the request has started (then exactly one answer
+// comes), or the error for bad arguments (then none); `handle` may be freed as soon as this
+// returns.
+//
+// # Safety
+// `handle` is NULL or a live handle; `envp` is NULL or a NULL-terminated array of C strings;
+// `queue` is NULL or a live queue.
+scope_result scope_handle_ending_queued(const struct scope_handle *handle,
+                                        const char *const *envp,
+                                        uint32_t timeout_ms,
+                                        const struct scope_queue *queue,
+                                        uint64_t token);
+
+// [`scope_handle_kill_async`] for a host that takes its answers from `queue`: a
+// `SCOPE_ANSWER_KIND_PIDS` answer with `token` (`scope_answer_pids`). Returns as
+// [`scope_handle_ending_queued`] does.
+//
+// # Safety
+// `handle` is NULL or a live handle; `queue` is NULL or a live queue.
+scope_result scope_handle_kill_queued(const struct scope_handle *handle,
+                                      uint32_t timeout_ms,
+                                      const struct scope_queue *queue,
+                                      uint64_t token);
+
+// [`scope_handle_wait_empty_async`] for a host that takes its answers from `queue`: a
+// `SCOPE_ANSWER_KIND_DONE` answer with `token`. Returns as [`scope_handle_ending_queued`] does.
+//
+// # Safety
+// `handle` is NULL or a live handle; `queue` is NULL or a live queue.
+scope_result scope_handle_wait_empty_queued(const struct scope_handle *handle,
+                                            uint32_t timeout_ms,
+                                            const struct scope_queue *queue,
+                                            uint64_t token);
+
+// [`scope_handle_from_manager`] on a thread of its own, for a host that takes its answers from
+// `queue`: a `SCOPE_ANSWER_KIND_HANDLE` answer with `token` (`scope_answer_take_handle`).
+// Returns as [`scope_handle_ending_queued`] does.
+//
+// # Safety
+// `unit` is NULL or a NUL-terminated string; `envp` is NULL or a NULL-terminated array of C
+// strings; `queue` is NULL or a live queue.
+scope_result scope_handle_from_manager_queued(const char *unit,
+                                              const char *const *envp,
+                                              uint32_t timeout_ms,
+                                              const struct scope_queue *queue,
+                                              uint64_t token);
+
 // Runs a fresh, bounded (3 s) availability check for a launch of `kind` with the environment
 // `envp` (a NULL-terminated `KEY=VALUE` array as execve takes, or NULL for this process's).
 // On success `*out` is a launcher, or NULL when the launch should go direct. In `required` mode,
@@ -867,6 +957,19 @@ scope_result scope_launcher_for_env_async(const char *const *envp,
                                           scope_launcher_ready ready,
                                           void *userdata);
 
+// [`scope_launcher_for_env_async`] for a host that takes its answers from `queue`: the answer
+// comes as a `SCOPE_ANSWER_KIND_LAUNCHER` answer with `token` (`scope_answer_take_launcher`), and
+// the library never calls the host. Returns `SCOPE_RESULT_OK` once the request has started (then
+// exactly one answer comes), or the error for bad arguments (then none).
+//
+// # Safety
+// `envp` as for [`scope_launcher_for_env`]; `queue` is NULL or a live queue.
+scope_result scope_launcher_for_env_queued(const char *const *envp,
+                                           scope_kind kind,
+                                           uint32_t probe_timeout_ms,
+                                           const struct scope_queue *queue,
+                                           uint64_t token);
+
 // Checks `len` properties at `properties` and makes limits of them: a name that is not one a
 // launch may set, a value that is not one for it, or a name given twice is refused with
 // `SCOPE_RESULT_INVALID_ARGUMENT` (a string that is not UTF-8 with `SCOPE_RESULT_INVALID_UTF8`),
@@ -925,6 +1028,17 @@ const char *scope_launcher_unenforced(const struct scope_launcher *launcher, siz
 // replaced.
 void scope_set_log_callback(scope_log_callback callback, void *userdata);
 
+// Sends the library's log lines to `queue` as `SCOPE_ANSWER_KIND_LOG` answers with `token`,
+// taken on the host's own thread: the library never calls the host (for a host such as Node,
+// whose cross-thread callbacks are bounded). NULL puts the default back (lines on stderr). When
+// it returns, a callback it replaced is not running and will never be called again. The queue is
+// held until the sink is replaced; lines beyond what the queue holds for its host are dropped
+// and counted. In a forked child, lines go to stderr until the child sets a sink of its own.
+//
+// # Safety
+// `queue` is NULL or a live queue.
+scope_result scope_set_log_queue(const struct scope_queue *queue, uint64_t token);
+
 // Sets the most detailed level delivered (default `SCOPE_LOG_LEVEL_WARN`); a number outside
 // 1 to 5 is `SCOPE_RESULT_INVALID_ARGUMENT`.
 scope_result scope_set_log_level(uint32_t level);
@@ -972,6 +1086,24 @@ scope_result scope_oomd_watch_new_async(const struct scope_handle *const *handle
                                         scope_oomd_watch_ready ready,
                                         void *userdata);
 
+// [`scope_oomd_watch_new`] on a thread of its own, for a host that takes its answers from
+// `queue` ([`scope_queue_new`](crate::queue::scope_queue_new)): the watch comes as a
+// `SCOPE_ANSWER_KIND_OOMD_WATCH` answer with `token`, and each of its warnings as a
+// `SCOPE_ANSWER_KIND_OOMD_WARNING` answer with the same token, until the watch is freed (taken
+// answers already queued may still come). The library never calls the host. Returns
+// `SCOPE_RESULT_OK` once the request has started (then exactly one watch answer comes), or the
+// error for bad arguments (then none). The handles may be freed as soon as this returns.
+//
+// # Safety
+// `handles` holds `count` pointers, each NULL or a live handle; `envp` is NULL or a
+// NULL-terminated array of C strings; `queue` is NULL or a live queue.
+scope_result scope_oomd_watch_new_queued(const struct scope_handle *const *handles,
+                                         size_t count,
+                                         const char *const *envp,
+                                         uint32_t timeout_ms,
+                                         const struct scope_queue *queue,
+                                         uint64_t token);
+
 // Why the calling thread's last [`scope_oomd_watch_new`] returned `SCOPE_RESULT_CANNOT_WARN`
 // (`SCOPE_CANNOT_WARN_KIND_NONE` where it did not).
 enum scope_cannot_warn_kind scope_oomd_last_cannot_warn(void);
@@ -1017,6 +1149,119 @@ void scope_oomd_watch_free(struct scope_oomd_watch *watch);
 // # Safety
 // `handle` is NULL or a live handle; `out` is writable.
 scope_result scope_handle_pressure(const struct scope_handle *handle, struct scope_pressures *out);
+
+// A new queue, and in `*reader` the descriptor to poll for it (readable when answers wait; read
+// and discard its bytes, then take answers until none is left). `*reader` is the caller's: close
+// it after freeing the queue, or to tell the library the host is gone (answers are then dropped,
+// and what they held freed). A socket (AF_UNIX, SOCK_STREAM, close-on-exec); the library never
+// calls into the host. A queue belongs to the process that made it.
+//
+// # Safety
+// `reader` and `out` are writable.
+scope_result scope_queue_new(int *reader, struct scope_queue **out);
+
+// Takes the next answer into `*out`, the caller's to free with [`scope_answer_free`]; NULL when
+// none waits. Never blocks.
+//
+// # Safety
+// `queue` is NULL or a live queue; `out` is writable.
+scope_result scope_queue_take(const struct scope_queue *queue, struct scope_answer **out);
+
+// Frees a queue (NULL is accepted and ignored), with the answers it held and what they held.
+// Requests still running answer to nowhere; the caller's reading end stays open (close it).
+//
+// # Safety
+// `queue` is NULL or a queue from this library, not yet freed, that no other thread is using.
+void scope_queue_free(struct scope_queue *queue);
+
+// The token of the request `answer` answers (0 for NULL).
+//
+// # Safety
+// `answer` is NULL or a live answer.
+uint64_t scope_answer_token(const struct scope_answer *answer);
+
+// What `answer` answers (`SCOPE_ANSWER_KIND_NONE` for NULL).
+//
+// # Safety
+// `answer` is NULL or a live answer.
+scope_answer_kind scope_answer_kind_of(const struct scope_answer *answer);
+
+// The request's result, as its blocking form would return it (`SCOPE_RESULT_NULL_PARAMETER`
+// for NULL).
+//
+// # Safety
+// `answer` is NULL or a live answer.
+scope_result scope_answer_result(const struct scope_answer *answer);
+
+// The failure's message, valid as long as the answer; NULL on success (and for NULL).
+//
+// # Safety
+// `answer` is NULL or a live answer.
+const char *scope_answer_error(const struct scope_answer *answer);
+
+// Takes the launcher out of a successful `SCOPE_ANSWER_KIND_LAUNCHER` answer into `*out`, the
+// caller's to free (NULL: launch directly). Once per answer.
+//
+// # Safety
+// `answer` is NULL or a live answer; `out` is writable.
+scope_result scope_answer_take_launcher(struct scope_answer *answer, struct scope_launcher **out);
+
+// Takes the handle out of a successful `SCOPE_ANSWER_KIND_HANDLE` answer into `*out`, the
+// caller's to free. Once per answer.
+//
+// # Safety
+// `answer` is NULL or a live answer; `out` is writable.
+scope_result scope_answer_take_handle(struct scope_answer *answer, struct scope_handle **out);
+
+// Takes the watch out of a successful `SCOPE_ANSWER_KIND_OOMD_WATCH` answer into `*out`, the
+// caller's to free (its warnings then stop). Once per answer.
+//
+// # Safety
+// `answer` is NULL or a live answer; `out` is writable.
+scope_result scope_answer_take_oomd_watch(struct scope_answer *answer,
+                                          struct scope_oomd_watch **out);
+
+// Why a `SCOPE_ANSWER_KIND_OOMD_WATCH` answer with `SCOPE_RESULT_CANNOT_WARN` cannot warn
+// (`SCOPE_CANNOT_WARN_KIND_NONE` for any other answer).
+//
+// # Safety
+// `answer` is NULL or a live answer.
+enum scope_cannot_warn_kind scope_answer_cannot_warn_kind(const struct scope_answer *answer);
+
+// How the scope ended, of a successful `SCOPE_ANSWER_KIND_ENDING` answer, valid as long as the
+// answer; NULL otherwise.
+//
+// # Safety
+// `answer` is NULL or a live answer.
+const struct scope_ending *scope_answer_ending(const struct scope_answer *answer);
+
+// The pids of a successful `SCOPE_ANSWER_KIND_PIDS` answer (those in the scope when the kill
+// began), valid as long as the answer, their number in `*len`; NULL (and 0) when there were none
+// or for any other answer.
+//
+// # Safety
+// `answer` is NULL or a live answer; `len` is NULL or writable.
+const uint32_t *scope_answer_pids(const struct scope_answer *answer, size_t *len);
+
+// The warning of a `SCOPE_ANSWER_KIND_OOMD_WARNING` answer, its strings valid as long as the
+// answer; NULL otherwise.
+//
+// # Safety
+// `answer` is NULL or a live answer.
+const struct scope_oomd_warning *scope_answer_oomd_warning(const struct scope_answer *answer);
+
+// The line of a `SCOPE_ANSWER_KIND_LOG` answer (NUL-terminated, valid as long as the answer),
+// its level in `*level`; NULL otherwise (`*level` then untouched).
+//
+// # Safety
+// `answer` is NULL or a live answer; `level` is NULL or writable.
+const char *scope_answer_log_line(const struct scope_answer *answer, scope_log_level *level);
+
+// Frees an answer (NULL is accepted and ignored), with what was not taken out of it.
+//
+// # Safety
+// `answer` is NULL or an answer from [`scope_queue_take`], not yet freed.
+void scope_answer_free(struct scope_answer *answer);
 
 // Resolves `program` as execvp in a child with environment `envp` (NULL: this process's) and
 // working directory `cwd` (NULL: this process's) would. On success `*out` is the absolute path,

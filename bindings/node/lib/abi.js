@@ -30,6 +30,8 @@ const SURENESS_NAMES = Object.freeze(['', 'POSSIBLE', 'LIKELY']);
 const CANNOT_WARN_NAMES = Object.freeze([
   'NONE', 'NO_OOMD', 'NO_RULE', 'NO_PSI', 'UNREADABLE', 'NO_SWAP', 'NO_MEMORY_CONTROLLER', 'SCOPE_GONE', 'CANNOT_ASK',
 ]);
+/** SCOPE_ANSWER_KIND_*: what an answer taken from the package's queue answers. */
+const ANSWER_KINDS = Object.freeze({ none: 0, launcher: 1, handle: 2, ending: 3, pids: 4, done: 5, oomdWatch: 6, oomdWarning: 7, log: 8 });
 /** SCOPE_VERDICT_*: what `diagnose` concludes, numbered as `synaps-scope doctor` exits. */
 const VERDICT_NAMES = Object.freeze(['SCOPED', 'DIRECT', 'BAD_INPUT', 'REFUSED']);
 const word = (name) => name.toLowerCase().replace(/_/g, '-');
@@ -46,6 +48,7 @@ const EXEC_FAILED_STATUS = 125;
 
 module.exports = {
   ABI_VERSION,
+  ANSWER_KINDS,
   CANNOT_WARN_NAMES,
   DEFAULT_KILL_TIMEOUT_MS,
   DEFAULT_PROBE_TIMEOUT_MS,

@@ -4,17 +4,12 @@ const koffi = require('koffi');
 
 const { DEFAULT_KILL_TIMEOUT_MS, DEFAULT_PROBE_TIMEOUT_MS, ENDING_NAMES, EVIDENCE_NAMES, OOMD_RULE_NAMES, STAT_UNKNOWN, word } = require('./abi.js');
 const { cString, envArray, livePointer, pidArg, timeoutMs } = require('./args.js');
-const { callBlocking, check, failure } = require('./error.js');
-const { c, DoneReady, EndingReady, PidsReady } = require('./library.js');
+const { check } = require('./error.js');
+const { c } = require('./library.js');
 const { OomdWatch } = require('./oomd_watch.js');
-const { answeredOnOwnThread } = require('./own_thread.js');
+const { answered, settled } = require('./queue.js');
 
 const handleRegistry = new FinalizationRegistry((pointer) => c.handleFree(pointer));
-
-/** Throws the error a request answered on its own thread ended with. */
-function settled(result, error) {
-  if (result !== 0) throw failure(result, error ?? 'the request failed');
-}
 
 /** The numbers of a `scope_pids` array the library returned, which is freed here. */
 function takePids(array, length) {
@@ -52,12 +47,15 @@ class ScopeHandle {
     return new ScopeHandle(out[0]);
   }
 
-  /** Asks the user manager (on a worker thread) for the scope's cgroup. */
+  /** Asks the user manager, on a thread of the library's own, for the scope's cgroup. */
   static async fromManager(unit, { env, timeoutMs: ms } = {}) {
-    const out = [null];
-    const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
-    await callBlocking(c.handleFromManager, cString(unit, 'unit'), envArray(env), timeout, out);
-    return new ScopeHandle(out[0]);
+    const args = [cString(unit, 'unit'), envArray(env), timeoutMs(ms, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS)];
+    return answered((queue, token) => c.handleFromManagerQueued(...args, queue, token), (answer) => {
+      settled(answer);
+      const out = [null];
+      check(c.answerTakeHandle(answer, out));
+      return new ScopeHandle(out[0]);
+    });
   }
 
   #live() {
@@ -103,9 +101,11 @@ class ScopeHandle {
   async kill({ timeoutMs: ms } = {}) {
     const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_KILL_TIMEOUT_MS);
     const pointer = this.#live();
-    return answeredOnOwnThread(PidsReady, timeout, (ready) => c.handleKillAsync(pointer, timeout, ready, null), (_userdata, result, pids, len, error) => {
-      settled(result, error);
-      const count = Number(len);
+    return answered((queue, token) => c.handleKillQueued(pointer, timeout, queue, token), (answer) => {
+      settled(answer);
+      const len = [0];
+      const pids = c.answerPids(answer, len);
+      const count = Number(len[0]);
       return count === 0 ? [] : Array.from(koffi.decode(pids, 'uint32_t', count));
     });
   }
@@ -114,9 +114,7 @@ class ScopeHandle {
   async waitEmpty({ timeoutMs: ms } = {}) {
     const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_KILL_TIMEOUT_MS);
     const pointer = this.#live();
-    await answeredOnOwnThread(DoneReady, timeout, (ready) => c.handleWaitEmptyAsync(pointer, timeout, ready, null), (_userdata, result, error) => {
-      settled(result, error);
-    });
+    await answered((queue, token) => c.handleWaitEmptyQueued(pointer, timeout, queue, token), settled);
   }
 
   /**
@@ -133,9 +131,9 @@ class ScopeHandle {
     const envp = envArray(env);
     const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
     const pointer = this.#live();
-    const out = await answeredOnOwnThread(EndingReady, timeout, (ready) => c.handleEndingAsync(pointer, envp, timeout, ready, null), (_userdata, result, ending, error) => {
-      settled(result, error);
-      return koffi.decode(ending, 'scope_ending');
+    const out = await answered((queue, token) => c.handleEndingQueued(pointer, envp, timeout, queue, token), (answer) => {
+      settled(answer);
+      return koffi.decode(c.answerEnding(answer), 'scope_ending');
     });
     const rule = OOMD_RULE_NAMES[out.rule];
     return {

@@ -5,9 +5,9 @@
 const { DEFAULT_PROBE_TIMEOUT_MS, KINDS, RESULT, SHELL_WORDS, WRAPPER_NAMES } = require('./abi.js');
 const { argvArray, cString, cwdArg, envArray, kindNumber, timeoutMs } = require('./args.js');
 const { takeWrapped } = require('./argv.js');
-const { callHere, check, failure } = require('./error.js');
-const { c, LauncherReady } = require('./library.js');
-const { answeredOnOwnThread } = require('./own_thread.js');
+const { callHere, check } = require('./error.js');
+const { c } = require('./library.js');
+const { answered, settled } = require('./queue.js');
 
 const launcherRegistry = new FinalizationRegistry((pointer) => c.launcherFree(pointer));
 
@@ -150,9 +150,11 @@ function launcherArgs({ env, kind = 'tool', probeTimeoutMs, limits } = {}) {
  */
 async function launcherForEnv(options) {
   const args = launcherArgs(options);
-  return answeredOnOwnThread(LauncherReady, args[2], (ready) => c.launcherForEnvAsync(...args, ready, null), (_userdata, result, pointer, error) => {
-    if (result !== RESULT.OK) throw failure(result, error ?? 'the request failed');
-    return limited(pointer ? new ScopeLauncher(pointer) : null, options?.limits);
+  return answered((queue, token) => c.launcherForEnvQueued(...args, queue, token), (answer) => {
+    settled(answer);
+    const out = [null];
+    check(c.answerTakeLauncher(answer, out));
+    return limited(out[0] ? new ScopeLauncher(out[0]) : null, options?.limits);
   });
 }
 

@@ -107,17 +107,8 @@ koffi.struct('scope_oomd_warning', {
   held_for_usec: 'uint64_t', duration_usec: 'uint64_t', sure: 'int', message: 'const char *',
 });
 koffi.struct('scope_cannot_warn', { unit: 'const char *', kind: 'int', message: 'const char *' });
-const OomdWarned = koffi.proto('void scope_oomd_warned(void *userdata, void *warning)');
-const OomdWatchReady = koffi.proto(
-  'void scope_oomd_watch_ready(void *userdata, uint32_t result, scope_oomd_watch *watch, int kind, const char *error)',
-);
-const LogCallback = koffi.proto('void scope_log_callback(void *userdata, uint32_t level, const char *message, size_t len)');
-const LauncherReady = koffi.proto(
-  'void scope_launcher_ready(void *userdata, uint32_t result, scope_launcher *launcher, const char *error)',
-);
-const EndingReady = koffi.proto('void scope_ending_ready(void *userdata, uint32_t result, void *ending, const char *error)');
-const PidsReady = koffi.proto('void scope_pids_ready(void *userdata, uint32_t result, void *pids, size_t len, const char *error)');
-const DoneReady = koffi.proto('void scope_done_ready(void *userdata, uint32_t result, const char *error)');
+koffi.opaque('scope_queue');
+koffi.opaque('scope_answer');
 
 // Every symbol is bound now, so a library missing one fails at load, not mid-launch.
 const c = {
@@ -125,8 +116,8 @@ const c = {
   version: lib.func('const char *scope_version(void)'),
   stringFree: lib.func('void scope_string_free(void *s)'),
   launcherForEnv: lib.func('uint32_t scope_launcher_for_env_r(const char **envp, uint32_t kind, uint32_t timeout_ms, _Out_ scope_launcher **out, void *error, size_t error_len)'),
-  launcherForEnvAsync: lib.func(
-    'uint32_t scope_launcher_for_env_async(const char **envp, uint32_t kind, uint32_t timeout_ms, scope_launcher_ready *ready, void *userdata)',
+  launcherForEnvQueued: lib.func(
+    'uint32_t scope_launcher_for_env_queued(const char **envp, uint32_t kind, uint32_t timeout_ms, const scope_queue *queue, uint64_t token)',
   ),
   launcherFree: lib.func('void scope_launcher_free(scope_launcher *launcher)'),
   launcherWrapper: lib.func('uint32_t scope_launcher_wrapper(const scope_launcher *launcher)'),
@@ -154,32 +145,48 @@ const c = {
   resolveProgram: lib.func('uint32_t scope_resolve_program(const char *program, const char **envp, const char *cwd, _Out_ void **out)'),
   handleFromPid: lib.func('uint32_t scope_handle_from_pid(const char *unit, uint32_t pid, _Out_ scope_handle **out)'),
   handleOfProcess: lib.func('uint32_t scope_handle_of_process(uint32_t pid, _Out_ scope_handle **out)'),
-  handleFromManager: lib.func('uint32_t scope_handle_from_manager_r(const char *unit, const char **envp, uint32_t timeout_ms, _Out_ scope_handle **out, void *error, size_t error_len)'),
+  handleFromManagerQueued: lib.func(
+    'uint32_t scope_handle_from_manager_queued(const char *unit, const char **envp, uint32_t timeout_ms, const scope_queue *queue, uint64_t token)',
+  ),
   handleUnit: lib.func('const char *scope_handle_unit(const scope_handle *handle)'),
   handleCgroup: lib.func('const char *scope_handle_cgroup(const scope_handle *handle)'),
   handlePids: lib.func('uint32_t scope_handle_pids(const scope_handle *handle, _Out_ void **pids, _Out_ size_t *len)'),
   pidsFree: lib.func('void scope_pids_free(void *pids, size_t len)'),
   handleStats: lib.func('uint32_t scope_handle_stats(const scope_handle *handle, _Out_ scope_stats *out)'),
   handlePressure: lib.func('uint32_t scope_handle_pressure(const scope_handle *handle, _Out_ scope_pressures *out)'),
-  handleEndingAsync: lib.func(
-    'uint32_t scope_handle_ending_async(const scope_handle *handle, const char **envp, uint32_t timeout_ms, scope_ending_ready *ready, void *userdata)',
+  handleEndingQueued: lib.func(
+    'uint32_t scope_handle_ending_queued(const scope_handle *handle, const char **envp, uint32_t timeout_ms, const scope_queue *queue, uint64_t token)',
   ),
-  handleKillAsync: lib.func(
-    'uint32_t scope_handle_kill_async(const scope_handle *handle, uint32_t timeout_ms, scope_pids_ready *ready, void *userdata)',
-  ),
-  handleWaitEmptyAsync: lib.func(
-    'uint32_t scope_handle_wait_empty_async(const scope_handle *handle, uint32_t timeout_ms, scope_done_ready *ready, void *userdata)',
+  handleKillQueued: lib.func('uint32_t scope_handle_kill_queued(const scope_handle *handle, uint32_t timeout_ms, const scope_queue *queue, uint64_t token)'),
+  handleWaitEmptyQueued: lib.func(
+    'uint32_t scope_handle_wait_empty_queued(const scope_handle *handle, uint32_t timeout_ms, const scope_queue *queue, uint64_t token)',
   ),
   handleFree: lib.func('void scope_handle_free(scope_handle *handle)'),
-  oomdWatchNewAsync: lib.func(
-    'uint32_t scope_oomd_watch_new_async(const scope_handle **handles, size_t count, const char **envp, uint32_t timeout_ms, scope_oomd_warned *warned, scope_oomd_watch_ready *ready, void *userdata)',
+  oomdWatchNewQueued: lib.func(
+    'uint32_t scope_oomd_watch_new_queued(const scope_handle **handles, size_t count, const char **envp, uint32_t timeout_ms, const scope_queue *queue, uint64_t token)',
   ),
   oomdWatchWatchedCount: lib.func('size_t scope_oomd_watch_watched_count(const scope_oomd_watch *watch)'),
   oomdWatchWatched: lib.func('const char *scope_oomd_watch_watched(const scope_oomd_watch *watch, size_t index)'),
   oomdWatchCannotCount: lib.func('size_t scope_oomd_watch_cannot_count(const scope_oomd_watch *watch)'),
   oomdWatchCannot: lib.func('uint32_t scope_oomd_watch_cannot(const scope_oomd_watch *watch, size_t index, _Out_ scope_cannot_warn *out)'),
   oomdWatchFree: lib.func('void scope_oomd_watch_free(scope_oomd_watch *watch)'),
-  setLogCallback: lib.func('void scope_set_log_callback(scope_log_callback *callback, void *userdata)'),
+  setLogQueue: lib.func('uint32_t scope_set_log_queue(const scope_queue *queue, uint64_t token)'),
+  queueNew: lib.func('uint32_t scope_queue_new(_Out_ int *reader, _Out_ scope_queue **out)'),
+  queueTake: lib.func('uint32_t scope_queue_take(const scope_queue *queue, _Out_ scope_answer **out)'),
+  queueFree: lib.func('void scope_queue_free(scope_queue *queue)'),
+  answerToken: lib.func('uint64_t scope_answer_token(const scope_answer *answer)'),
+  answerKindOf: lib.func('uint32_t scope_answer_kind_of(const scope_answer *answer)'),
+  answerResult: lib.func('uint32_t scope_answer_result(const scope_answer *answer)'),
+  answerError: lib.func('const char *scope_answer_error(const scope_answer *answer)'),
+  answerTakeLauncher: lib.func('uint32_t scope_answer_take_launcher(scope_answer *answer, _Out_ scope_launcher **out)'),
+  answerTakeHandle: lib.func('uint32_t scope_answer_take_handle(scope_answer *answer, _Out_ scope_handle **out)'),
+  answerTakeOomdWatch: lib.func('uint32_t scope_answer_take_oomd_watch(scope_answer *answer, _Out_ scope_oomd_watch **out)'),
+  answerCannotWarnKind: lib.func('uint32_t scope_answer_cannot_warn_kind(const scope_answer *answer)'),
+  answerEnding: lib.func('const scope_ending *scope_answer_ending(const scope_answer *answer)'),
+  answerPids: lib.func('const uint32_t *scope_answer_pids(const scope_answer *answer, _Out_ size_t *len)'),
+  answerOomdWarning: lib.func('const scope_oomd_warning *scope_answer_oomd_warning(const scope_answer *answer)'),
+  answerLogLine: lib.func('const char *scope_answer_log_line(const scope_answer *answer, _Out_ uint32_t *level)'),
+  answerFree: lib.func('void scope_answer_free(scope_answer *answer)'),
   setLogLevel: lib.func('uint32_t scope_set_log_level(uint32_t level)'),
   flushWarnings: lib.func('uint32_t scope_flush_warnings(uint32_t timeout_ms)'),
   abiVersion: lib.func('uint32_t scope_abi_version(void)'),
@@ -189,4 +196,4 @@ const c = {
   verdictWords: lib.func('const char *scope_verdict_words(uint32_t verdict)'),
 };
 
-module.exports = { c, libraryPath, DoneReady, EndingReady, LauncherReady, LogCallback, OomdWarned, OomdWatchReady, PidsReady };
+module.exports = { c, libraryPath };

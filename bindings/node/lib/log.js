@@ -1,29 +1,30 @@
 'use strict';
 // Diagnostics: the library's log lines go to the main thread's logger (console.warn by default).
-const koffi = require('koffi');
 const { promisify } = require('node:util');
 const { isMainThread } = require('node:worker_threads');
 
 const { DEFAULT_PROBE_TIMEOUT_MS, LEVELS, RESULT, RESULT_NAMES } = require('./abi.js');
 const { timeoutMs } = require('./args.js');
 const { check } = require('./error.js');
-const { c, LogCallback } = require('./library.js');
+const { c } = require('./library.js');
+const { drain, takeLogLines } = require('./queue.js');
 
-// The library logs process-wide, through one callback, and a callback belongs to the JS thread
-// that registered it: one registered by a worker would be called after the worker is gone, which
-// aborts the process. So only the main thread registers one, and every line, whichever thread's
-// request logged it, goes to the main thread's logger. In a process where only workers load the
-// package, lines go to stderr (the library's default).
+// The library logs process-wide, through one sink, and lines come from any of its threads. Only the
+// main thread takes them (through the package's queue, `queue.js`: the library never calls into
+// JavaScript), so every line, whichever thread's request logged it, goes to the main thread's
+// logger, on a later turn of its loop. In a process where only workers load the package, lines go
+// to stderr (the library's default).
 let logger = (level, message) => console.warn(`synaps-scope: ${level}: ${message}`);
 if (isMainThread) {
-  const logTrampoline = koffi.register((_userdata, level, message) => {
+  takeLogLines((answer) => {
+    const level = [0];
+    const message = c.answerLogLine(answer, level);
     try {
-      if (logger) logger(LEVELS[level] ?? 'trace', message);
+      if (logger && message !== null) logger(LEVELS[level[0]] ?? 'trace', message);
     } catch {
-      // A throwing logger must not unwind into the library.
+      // A throwing logger must not stop the queue's other answers.
     }
-  }, koffi.pointer(LogCallback));
-  c.setLogCallback(logTrampoline, null);
+  });
 }
 
 /**
@@ -47,6 +48,8 @@ function setLogger(fn) {
 async function flushWarnings(timeoutMs_ = DEFAULT_PROBE_TIMEOUT_MS) {
   const ms = timeoutMs(timeoutMs_, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
   const result = await promisify(c.flushWarnings.async)(ms);
+  // The checks' lines are queued by now: they reach the logger before this resolves.
+  drain();
   if (result === RESULT.TIMED_OUT) return false;
   check(result, `flushing warnings failed (${RESULT_NAMES[result] ?? result})`);
   return true;

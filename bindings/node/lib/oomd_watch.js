@@ -1,16 +1,17 @@
 'use strict';
 // The warning before systemd-oomd acts: an `OomdWatch` is an EventEmitter whose 'warning' events
-// come on the event loop. The library's one watching thread calls into the package through a koffi
-// callback, which koffi runs on the main thread; the watch is made on a thread of the library's own
-// (the managers are asked within a bound), and freed on koffi's worker, which waits only for a call
-// in flight, itself on the event loop: neither the event loop nor libuv's pool waits long.
+// come on the event loop. The watch is made on a thread of the library's own (the managers are
+// asked within a bound), and its warnings come through the package's queue (`queue.js`) with the
+// request's token: the library's watching thread never calls into JavaScript, so freeing a watch
+// waits for nothing but a warning being queued.
 const { EventEmitter } = require('node:events');
 const koffi = require('koffi');
 
 const { CANNOT_WARN_NAMES, DEFAULT_PROBE_TIMEOUT_MS, OOMD_RULE_NAMES, RESULT, SURENESS_NAMES, word } = require('./abi.js');
 const { envArray, handlePointers, timeoutMs } = require('./args.js');
-const { ScopeError, failure } = require('./error.js');
-const { c, OomdWarned, OomdWatchReady } = require('./library.js');
+const { ScopeError, check } = require('./error.js');
+const { c } = require('./library.js');
+const { answered, forget, settled } = require('./queue.js');
 
 /** None of the scopes given can be warned about: `kind` says why ('no-oomd', 'no-rule', …). */
 class CannotWarnError extends ScopeError {
@@ -21,12 +22,13 @@ class CannotWarnError extends ScopeError {
   }
 }
 
-/** Frees a watch on koffi's worker, then lets go of its callback, which is not called after. */
-function freeWatch(pointer, warned) {
-  c.oomdWatchFree.async(pointer, () => koffi.unregister(warned));
+/** Frees a watch (no warning is queued after) and drops those of its warnings still queued. */
+function freeWatch(pointer, token) {
+  c.oomdWatchFree(pointer);
+  forget(token);
 }
 
-const watchRegistry = new FinalizationRegistry(({ pointer, warned }) => freeWatch(pointer, warned));
+const watchRegistry = new FinalizationRegistry(({ pointer, token }) => freeWatch(pointer, token));
 
 /** The watches something listens to: kept from collection while they have a listener. */
 const listened = new Set();
@@ -124,13 +126,13 @@ class ListenedEmitter extends EventEmitter {
  */
 class OomdWatch extends ListenedEmitter {
   #pointer;
-  #warned;
+  #token;
   #closed = false;
 
-  constructor(pointer, warned) {
+  constructor(pointer, token) {
     super('warning', listened, () => !this.#closed);
     this.#pointer = pointer;
-    this.#warned = warned;
+    this.#token = token;
     /** The units of the scopes this watch can warn about. */
     this.watched = Object.freeze(
       Array.from({ length: Number(c.oomdWatchWatchedCount(pointer)) }, (_, at) => c.oomdWatchWatched(pointer, at)),
@@ -143,7 +145,7 @@ class OomdWatch extends ListenedEmitter {
         return Object.freeze({ unit: out.unit, kind: word(CANNOT_WARN_NAMES[out.kind] ?? 'NONE'), message: out.message });
       }),
     );
-    watchRegistry.register(this, { pointer, warned }, this);
+    watchRegistry.register(this, { pointer, token }, this);
   }
 
   /**
@@ -159,41 +161,31 @@ class OomdWatch extends ListenedEmitter {
     let target = null;
     /** Warnings that came before the watch was handed over. */
     const early = [];
-    const warned = koffi.register((_userdata, pointer) => {
-      const warning = warningOf(koffi.decode(pointer, 'scope_oomd_warning'));
-      if (target === null) {
-        early.push(warning);
-        return;
+    /** @type {number} */
+    let token = 0;
+    const onEvent = (answer) => {
+      const raw = c.answerOomdWarning(answer);
+      if (!raw) return;
+      const warning = warningOf(koffi.decode(raw, 'scope_oomd_warning'));
+      if (target === null) early.push(warning);
+      else target.deref()?.#deliver(warning);
+    };
+    const start = (queue, t) => c.oomdWatchNewQueued(pointers, pointers.length, envp, timeout, queue, t);
+    return answered(start, (answer) => {
+      if (c.answerResult(answer) === RESULT.CANNOT_WARN) {
+        const kind = word(CANNOT_WARN_NAMES[c.answerCannotWarnKind(answer)] ?? 'NONE');
+        throw new CannotWarnError(`synaps-scope: ${c.answerError(answer)}`, kind);
       }
-      const watch = target.deref();
-      if (watch) watch.#deliver(warning);
-    }, koffi.pointer(OomdWarned));
-    return new Promise((resolve, reject) => {
-      const keepAlive = setTimeout(() => {}, timeout + 60_000);
-      const ready = koffi.register((_userdata, result, pointer, kind, error) => {
-        clearTimeout(keepAlive);
-        setImmediate(() => koffi.unregister(ready));
-        if (result !== RESULT.OK) {
-          setImmediate(() => koffi.unregister(warned));
-          const message = `synaps-scope: ${error}`;
-          reject(result === RESULT.CANNOT_WARN ? new CannotWarnError(message, word(CANNOT_WARN_NAMES[kind] ?? 'NONE')) : failure(result, error));
-          return;
-        }
-        const watch = new OomdWatch(pointer, warned);
-        target = new WeakRef(watch);
-        resolve(watch);
-        setImmediate(() => {
-          for (const warning of early.splice(0)) watch.#deliver(warning);
-        });
-      }, koffi.pointer(OomdWatchReady));
-      const started = c.oomdWatchNewAsync(pointers, pointers.length, envp, timeout, warned, ready, null);
-      if (started !== RESULT.OK) {
-        clearTimeout(keepAlive);
-        koffi.unregister(ready);
-        koffi.unregister(warned);
-        reject(failure(started));
-      }
-    });
+      settled(answer);
+      const out = [null];
+      check(c.answerTakeOomdWatch(answer, out));
+      const watch = new OomdWatch(out[0], token);
+      target = new WeakRef(watch);
+      setImmediate(() => {
+        for (const warning of early.splice(0)) watch.#deliver(warning);
+      });
+      return watch;
+    }, { onEvent, onStart: (t) => { token = t; } });
   }
 
   #deliver(warning) {
@@ -208,20 +200,15 @@ class OomdWatch extends ListenedEmitter {
     }
   }
 
-  /** Stops the watch; resolves once no 'warning' can come any more. */
+  /** Stops the watch; resolves once no 'warning' can come any more (at once). */
   close() {
     if (this.#closed) return Promise.resolve();
     this.#closed = true;
     watchRegistry.unregister(this);
     listened.delete(this);
-    const [pointer, warned] = [this.#pointer, this.#warned];
+    freeWatch(this.#pointer, this.#token);
     this.#pointer = null;
-    return new Promise((resolve) => {
-      c.oomdWatchFree.async(pointer, () => {
-        koffi.unregister(warned);
-        resolve();
-      });
-    });
+    return Promise.resolve();
   }
 }
 

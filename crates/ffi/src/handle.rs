@@ -42,14 +42,21 @@ pub struct scope_stats {
     pub pids_current: u64,
 }
 
+impl scope_handle {
+    /// The handle of `inner`, with its names as C takes them.
+    pub(crate) fn new(inner: ScopeHandle) -> Result<Self, Failure> {
+        let unit = c_string(inner.unit().as_bytes().to_vec())?;
+        let cgroup = c_string(inner.cgroup_dir().as_os_str().as_bytes().to_vec())?;
+        Ok(scope_handle {
+            inner,
+            unit,
+            cgroup,
+        })
+    }
+}
+
 fn into_handle(inner: ScopeHandle, out: *mut *mut scope_handle) -> Result<(), Failure> {
-    let unit = c_string(inner.unit().as_bytes().to_vec())?;
-    let cgroup = c_string(inner.cgroup_dir().as_os_str().as_bytes().to_vec())?;
-    let handle = scope_handle {
-        inner,
-        unit,
-        cgroup,
-    };
+    let handle = scope_handle::new(inner)?;
     // SAFETY: every caller checked `out` non-NULL first; the C caller guarantees it is writable.
     unsafe { hand_out(handle, out) };
     Ok(())

@@ -1,4 +1,5 @@
-//! The scope handle's waits on a thread of their own (the `own_thread` module): how the scope ended
+//! The scope handle's waits on a thread of their own (the `own_thread` module, or answered to a
+//! queue: the `queue` module): how the scope ended
 //! (which may wait for systemd-oomd's signal and ask the managers which rule acted), a kill and
 //! the wait until the scope is empty. Each works on a copy of the handle taken before the export
 //! returns, so the caller may free its handle at once.
@@ -6,12 +7,17 @@
 use std::ffi::{c_char, c_void};
 use std::ptr;
 
-use crate::args::{env_arg, timeout_arg};
+use synaps_scope::ScopeHandle;
+
+use crate::args::{env_arg, str_arg, timeout_arg};
 use crate::boxed::borrow;
 use crate::error::{scope_result, Failure};
 use crate::export::guard;
 use crate::handle::{scope_ending, scope_handle};
 use crate::own_thread::answered_on_own_thread;
+use crate::queue::{
+    answered_to_queue, queue_arg, scope_answer, scope_answer_kind, scope_queue, Payload,
+};
 
 /// Receives the answer of [`scope_handle_ending_async`], exactly once, on the request's own
 /// thread: `result` as `scope_handle_ending` returns it; on success `ending` is
@@ -147,5 +153,128 @@ pub unsafe extern "C" fn scope_handle_wait_empty_async(
                 unsafe { ready(userdata, result, error) };
             },
         )
+    })
+}
+
+/// [`scope_handle_ending_async`] for a host that takes its answers from `queue`: the answer comes
+/// as a `SCOPE_ANSWER_KIND_ENDING` answer with `token` (`scope_answer_ending`). The library never
+/// calls the host. Returns `SCOPE_RESULT_OK` once the request has started (then exactly one answer
+/// comes), or the error for bad arguments (then none); `handle` may be freed as soon as this
+/// returns.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `envp` is NULL or a NULL-terminated array of C strings;
+/// `queue` is NULL or a live queue.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_ending_queued(
+    handle: *const scope_handle,
+    envp: *const *const c_char,
+    timeout_ms: u32,
+    queue: *const scope_queue,
+    token: u64,
+) -> scope_result {
+    guard(|| {
+        // SAFETY: NULL or live per the caller.
+        let queue = unsafe { queue_arg(queue) }?;
+        // SAFETY: NULL or live per the caller.
+        let handle = unsafe { borrow(handle, "handle") }?.inner().clone();
+        // SAFETY: forwarded from the caller.
+        let env = unsafe { env_arg(envp) }?;
+        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
+        let kind = scope_answer_kind::Ending;
+        answered_to_queue(queue, token, kind, move || {
+            let ending = scope_ending::from(handle.ending(env.as_pairs(), timeout));
+            scope_answer::of(token, kind, Ok(Payload::Ending(ending)))
+        })
+    })
+}
+
+/// [`scope_handle_kill_async`] for a host that takes its answers from `queue`: a
+/// `SCOPE_ANSWER_KIND_PIDS` answer with `token` (`scope_answer_pids`). Returns as
+/// [`scope_handle_ending_queued`] does.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `queue` is NULL or a live queue.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_kill_queued(
+    handle: *const scope_handle,
+    timeout_ms: u32,
+    queue: *const scope_queue,
+    token: u64,
+) -> scope_result {
+    guard(|| {
+        // SAFETY: NULL or live per the caller.
+        let queue = unsafe { queue_arg(queue) }?;
+        // SAFETY: NULL or live per the caller.
+        let handle = unsafe { borrow(handle, "handle") }?.inner().clone();
+        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
+        let kind = scope_answer_kind::Pids;
+        answered_to_queue(queue, token, kind, move || {
+            let pids = handle.kill(timeout).map_err(|e| Failure::of(&e));
+            scope_answer::of(token, kind, pids.map(Payload::Pids))
+        })
+    })
+}
+
+/// [`scope_handle_wait_empty_async`] for a host that takes its answers from `queue`: a
+/// `SCOPE_ANSWER_KIND_DONE` answer with `token`. Returns as [`scope_handle_ending_queued`] does.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `queue` is NULL or a live queue.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_wait_empty_queued(
+    handle: *const scope_handle,
+    timeout_ms: u32,
+    queue: *const scope_queue,
+    token: u64,
+) -> scope_result {
+    guard(|| {
+        // SAFETY: NULL or live per the caller.
+        let queue = unsafe { queue_arg(queue) }?;
+        // SAFETY: NULL or live per the caller.
+        let handle = unsafe { borrow(handle, "handle") }?.inner().clone();
+        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
+        let kind = scope_answer_kind::Done;
+        answered_to_queue(queue, token, kind, move || {
+            let done = handle.wait_empty(timeout).map_err(|e| Failure::of(&e));
+            scope_answer::of(token, kind, done.map(|()| Payload::Nothing))
+        })
+    })
+}
+
+/// [`scope_handle_from_manager`] on a thread of its own, for a host that takes its answers from
+/// `queue`: a `SCOPE_ANSWER_KIND_HANDLE` answer with `token` (`scope_answer_take_handle`).
+/// Returns as [`scope_handle_ending_queued`] does.
+///
+/// # Safety
+/// `unit` is NULL or a NUL-terminated string; `envp` is NULL or a NULL-terminated array of C
+/// strings; `queue` is NULL or a live queue.
+#[no_mangle]
+pub unsafe extern "C" fn scope_handle_from_manager_queued(
+    unit: *const c_char,
+    envp: *const *const c_char,
+    timeout_ms: u32,
+    queue: *const scope_queue,
+    token: u64,
+) -> scope_result {
+    guard(|| {
+        // SAFETY: NULL or live per the caller.
+        let queue = unsafe { queue_arg(queue) }?;
+        // SAFETY: forwarded from the caller.
+        let unit = unsafe { str_arg(unit, "unit") }?.to_owned();
+        // SAFETY: forwarded from the caller.
+        let env = unsafe { env_arg(envp) }?;
+        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
+        let kind = scope_answer_kind::Handle;
+        answered_to_queue(queue, token, kind, move || {
+            let handle = ScopeHandle::from_manager(&unit, env.as_pairs(), timeout)
+                .map_err(|e| Failure::of(&e))
+                .and_then(scope_handle::new);
+            scope_answer::of(
+                token,
+                kind,
+                handle.map(|h| Payload::Handle(Some(Box::new(h)))),
+            )
+        })
     })
 }

@@ -25,6 +25,7 @@ pub mod oomd_watch;
 mod own_thread;
 mod panic;
 pub mod pressure;
+pub mod queue;
 pub mod resolve;
 
 pub use abi::*;

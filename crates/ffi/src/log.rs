@@ -3,6 +3,7 @@
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_void};
+use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -12,6 +13,7 @@ use tracing::Level;
 
 use crate::args::timeout_arg;
 use crate::error::{c_text, result_of, scope_result, Failure};
+use crate::queue::{queue_arg, scope_answer, scope_queue, Queue};
 use synaps_scope::diag::CallbackSubscriber;
 
 /// Severity of a log line; lower is more severe.
@@ -55,6 +57,8 @@ struct Sink {
     running: usize,
     /// Calls still running of callbacks since replaced, which a replacement waits for.
     running_replaced: usize,
+    /// The host's queue and token, where it takes its lines from one instead (`callback` None).
+    queue: Option<(Arc<Queue>, u64)>,
 }
 
 /// This process's sink, and the signal that a call of the callback ended. A forked child keeps its
@@ -77,6 +81,9 @@ fn logging() -> Arc<Mine<Logging>> {
             generation: sink.generation,
             running: 0,
             running_replaced: 0,
+            // The parent's queue is its host's, whose thread is not in the child: lines go to
+            // stderr there.
+            queue: None,
         });
         Logging {
             sink: Mutex::new(sink),
@@ -121,13 +128,21 @@ fn deliver(level: &Level, line: &str) {
     // Copied out and counted, so that no lock is held during the call (a callback marshalled to
     // another thread must not deadlock with that thread), yet a replacement waits for it to end.
     let logging = logging();
-    let (callback, userdata, generation) = {
+    let (callback, userdata, generation, queue) = {
         let mut sink = lock(&logging.sink);
         if sink.callback.is_some() {
             sink.running += 1;
         }
-        (sink.callback, sink.userdata, sink.generation)
+        (
+            sink.callback,
+            sink.userdata,
+            sink.generation,
+            sink.queue.clone(),
+        )
     };
+    if let Some((queue, token)) = queue {
+        return queue.push(scope_answer::log_line(token, level_enum(number), line));
+    }
     match callback {
         Some(callback) => {
             let message = c_text(line);
@@ -207,23 +222,63 @@ pub unsafe extern "C" fn scope_set_log_callback(
 ) {
     ensure_installed();
     let _ = result_of(|| {
-        let logging = logging();
-        let mut sink = lock(&logging.sink);
-        sink.callback = callback;
-        sink.userdata = userdata as usize;
-        sink.generation += 1;
-        sink.running_replaced += std::mem::take(&mut sink.running);
-        // Calls that start from now on are of the new callback and are not waited for; of the
-        // replaced ones, those on this thread (inside which this call is made) cannot end first.
-        let here = RUNNING_HERE.with(Cell::get);
-        while sink.running_replaced > here {
-            sink = logging
-                .call_ended
-                .wait(sink)
-                .unwrap_or_else(|p| p.into_inner());
-        }
+        replace_sink(callback, userdata, None);
         Ok(())
     });
+}
+
+/// Sends the library's log lines to `queue` as `SCOPE_ANSWER_KIND_LOG` answers with `token`,
+/// taken on the host's own thread: the library never calls the host (for a host such as Node,
+/// whose cross-thread callbacks are bounded). NULL puts the default back (lines on stderr). When
+/// it returns, a callback it replaced is not running and will never be called again. The queue is
+/// held until the sink is replaced; lines beyond what the queue holds for its host are dropped
+/// and counted. In a forked child, lines go to stderr until the child sets a sink of its own.
+///
+/// # Safety
+/// `queue` is NULL or a live queue.
+#[no_mangle]
+pub unsafe extern "C" fn scope_set_log_queue(
+    queue: *const scope_queue,
+    token: u64,
+) -> scope_result {
+    ensure_installed();
+    result_of(|| {
+        // SAFETY: NULL or live per the caller.
+        let queue = match unsafe { queue.as_ref() } {
+            // SAFETY: live per the caller.
+            Some(queue) => Some((unsafe { queue_arg(queue) }?, token)),
+            None => None,
+        };
+        replace_sink(None, ptr::null_mut(), queue);
+        Ok(())
+    })
+}
+
+/// Puts a new sink in place, and waits until no call of the callback it replaced is running on
+/// another thread.
+fn replace_sink(
+    callback: scope_log_callback,
+    userdata: *mut c_void,
+    queue: Option<(Arc<Queue>, u64)>,
+) {
+    let logging = logging();
+    let mut sink = lock(&logging.sink);
+    sink.callback = callback;
+    sink.userdata = userdata as usize;
+    let replaced_queue = std::mem::replace(&mut sink.queue, queue);
+    sink.generation += 1;
+    sink.running_replaced += std::mem::take(&mut sink.running);
+    // Calls that start from now on are of the new callback and are not waited for; of the
+    // replaced ones, those on this thread (inside which this call is made) cannot end first.
+    let here = RUNNING_HERE.with(Cell::get);
+    while sink.running_replaced > here {
+        sink = logging
+            .call_ended
+            .wait(sink)
+            .unwrap_or_else(|p| p.into_inner());
+    }
+    drop(sink);
+    drop(replaced_queue);
 }
 
 /// Sets the most detailed level delivered (default `SCOPE_LOG_LEVEL_WARN`); a number outside

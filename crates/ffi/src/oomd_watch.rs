@@ -5,6 +5,7 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CString};
 use std::ptr;
+use std::sync::Arc;
 
 use synaps_scope::{CannotWarn, CannotWarnKind, OomdRule, OomdWarning, OomdWatch, Sureness};
 
@@ -14,6 +15,9 @@ use crate::error::{c_text, scope_result, Failure};
 use crate::export::guard;
 use crate::handle::{scope_handle, scope_oomd_rule};
 use crate::own_thread::answered_on_own_thread;
+use crate::queue::{
+    answered_to_queue, queue_arg, scope_answer, scope_answer_kind, scope_queue, Payload, Queue,
+};
 
 /// How sure a warning is. The numbers never change meaning.
 #[repr(C)]
@@ -115,26 +119,23 @@ pub struct scope_oomd_watch {
     cannot: Vec<(CString, scope_cannot_warn_kind, CString)>,
 }
 
-/// The caller's function and pointer, called from the watching thread.
-struct Warned {
-    warned: unsafe extern "C" fn(*mut c_void, *const scope_oomd_warning),
-    userdata: *mut c_void,
+/// A warning as C takes it: the struct, and the strings it points into.
+pub(crate) struct OwnedWarning {
+    crossing: scope_oomd_warning,
+    _unit: CString,
+    _monitored: CString,
+    _message: CString,
 }
 
-// SAFETY: the caller of `scope_oomd_watch_new` promised that `warned` may be called from any
-// thread with `userdata` until the watch is freed.
-unsafe impl Send for Warned {}
-// SAFETY: as for Send; the library calls it from one thread at a time.
-unsafe impl Sync for Warned {}
-
-impl Warned {
-    fn call(&self, warning: &OomdWarning) {
+impl OwnedWarning {
+    pub(crate) fn of(warning: &OomdWarning) -> Self {
         let (unit, monitored, message) = (
             c_text(&warning.unit),
             c_text(&warning.monitored),
             c_text(&warning.to_string()),
         );
         let crossing = scope_oomd_warning {
+            // The strings' heap buffers do not move when the CStrings do.
             unit: unit.as_ptr(),
             rule: match warning.rule {
                 OomdRule::Swap => scope_oomd_rule::Swap,
@@ -151,9 +152,51 @@ impl Warned {
             },
             message: message.as_ptr(),
         };
-        // SAFETY: the caller promised `warned` may be called from any thread with `userdata`;
-        // the warning and its strings outlive the call.
-        unsafe { (self.warned)(self.userdata, &crossing) };
+        OwnedWarning {
+            crossing,
+            _unit: unit,
+            _monitored: monitored,
+            _message: message,
+        }
+    }
+
+    /// The struct, valid as long as this.
+    pub(crate) fn crossing(&self) -> *const scope_oomd_warning {
+        &self.crossing
+    }
+}
+
+/// Where a watch's warnings go: the host's callback, or its queue with the request's token.
+enum Warned {
+    Callback {
+        warned: unsafe extern "C" fn(*mut c_void, *const scope_oomd_warning),
+        userdata: *mut c_void,
+    },
+    Queue(Arc<Queue>, u64),
+}
+
+// SAFETY: the caller of `scope_oomd_watch_new` promised that `warned` may be called from any
+// thread with `userdata` until the watch is freed; a queue is shared by design.
+unsafe impl Send for Warned {}
+// SAFETY: as for Send; the library calls it from one thread at a time.
+unsafe impl Sync for Warned {}
+
+impl Warned {
+    fn callback(warned: scope_oomd_warned, userdata: *mut c_void) -> Result<Self, Failure> {
+        let warned = warned.ok_or_else(|| Failure::null("warned"))?;
+        Ok(Warned::Callback { warned, userdata })
+    }
+
+    fn call(&self, warning: &OomdWarning) {
+        match self {
+            Warned::Callback { warned, userdata } => {
+                let owned = OwnedWarning::of(warning);
+                // SAFETY: the caller promised `warned` may be called from any thread with
+                // `userdata`; the warning and its strings outlive the call.
+                unsafe { warned(*userdata, owned.crossing()) };
+            }
+            Warned::Queue(queue, token) => queue.push(scope_answer::warning(*token, warning)),
+        }
     }
 }
 
@@ -187,8 +230,9 @@ pub unsafe extern "C" fn scope_oomd_watch_new(
     LAST_CANNOT_WARN.with(|last| last.set(scope_cannot_warn_kind::None));
     guard(|| {
         out_arg(out, "out")?;
+        let warned = Warned::callback(warned, userdata)?;
         // SAFETY: forwarded from the caller.
-        let request = unsafe { Request::take(handles, count, envp, timeout_ms, warned, userdata) }?;
+        let request = unsafe { Request::take(handles, count, envp, timeout_ms, warned) }?;
         let made = request.make()?;
         // SAFETY: checked non-NULL; writable per the caller.
         unsafe { hand_out(made, out) };
@@ -230,8 +274,9 @@ pub unsafe extern "C" fn scope_oomd_watch_new_async(
 ) -> scope_result {
     guard(|| {
         let ready = ready.ok_or_else(|| Failure::null("ready"))?;
+        let warned = Warned::callback(warned, userdata)?;
         // SAFETY: forwarded from the caller.
-        let request = unsafe { Request::take(handles, count, envp, timeout_ms, warned, userdata) }?;
+        let request = unsafe { Request::take(handles, count, envp, timeout_ms, warned) }?;
         answered_on_own_thread(
             userdata,
             move || request.make(),
@@ -244,6 +289,48 @@ pub unsafe extern "C" fn scope_oomd_watch_new_async(
                 unsafe { ready(userdata, result, watch, kind, error) };
             },
         )
+    })
+}
+
+/// [`scope_oomd_watch_new`] on a thread of its own, for a host that takes its answers from
+/// `queue` ([`scope_queue_new`](crate::queue::scope_queue_new)): the watch comes as a
+/// `SCOPE_ANSWER_KIND_OOMD_WATCH` answer with `token`, and each of its warnings as a
+/// `SCOPE_ANSWER_KIND_OOMD_WARNING` answer with the same token, until the watch is freed (taken
+/// answers already queued may still come). The library never calls the host. Returns
+/// `SCOPE_RESULT_OK` once the request has started (then exactly one watch answer comes), or the
+/// error for bad arguments (then none). The handles may be freed as soon as this returns.
+///
+/// # Safety
+/// `handles` holds `count` pointers, each NULL or a live handle; `envp` is NULL or a
+/// NULL-terminated array of C strings; `queue` is NULL or a live queue.
+#[no_mangle]
+pub unsafe extern "C" fn scope_oomd_watch_new_queued(
+    handles: *const *const scope_handle,
+    count: usize,
+    envp: *const *const c_char,
+    timeout_ms: u32,
+    queue: *const scope_queue,
+    token: u64,
+) -> scope_result {
+    guard(|| {
+        // SAFETY: NULL or live per the caller.
+        let queue = unsafe { queue_arg(queue) }?;
+        let warned = Warned::Queue(Arc::clone(&queue), token);
+        // SAFETY: forwarded from the caller.
+        let request = unsafe { Request::take(handles, count, envp, timeout_ms, warned) }?;
+        let kind = scope_answer_kind::OomdWatch;
+        answered_to_queue(queue, token, kind, move || match request.make() {
+            Ok(watch) => {
+                let payload =
+                    Payload::OomdWatch(Some(Box::new(watch)), scope_cannot_warn_kind::None);
+                scope_answer::of(token, kind, Ok(payload))
+            }
+            // The request's own thread: `make` set the kind there.
+            Err(failure) if failure.0 == scope_result::CannotWarn => {
+                scope_answer::cannot_warn(token, failure, LAST_CANNOT_WARN.with(Cell::get))
+            }
+            Err(failure) => scope_answer::of(token, kind, Err(failure)),
+        })
     })
 }
 
@@ -263,10 +350,8 @@ impl Request {
         count: usize,
         envp: *const *const c_char,
         timeout_ms: u32,
-        warned: scope_oomd_warned,
-        userdata: *mut c_void,
+        warned: Warned,
     ) -> Result<Request, Failure> {
-        let warned = warned.ok_or_else(|| Failure::null("warned"))?;
         if handles.is_null() {
             return Err(Failure::null("handles"));
         }
@@ -283,7 +368,7 @@ impl Request {
             // SAFETY: forwarded from the caller.
             env: unsafe { env_arg(envp) }?,
             timeout: timeout_arg(timeout_ms, "timeout_ms")?,
-            warned: Warned { warned, userdata },
+            warned,
         })
     }
 

@@ -237,6 +237,15 @@ fn a_handles_kill_is_told_after_the_scope_is_collected() {
     scenario("ending");
 }
 
+/// Answers taken from a queue, with nothing called back: 300 requests at once, each answered once;
+/// a handle from the manager that kills what a tool left after its exit; log lines; a host that
+/// closed its end costs no descriptor and no memory; a forked child is refused the queue.
+#[test]
+fn requests_answer_to_a_queue_the_caller_takes_from() {
+    let Some(_rig) = rig() else { return };
+    scenario("queue");
+}
+
 /// The leaf and framing cases from C, against a stand-in oomd on a bus standing for the system bus
 /// (`tests/tools/oomd_bus.py`), with the waits answered on the request's own thread.
 #[test]

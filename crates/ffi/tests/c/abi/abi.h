@@ -100,5 +100,6 @@ int scenario_fork_host_ticket(void);
 int scenario_held_turn(void);
 int scenario_limits(void);
 int scenario_oomd_watch(void);
+int scenario_queue(void);
 
 #endif

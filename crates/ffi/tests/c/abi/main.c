@@ -26,6 +26,7 @@ int main(int argc, char **argv) {
         {"ending_oomd_signal", scenario_ending_oomd_signal},
         {"fork_host_ticket", scenario_fork_host_ticket}, {"held_turn", scenario_held_turn},
         {"limits", scenario_limits},                 {"oomd_watch", scenario_oomd_watch},
+        {"queue", scenario_queue},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
