@@ -136,3 +136,20 @@ test('a scope that holds the caller is never killed', async (t) => {
   assert.equal(code, 0, out);
   assert.match(out, /^refused: SCOPE_NOT_OURS .*holds this process/, out);
 });
+
+test('a kill after the tool exited kills what it left in its scope', async (t) => {
+  // Issue 59: a handle's kill acts on the scope, not on the tool's own process, for as long as the
+  // scope exists.
+  if (!requireRig(t)) return;
+  const child = await scope.spawn('sh', ['-c', 'sleep 60 >/dev/null & echo $!; exit 0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const { code, stdout } = await collect(child);
+  assert.equal(code, 0);
+  const left = Number(stdout.toString().trim());
+  assert.ok(fs.existsSync(`/proc/${left}`), 'the process the tool left runs on');
+  const handle = await scope.ScopeHandle.fromManager(String(child.scopeUnit));
+  assert.deepEqual(await handle.kill(), [left]);
+  await handle.waitEmpty();
+  assert.ok(!fs.existsSync(`/proc/${left}`) || fs.readFileSync(`/proc/${left}/stat`, 'utf8').split(') ')[1].startsWith('Z'));
+  assert.equal((await handle.ending()).kind, 'handle-kill');
+  handle.close();
+});

@@ -269,7 +269,11 @@ pub(crate) fn begin_launcher_for_env(
     probe_timeout: f64,
 ) -> PyResult<PendingLauncher> {
     let (env, kind, options) = request_from(env, kind, probe_timeout)?;
-    let (ready, done) = UnixStream::pair()?;
+    // Out of descriptors or threads (thousands of requests at once), the request fails as the
+    // library's own failures do: a ScopeError saying why, like every other way it cannot answer.
+    let cannot_start =
+        |e: std::io::Error| ScopeError::new_err(format!("cannot start the request: {e}"));
+    let (ready, done) = UnixStream::pair().map_err(cannot_start)?;
     let outcome = Outcome::default();
     let slot = Arc::clone(&outcome);
     // A request that panicked (a bug) leaves no outcome: `result()` then says so.
@@ -278,6 +282,7 @@ pub(crate) fn begin_launcher_for_env(
             *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer);
         }
         drop(done);
-    })?;
+    })
+    .map_err(cannot_start)?;
     Ok(PendingLauncher { ready, outcome })
 }
