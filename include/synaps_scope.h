@@ -211,7 +211,8 @@ enum scope_answer_kind
   // A warning of a watch made with `scope_oomd_watch_new_queued`, with that request's token:
   // `scope_answer_oomd_warning`. None comes after the watch is freed.
   SCOPE_ANSWER_KIND_OOMD_WARNING = 7,
-  // A log line, with the token given to `scope_set_log_queue`: `scope_answer_log_line`.
+  // A log line, with the token given to `scope_set_log_queue` (or 0: the queue's own line saying
+  // how many warnings and lines it dropped): `scope_answer_log_line`.
   SCOPE_ANSWER_KIND_LOG = 8,
 };
 #ifndef __cplusplus
@@ -840,7 +841,7 @@ scope_result scope_handle_wait_empty_queued(const struct scope_handle *handle,
                                             const struct scope_queue *queue,
                                             uint64_t token);
 
-// [`scope_handle_from_manager`] on a thread of its own, for a host that takes its answers from
+// `scope_handle_from_manager` on a thread of its own, for a host that takes its answers from
 // `queue`: a `SCOPE_ANSWER_KIND_HANDLE` answer with `token` (`scope_answer_take_handle`).
 // Returns as [`scope_handle_ending_queued`] does.
 //
@@ -1167,8 +1168,9 @@ scope_result scope_queue_new(int *reader, struct scope_queue **out);
 // `queue` is NULL or a live queue; `out` is writable.
 scope_result scope_queue_take(const struct scope_queue *queue, struct scope_answer **out);
 
-// Frees a queue (NULL is accepted and ignored), with the answers it held and what they held.
-// Requests still running answer to nowhere; the caller's reading end stays open (close it).
+// Frees a queue (NULL is accepted and ignored), with the answers it held and what they held;
+// the watches made through it stop warning. Requests still running answer to nowhere; the
+// caller's reading end stays open (close it).
 //
 // # Safety
 // `queue` is NULL or a queue from this library, not yet freed, that no other thread is using.

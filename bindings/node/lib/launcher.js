@@ -7,6 +7,7 @@ const { argvArray, cString, cwdArg, envArray, kindNumber, timeoutMs } = require(
 const { takeWrapped } = require('./argv.js');
 const { callHere, check } = require('./error.js');
 const { c } = require('./library.js');
+const { deliverLogLines } = require('./log.js');
 const { answered, settled } = require('./queue.js');
 
 const launcherRegistry = new FinalizationRegistry((pointer) => c.launcherFree(pointer));
@@ -50,7 +51,9 @@ class ScopeLauncher {
   withLimits(limits) {
     return withLimits(limits, (pointer) => {
       const out = [null];
-      check(c.launcherWithLimits(this.#live(), pointer, out));
+      const result = c.launcherWithLimits(this.#live(), pointer, out);
+      deliverLogLines();
+      check(result);
       return new ScopeLauncher(out[0], limits);
     });
   }
@@ -76,7 +79,9 @@ class ScopeLauncher {
       if (program === null) throw new TypeError('argv0 needs a program in argv[0]');
       args[0] = cString(argv0, 'argv0');
     }
-    check(c.wrapProgram(this.#live(), program, args, envArray(env), cwdArg(cwd), out));
+    const result = c.wrapProgram(this.#live(), program, args, envArray(env), cwdArg(cwd), out);
+    deliverLogLines();
+    check(result);
     return takeWrapped(out[0]);
   }
 
@@ -87,7 +92,9 @@ class ScopeLauncher {
   wrapShell(words, { env, cwd, shell } = {}) {
     const out = [null];
     const shellPath = typeof shell === 'string' ? cString(shell, 'shell') : null;
-    check(c.wrapShell(this.#live(), shellPath, argvArray(words), SHELL_WORDS.joined, envArray(env), cwdArg(cwd), out));
+    const result = c.wrapShell(this.#live(), shellPath, argvArray(words), SHELL_WORDS.joined, envArray(env), cwdArg(cwd), out);
+    deliverLogLines();
+    check(result);
     return takeWrapped(out[0]);
   }
 
@@ -161,7 +168,11 @@ async function launcherForEnv(options) {
 /** launcherForEnv on the calling thread: blocks up to the probe bound. */
 function launcherForEnvSync(options) {
   const out = [null];
-  callHere(c.launcherForEnv, ...launcherArgs(options), out);
+  try {
+    callHere(c.launcherForEnv, ...launcherArgs(options), out);
+  } finally {
+    deliverLogLines();
+  }
   return limited(out[0] ? new ScopeLauncher(out[0]) : null, options?.limits);
 }
 

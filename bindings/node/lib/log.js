@@ -7,24 +7,37 @@ const { DEFAULT_PROBE_TIMEOUT_MS, LEVELS, RESULT, RESULT_NAMES } = require('./ab
 const { timeoutMs } = require('./args.js');
 const { check } = require('./error.js');
 const { c } = require('./library.js');
-const { drain, takeLogLines } = require('./queue.js');
+const { AnswerQueue } = require('./queue.js');
 
 // The library logs process-wide, through one sink, and lines come from any of its threads. Only the
-// main thread takes them (through the package's queue, `queue.js`: the library never calls into
+// main thread takes them, from a queue of their own (`AnswerQueue`: the library never calls into
 // JavaScript), so every line, whichever thread's request logged it, goes to the main thread's
-// logger, on a later turn of its loop. In a process where only workers load the package, lines go
-// to stderr (the library's default).
+// logger: on the next turn of its loop, right after a blocking call of the package, before a
+// flushWarnings() resolves, and at the process's exit. In a process where only workers load the
+// package, lines go to stderr (the library's default), as they do should the queue fail.
 let logger = (level, message) => console.warn(`synaps-scope: ${level}: ${message}`);
+/** The main thread's queue of log lines. */
+let lines = null;
 if (isMainThread) {
-  takeLogLines((answer) => {
+  lines = new AnswerQueue((answer) => {
     const level = [0];
     const message = c.answerLogLine(answer, level);
     try {
       if (logger && message !== null) logger(LEVELS[level[0]] ?? 'trace', message);
     } catch {
-      // A throwing logger must not stop the queue's other answers.
+      // A throwing logger must not stop the lines after it.
     }
+  }, () => {
+    lines = null;
+    c.setLogQueue(null, 0);
   });
+  check(c.setLogQueue(lines.pointer, 0));
+  process.on('exit', deliverLogLines);
+}
+
+/** Hands the log lines waiting to the logger now (after a blocking call that may have logged). */
+function deliverLogLines() {
+  lines?.drain();
 }
 
 /**
@@ -49,7 +62,7 @@ async function flushWarnings(timeoutMs_ = DEFAULT_PROBE_TIMEOUT_MS) {
   const ms = timeoutMs(timeoutMs_, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
   const result = await promisify(c.flushWarnings.async)(ms);
   // The checks' lines are queued by now: they reach the logger before this resolves.
-  drain();
+  deliverLogLines();
   if (result === RESULT.TIMED_OUT) return false;
   check(result, `flushing warnings failed (${RESULT_NAMES[result] ?? result})`);
   return true;
@@ -62,4 +75,4 @@ function setLogLevel(level) {
   check(c.setLogLevel(number));
 }
 
-module.exports = { flushWarnings, setLogLevel, setLogger };
+module.exports = { deliverLogLines, flushWarnings, setLogLevel, setLogger };

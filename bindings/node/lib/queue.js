@@ -6,81 +6,103 @@
 // callbacks (256 in flight, past which koffi throws on a foreign thread and the process dies)
 // bounds how many requests run at once, and a worker terminated with requests in flight leaves
 // nothing behind that could call into it: Node closes the socket, and the library frees the
-// answers that come for it. No wait sits on the event loop or on libuv's shared pool.
+// answers that come for it and stops the watches made through it. No wait sits on the event loop
+// or on libuv's shared pool.
 const net = require('node:net');
 
 const { ANSWER_KINDS, RESULT } = require('./abi.js');
 const { ScopeError, failure } = require('./error.js');
 const { c } = require('./library.js');
 
-/** The token of log lines (`scope_set_log_queue`); requests count from 1. */
-const LOG_TOKEN = 0;
-/** Takes the library's log lines where this thread set the log queue (`takeLogLines`). */
-let logTaker = null;
+/** The kinds of answer that settle a request; the others (warnings, log lines) are events. */
+const REQUEST_KINDS = new Set([
+  ANSWER_KINDS.launcher, ANSWER_KINDS.handle, ANSWER_KINDS.ending, ANSWER_KINDS.pids, ANSWER_KINDS.done, ANSWER_KINDS.oomdWatch,
+]);
 
-/** This thread's queue: the library's handle and the socket it wakes, made on first use. */
-let queue = null;
+/** A queue of the library's and the socket it wakes; `take(answer)` is handed each answer. */
+class AnswerQueue {
+  /**
+   * @param {(answer: unknown) => void} take
+   * @param {(why: string) => void} onLost called once should the socket fail (nothing here makes
+   *   it): the queue is freed, and takes nothing more
+   */
+  constructor(take, onLost) {
+    const reader = [-1];
+    const out = [null];
+    const made = c.queueNew(reader, out);
+    if (made !== RESULT.OK) throw failure(made);
+    this.pointer = out[0];
+    this.take = take;
+    this.socket = new net.Socket({ fd: reader[0], readable: true, writable: false });
+    this.socket.on('data', () => this.drain());
+    const lost = (/** @type {string} */ why) => {
+      if (!this.pointer) return;
+      this.socket.destroy();
+      c.queueFree(this.pointer);
+      this.pointer = null;
+      onLost(why);
+    };
+    this.socket.on('error', (error) => lost(`the queue's socket failed: ${error.message}`));
+    this.socket.on('end', () => lost('the queue\'s socket was closed'));
+    // Only what waits for an answer holds the event loop open (`hold`), not a watch or the log.
+    this.socket.unref();
+  }
+
+  /** Holds the event loop open (true) while answers are awaited, or lets it go. */
+  hold(/** @type {boolean} */ awaited) {
+    if (awaited) this.socket.ref();
+    else this.socket.unref();
+  }
+
+  /** Takes every answer waiting and hands each to `take`; each answer is freed here. */
+  drain() {
+    while (this.pointer) {
+      const out = [null];
+      if (c.queueTake(this.pointer, out) !== RESULT.OK || !out[0]) return;
+      try {
+        this.take(out[0]);
+      } finally {
+        c.answerFree(out[0]);
+      }
+    }
+  }
+}
+
+/** This thread's queue of requests, made on first use. */
+let requests = null;
 /** The requests waiting for their answer, by token: each takes its answer. */
 const waiting = new Map();
-/** Who takes the events (warnings, log lines) of each token. */
+/** Who takes the events (a watch's warnings) of each token. */
 const listeners = new Map();
 let nextToken = 1;
 
-function open() {
-  if (queue) return queue;
-  const reader = [-1];
-  const out = [null];
-  const made = c.queueNew(reader, out);
-  if (made !== RESULT.OK) throw failure(made);
-  const socket = new net.Socket({ fd: reader[0], readable: true, writable: false });
-  queue = { pointer: out[0], socket };
-  socket.on('data', drain);
-  socket.on('error', (error) => lost(`the queue's socket failed: ${error.message}`));
-  socket.on('end', () => lost('the queue\'s socket was closed'));
-  // Only requests in flight hold the event loop open (`hold`), not a watch or the log.
-  socket.unref();
-  return queue;
-}
-
-/**
- * The queue is gone (its socket failed, which nothing here does): every request waiting is
- * rejected, and the next one makes a new queue.
- */
-function lost(why) {
-  if (!queue) return;
-  const { pointer, socket } = queue;
-  queue = null;
-  socket.destroy();
-  c.queueFree(pointer);
-  const error = new ScopeError(RESULT.IO, `synaps-scope: ${why}`);
-  for (const settle of waiting.values()) settle(null, error);
-  waiting.clear();
-}
-
-/** Takes every answer waiting and hands each to its taker; each answer is freed here. */
-function drain() {
-  if (!queue) return;
-  for (;;) {
-    const out = [null];
-    if (c.queueTake(queue.pointer, out) !== RESULT.OK || !out[0]) return;
-    const answer = out[0];
-    try {
-      const token = Number(c.answerToken(answer));
-      const settle = waiting.get(token);
-      if (c.answerKindOf(answer) === ANSWER_KINDS.log) {
-        // Also the line saying the queue dropped events, whichever token it comes with.
-        logTaker?.(answer);
-      } else if (settle) {
-        waiting.delete(token);
-        if (waiting.size === 0) queue.socket.unref();
-        settle(answer, null);
-      } else {
-        listeners.get(token)?.(answer);
-      }
-    } finally {
-      c.answerFree(answer);
-    }
+/** Hands an answer of the requests' queue to its taker: a request's, a watch's, or a log line. */
+function dispatch(answer) {
+  const token = Number(c.answerToken(answer));
+  const kind = c.answerKindOf(answer);
+  if (REQUEST_KINDS.has(kind)) {
+    const settle = waiting.get(token);
+    if (!settle) return;
+    waiting.delete(token);
+    if (waiting.size === 0) requests?.hold(false);
+    settle(answer, null);
+  } else if (kind === ANSWER_KINDS.log) {
+    // The queue's own line saying it dropped warnings a stalled loop did not take.
+    const message = c.answerLogLine(answer, [0]);
+    if (message !== null) console.warn(`synaps-scope: warn: ${message}`);
+  } else {
+    listeners.get(token)?.(answer);
   }
+}
+
+function open() {
+  requests ??= new AnswerQueue(dispatch, (why) => {
+    requests = null;
+    const error = new ScopeError(RESULT.IO, `synaps-scope: ${why}`);
+    for (const settle of waiting.values()) settle(null, error);
+    waiting.clear();
+  });
+  return requests;
 }
 
 /**
@@ -92,17 +114,17 @@ function drain() {
  */
 function answered(start, take, { onEvent, onStart } = {}) {
   return new Promise((resolve, reject) => {
-    const { pointer, socket } = open();
+    const queue = open();
     const token = nextToken++;
     if (onEvent) listeners.set(token, onEvent);
-    const started = start(pointer, token);
+    const started = start(queue.pointer, token);
     if (started !== RESULT.OK) {
       listeners.delete(token);
       reject(failure(started));
       return;
     }
     onStart?.(token);
-    if (waiting.size === 0) socket.ref();
+    if (waiting.size === 0) queue.hold(true);
     waiting.set(token, (answer, error) => {
       if (error) {
         listeners.delete(token);
@@ -130,11 +152,4 @@ function forget(token) {
   listeners.delete(token);
 }
 
-/** Sends the library's log lines to `take(answer)`, process-wide (call on the main thread only). */
-function takeLogLines(take) {
-  logTaker = take;
-  const made = c.setLogQueue(open().pointer, LOG_TOKEN);
-  if (made !== RESULT.OK) throw failure(made);
-}
-
-module.exports = { answered, drain, forget, settled, takeLogLines };
+module.exports = { AnswerQueue, answered, forget, settled };

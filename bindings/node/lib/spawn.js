@@ -6,6 +6,7 @@ const childProcess = require('node:child_process');
 const { check } = require('./error.js');
 const { c } = require('./library.js');
 const { launcherForEnv, pointerOf } = require('./launcher.js');
+const { deliverLogLines } = require('./log.js');
 
 /**
  * `launcher`, or null for a child that switches user (`uid`, `gid`), by the library's rule
@@ -18,6 +19,7 @@ function unlessUserSwitch(launcher, { uid, gid }) {
   try {
     check(c.launcherUserSwitch(pointerOf(launcher), switches.join(', ')));
   } finally {
+    deliverLogLines();
     launcher.close();
   }
   return null;

@@ -187,3 +187,20 @@ test('a slice warning reaches the logger once while other requests launch, in 20
   }
   assert.deepEqual(counts, Array(20).fill(1));
 });
+
+test('a blocking call\'s warning reaches the logger at once, also in a process that exits next', (t) => {
+  // The lines come through the package's queue; a blocking call hands them over before it returns.
+  if (!requireRig(t)) return;
+  const host = `
+    const scope = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const said = [];
+    scope.setLogger((level, message) => said.push(message));
+    const env = { ...process.env, XDG_RUNTIME_DIR: '/nonexistent' };
+    delete env.DBUS_SESSION_BUS_ADDRESS;
+    if (scope.launcherForEnvSync({ env }) !== null) throw new Error('scoped');
+    console.log(said.filter((m) => m.includes('launching directly')).length);
+  `;
+  const out = spawnSync(process.execPath, ['-e', host], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(out.status, 0, out.stderr);
+  assert.equal(out.stdout.trim(), '1');
+});

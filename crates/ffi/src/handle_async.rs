@@ -242,7 +242,7 @@ pub unsafe extern "C" fn scope_handle_wait_empty_queued(
     })
 }
 
-/// [`scope_handle_from_manager`] on a thread of its own, for a host that takes its answers from
+/// `scope_handle_from_manager` on a thread of its own, for a host that takes its answers from
 /// `queue`: a `SCOPE_ANSWER_KIND_HANDLE` answer with `token` (`scope_answer_take_handle`).
 /// Returns as [`scope_handle_ending_queued`] does.
 ///

@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CString};
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use synaps_scope::{CannotWarn, CannotWarnKind, OomdRule, OomdWarning, OomdWatch, Sureness};
 
@@ -17,6 +17,7 @@ use crate::handle::{scope_handle, scope_oomd_rule};
 use crate::own_thread::answered_on_own_thread;
 use crate::queue::{
     answered_to_queue, queue_arg, scope_answer, scope_answer_kind, scope_queue, Payload, Queue,
+    WatchSlot,
 };
 
 /// How sure a warning is. The numbers never change meaning.
@@ -114,7 +115,8 @@ pub type scope_oomd_warned =
 
 /// A watch on scopes for systemd-oomd's rules (opaque).
 pub struct scope_oomd_watch {
-    _inner: OomdWatch,
+    /// The watch; taken out (stopped) early where the queue it warns through lost its host.
+    inner: Arc<WatchSlot>,
     watched: Vec<CString>,
     cannot: Vec<(CString, scope_cannot_warn_kind, CString)>,
 }
@@ -126,6 +128,10 @@ pub(crate) struct OwnedWarning {
     _monitored: CString,
     _message: CString,
 }
+
+// SAFETY: the struct's pointers point into the strings it owns, whose heap buffers move with it
+// and are only read through it; every other part is Send.
+unsafe impl Send for OwnedWarning {}
 
 impl OwnedWarning {
     pub(crate) fn of(warning: &OomdWarning) -> Self {
@@ -319,8 +325,10 @@ pub unsafe extern "C" fn scope_oomd_watch_new_queued(
         // SAFETY: forwarded from the caller.
         let request = unsafe { Request::take(handles, count, envp, timeout_ms, warned) }?;
         let kind = scope_answer_kind::OomdWatch;
+        let stopper = Arc::clone(&queue);
         answered_to_queue(queue, token, kind, move || match request.make() {
             Ok(watch) => {
+                stopper.stop_when_gone(&watch.inner);
                 let payload =
                     Payload::OomdWatch(Some(Box::new(watch)), scope_cannot_warn_kind::None);
                 scope_answer::of(token, kind, Ok(payload))
@@ -390,7 +398,7 @@ impl Request {
         Ok(scope_oomd_watch {
             watched: watch.watched().iter().map(|unit| c_text(unit)).collect(),
             cannot: watch.cannot_warn().iter().map(cannot).collect(),
-            _inner: watch,
+            inner: Arc::new(Mutex::new(Some(watch))),
         })
     }
 }

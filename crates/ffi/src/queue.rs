@@ -5,8 +5,8 @@
 //! token pushes its answer there and writes a byte to the queue's socket; the host polls the
 //! other end (Node: a `net.Socket` on the event loop) and takes the answers. Nothing calls into
 //! the host, so a host that went away (its end closed, as Node closes a terminated worker's
-//! handles) costs nothing: answers for it are freed as they come, and its queue's descriptor is
-//! closed by the next queue made or request answered.
+//! handles) costs nothing: answers for it are freed as they come, the watches made through it
+//! stop, and its queue's descriptor is closed by the first answer or the next queue made.
 
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, CString};
@@ -15,7 +15,7 @@ use std::ptr;
 use std::sync::{Arc, Mutex, Weak};
 
 use synaps_scope::__ffi::{lock, PerProcess};
-use synaps_scope::OomdWarning;
+use synaps_scope::{OomdWarning, OomdWatch};
 
 use crate::args::out_arg;
 use crate::boxed::{borrow, free, hand_out, read_or, write_out};
@@ -55,7 +55,8 @@ pub enum scope_answer_kind {
     /// A warning of a watch made with `scope_oomd_watch_new_queued`, with that request's token:
     /// `scope_answer_oomd_warning`. None comes after the watch is freed.
     OomdWarning = 7,
-    /// A log line, with the token given to `scope_set_log_queue`: `scope_answer_log_line`.
+    /// A log line, with the token given to `scope_set_log_queue` (or 0: the queue's own line saying
+    /// how many warnings and lines it dropped): `scope_answer_log_line`.
     Log = 8,
 }
 
@@ -84,10 +85,6 @@ pub(crate) enum Payload {
 
 /// A payload the host takes out of its answer, at most once.
 pub(crate) type Taken<T> = Option<T>;
-
-// SAFETY: the raw pointers an answer holds (in a warning) point into strings the answer owns, and
-// are only read through the answer; every other part is Send.
-unsafe impl Send for scope_answer {}
 
 impl scope_answer {
     /// The answer of request `token` of `kind`: its payload on success, its failure otherwise
@@ -164,6 +161,61 @@ struct State {
     events: usize,
     /// Events dropped since the last line saying so.
     dropped: u64,
+    /// The watches made through this queue, stopped when its host goes (nothing would take their
+    /// warnings): pruned of those freed as the list doubles.
+    watches: Vec<Weak<WatchSlot>>,
+    /// The length of `watches` after its last pruning.
+    pruned_at: usize,
+}
+
+/// A watch that its queue's host going away may stop before the host frees it.
+pub(crate) type WatchSlot = Mutex<Option<OomdWatch>>;
+
+/// What a queue whose host went away lets go of: its answers, and the watches it stops.
+struct Forsaken {
+    answers: VecDeque<scope_answer>,
+    watches: Vec<Weak<WatchSlot>>,
+}
+
+impl Forsaken {
+    fn none() -> Self {
+        Forsaken {
+            answers: VecDeque::new(),
+            watches: Vec::new(),
+        }
+    }
+
+    /// Drops what was let go of: on a thread that holds no lock of the library's.
+    fn release(self) {
+        drop(self.answers);
+        for watch in self.watches {
+            if let Some(slot) = watch.upgrade() {
+                let watch = lock(&slot).take();
+                drop(watch);
+            }
+        }
+    }
+
+    /// [`Self::release`] on a thread of its own: `push` may run inside a log call made under a
+    /// lock that dropping a watch takes. Where no thread can be started, it is leaked instead.
+    fn release_elsewhere(self) {
+        if self.answers.is_empty() && self.watches.is_empty() {
+            return;
+        }
+        let kept = Arc::new(Mutex::new(Some(self)));
+        let handed = Arc::clone(&kept);
+        let started = std::thread::Builder::new()
+            .name("synaps-scope queue reaper".into())
+            .spawn(move || {
+                let forsaken = lock(&handed).take();
+                if let Some(forsaken) = forsaken {
+                    forsaken.release();
+                }
+            });
+        if started.is_err() {
+            std::mem::forget(lock(&kept).take());
+        }
+    }
 }
 
 /// This process's open queues, so that each new one closes those whose host went away.
@@ -176,6 +228,7 @@ impl Queue {
         let mut state = lock(&self.state);
         if state.writer.is_none() {
             drop(state);
+            // The pushers that hold a lock (log lines, warnings) push answers that hold nothing.
             return drop(answer);
         }
         if answer.is_event() {
@@ -191,11 +244,25 @@ impl Queue {
         let forsaken = if gone {
             state.forsake()
         } else {
-            VecDeque::new()
+            Forsaken::none()
         };
         drop(state);
-        // Dropped with no lock held: dropping a watch waits for its warning in flight.
-        drop(forsaken);
+        forsaken.release_elsewhere();
+    }
+
+    /// Stops `watch` when this queue's host goes away (at once where it is gone already).
+    pub(crate) fn stop_when_gone(&self, watch: &Arc<WatchSlot>) {
+        let mut state = lock(&self.state);
+        if state.writer.is_none() {
+            drop(state);
+            let stopped = lock(watch).take();
+            return drop(stopped);
+        }
+        if state.watches.len() >= 2 * state.pruned_at.max(8) {
+            state.watches.retain(|watch| watch.strong_count() > 0);
+            state.pruned_at = state.watches.len();
+        }
+        state.watches.push(Arc::downgrade(watch));
     }
 
     /// The next answer, if one waits.
@@ -210,7 +277,7 @@ impl Queue {
                     std::mem::take(&mut state.dropped)
                 );
                 state.events += 1;
-                let said = scope_answer::log_line(answer.token, scope_log_level::Warn, &line);
+                let said = scope_answer::log_line(0, scope_log_level::Warn, &line);
                 state.answers.push_back(said);
             }
         }
@@ -224,27 +291,30 @@ impl Queue {
         let forsaken = if gone {
             state.forsake()
         } else {
-            VecDeque::new()
+            Forsaken::none()
         };
         drop(state);
-        drop(forsaken);
+        forsaken.release();
         gone
     }
 
-    /// Closes the queue for good: no byte written, no answer kept.
+    /// Closes the queue for good: no byte written, no answer kept, its watches stopped.
     fn close(&self) {
         let forsaken = lock(&self.state).forsake();
-        drop(forsaken);
+        forsaken.release();
     }
 }
 
 impl State {
-    /// Closes the writing end and hands back the answers nobody will take, for the caller to drop
+    /// Closes the writing end and hands back what nobody will take, for the caller to release
     /// once it let go of the lock.
-    fn forsake(&mut self) -> VecDeque<scope_answer> {
+    fn forsake(&mut self) -> Forsaken {
         self.writer = None;
         self.events = 0;
-        std::mem::take(&mut self.answers)
+        Forsaken {
+            answers: std::mem::take(&mut self.answers),
+            watches: std::mem::take(&mut self.watches),
+        }
     }
 }
 
@@ -366,6 +436,8 @@ pub unsafe extern "C" fn scope_queue_new(
                 writer: Some(writer),
                 events: 0,
                 dropped: 0,
+                watches: Vec::new(),
+                pruned_at: 0,
             }),
         });
         let open = OPEN.get();
@@ -411,8 +483,9 @@ pub unsafe extern "C" fn scope_queue_take(
     })
 }
 
-/// Frees a queue (NULL is accepted and ignored), with the answers it held and what they held.
-/// Requests still running answer to nowhere; the caller's reading end stays open (close it).
+/// Frees a queue (NULL is accepted and ignored), with the answers it held and what they held;
+/// the watches made through it stop warning. Requests still running answer to nowhere; the
+/// caller's reading end stays open (close it).
 ///
 /// # Safety
 /// `queue` is NULL or a queue from this library, not yet freed, that no other thread is using.

@@ -239,11 +239,17 @@ fn a_handles_kill_is_told_after_the_scope_is_collected() {
 
 /// Answers taken from a queue, with nothing called back: 300 requests at once, each answered once;
 /// a handle from the manager that kills what a tool left after its exit; log lines; a host that
-/// closed its end costs no descriptor and no memory; a forked child is refused the queue.
+/// closed its end costs no descriptor and no memory; a watch that cannot warn says why in its
+/// answer (against a stand-in oomd); a forked child is refused the queue.
 #[test]
 fn requests_answer_to_a_queue_the_caller_takes_from() {
     let Some(_rig) = rig() else { return };
-    scenario("queue");
+    let script = repository().join("tests/tools/oomd_bus.py");
+    let env = synaps_scope::with_overrides(
+        &synaps_scope::inherited_env(),
+        &[("SYNAPS_OOMD_BUS".into(), script.into_os_string())],
+    );
+    scenario_with_env("queue", &env);
 }
 
 /// The leaf and framing cases from C, against a stand-in oomd on a bus standing for the system bus

@@ -179,6 +179,34 @@ static void host_gone(void) {
     close(again_reader);
 }
 
+/* A watch asked through the queue that cannot warn says why in its answer: oomd runs (a stand-in
+ * owns its name), and no manager on that bus says which rules cover the scope. */
+static void watch_that_cannot_warn(const scope_queue *queue, int reader) {
+    struct oomd_bus bus;
+    oomd_bus_start(&bus);
+    scope_launcher *launcher = must_launcher(bus.env);
+    const char *argv[] = {"sleep", "30", NULL};
+    scope_argv *wrapped = must_wrap(launcher, argv);
+    pid_t tool = spawn((char *const *)scope_argv_ptr(wrapped), 0);
+    scope_handle *handle = must_handle(scope_argv_unit(wrapped), tool);
+    const scope_handle *handles[] = {handle};
+    CHECK(scope_oomd_watch_new_queued(handles, 1, bus.env, 3000, queue, 11) == SCOPE_RESULT_OK, "queued");
+    scope_answer *answer = next_answer(queue, reader);
+    CHECK(answer && scope_answer_kind_of(answer) == SCOPE_ANSWER_KIND_OOMD_WATCH && scope_answer_token(answer) == 11, "watch answer");
+    CHECK(scope_answer_result(answer) == SCOPE_RESULT_CANNOT_WARN, "result %u", (unsigned)scope_answer_result(answer));
+    CHECK(scope_answer_cannot_warn_kind(answer) == SCOPE_CANNOT_WARN_KIND_CANNOT_ASK, "kind");
+    CHECK(strstr(scope_answer_error(answer), "-.slice could not say") != NULL, "message: %s", scope_answer_error(answer));
+    scope_oomd_watch *watch = SENTINEL;
+    CHECK(scope_answer_take_oomd_watch(answer, &watch) == SCOPE_RESULT_INVALID_ARGUMENT && watch == SENTINEL, "no watch");
+    scope_answer_free(answer);
+    CHECK(scope_handle_kill(handle, 5000) == SCOPE_RESULT_OK, "kill");
+    CHECK(wait_exit(tool) != 0, "killed");
+    scope_handle_free(handle);
+    scope_argv_free(wrapped);
+    scope_launcher_free(launcher);
+    oomd_bus_stop(&bus);
+}
+
 int scenario_queue(void) {
     int reader = -1;
     scope_queue *queue = SENTINEL;
@@ -195,6 +223,7 @@ int scenario_queue(void) {
     many_launchers(queue, reader);
     kill_after_the_tools_exit(queue, reader);
     log_lines(queue, reader);
+    watch_that_cannot_warn(queue, reader);
     host_gone();
 
     /* A forked child is refused the parent's queue. */
