@@ -245,8 +245,10 @@ pub(crate) fn covering(
             let asked: Vec<(&str, &str)> = names.iter().map(|name| (interface, *name)).collect();
             manager::properties(route, &path, &asked, deadline)
         };
-        let values = ask(&["ManagedOOMSwap", "ManagedOOMMemoryPressure"])
-            .map_err(|e| format!("{} could not say which rules it has: {e}", ancestor.unit))?;
+        let values = ask(&["ManagedOOMSwap", "ManagedOOMMemoryPressure"]).map_err(|e| {
+            let why = e.told_of(route.manager_words());
+            format!("{} could not say which rules it has: {why}", ancestor.unit)
+        })?;
         tracing::debug!(target: crate::diag::TARGET, "oomd's rules on {}: {values:?}", ancestor.unit);
         let kills = |at: usize| values.get(at).and_then(Value::as_str) == Some("kill");
         if kills(0) {

@@ -113,6 +113,44 @@ fn where_no_manager_says_which_rules_cover_the_scope_the_watch_says_so() {
 }
 
 #[test]
+fn a_silent_system_manager_is_named_as_the_one_that_did_not_answer() {
+    // Issue 60, item 8: the system manager hangs, the user manager is healthy.
+    let Some(_rig) = rig() else { return };
+    let dir = TempDir::new("oomd-warn");
+    let bus = BareBus::start(&dir);
+    let mut oomd = standin_oomd(&bus.address);
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/name_squatter.py");
+    let mut squatter = Command::new("python3")
+        .arg(tool)
+        .arg(&bus.address)
+        .arg("--silent")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs the squatter");
+    let mut line = String::new();
+    BufReader::new(squatter.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    let env = env_with(&[("DBUS_SYSTEM_BUS_ADDRESS", &bus.address)]);
+    let (child, handle) = scoped();
+    let why = handle
+        .watch_oomd(&env, Duration::from_millis(500), |_| {})
+        .unwrap_err();
+    assert_eq!(why.kind, CannotWarnKind::CannotAsk);
+    assert!(
+        why.message.contains("the system manager did not answer"),
+        "{why}"
+    );
+    assert!(!why.message.contains("user manager"), "{why}");
+    for helper in [&mut oomd, &mut squatter] {
+        let _ = helper.kill();
+        let _ = helper.wait();
+    }
+    done(child, &handle);
+}
+
+#[test]
 fn a_watch_over_several_handles_says_why_of_the_first_when_it_can_warn_of_none() {
     let Some(_rig) = rig() else { return };
     let (gone_child, gone) = scoped();

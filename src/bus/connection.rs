@@ -86,20 +86,31 @@ impl BusError {
     }
 }
 
-impl fmt::Display for BusError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl BusError {
+    /// What went wrong, naming the manager that was asked (`manager`: "the user manager", "the
+    /// system manager"), so that a message never blames the one that answered.
+    pub(crate) fn told_of(&self, manager: &str) -> String {
         match self {
-            BusError::Connect(why) => write!(f, "could not connect to the user manager: {why}"),
-            BusError::TimedOut { phase, after } => write!(
-                f,
-                "the user manager did not answer ({phase}): timed out after {} ms",
+            BusError::Connect(why) => format!("could not connect to {manager}: {why}"),
+            BusError::TimedOut { phase, after } => format!(
+                "{manager} did not answer ({phase}): timed out after {} ms",
                 after.as_millis()
             ),
-            BusError::Broken(why) => write!(f, "the connection to the user manager broke: {why}"),
-            BusError::Refused { name, message } => write!(f, "{message} ({name})"),
-            BusError::NotTheManager(why) => write!(f, "not this user's manager: {why}"),
-            BusError::Away(why) => write!(f, "{why}"),
+            BusError::Broken(why) => format!("the connection to {manager} broke: {why}"),
+            BusError::Refused { name, message } => format!("{message} ({name})"),
+            BusError::NotTheManager(why) => format!("not this user's manager: {why}"),
+            // Said of the user manager where it was made (only a user manager's route is away).
+            BusError::Away(why) => why.replacen(USER_MANAGER, manager, 1),
         }
+    }
+}
+
+/// How a message names the manager of a user route.
+pub(crate) const USER_MANAGER: &str = "the user manager";
+
+impl fmt::Display for BusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.told_of(USER_MANAGER))
     }
 }
 

@@ -113,6 +113,15 @@ impl Route {
         }
     }
 
+    /// How a message names the manager this route leads to.
+    pub(crate) fn manager_words(&self) -> &'static str {
+        if self.user_manager {
+            super::connection::USER_MANAGER
+        } else {
+            "the system manager"
+        }
+    }
+
     /// Which manager a broker's `org.freedesktop.systemd1` must be for this route.
     fn expected_manager(&self) -> Expected {
         if self.user_manager {

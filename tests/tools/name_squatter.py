@@ -9,7 +9,9 @@ copies the real manager's answer would; with --says-done as well, it answers eve
 with a job path and then a JobRemoved signal saying that job is "done", as a program that says a
 scope was made when nothing was.
 
-    name_squatter.py unix:path=/run/user/1000/bus [--unit-path=P1:P2 [--says-done]]
+With --silent, it answers nothing at all, as a manager that hangs would.
+
+    name_squatter.py unix:path=/run/user/1000/bus [--unit-path=P1:P2 [--says-done] | --silent]
 """
 import os
 import socket
@@ -196,6 +198,7 @@ def main() -> None:
     options = dict(arg.split("=", 1) if "=" in arg else (arg, "") for arg in sys.argv[2:])
     unit_path = options.get("--unit-path")
     says_done = "--says-done" in options
+    silent = "--silent" in options
     assert address.startswith("unix:path="), address
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(address[len("unix:path=") :])
@@ -227,7 +230,7 @@ def main() -> None:
     serial = 3
     while True:
         whole = read_message(sock, buf)
-        if whole[1] != 1 or whole[2] & 1:  # not a call, or no reply expected
+        if whole[1] != 1 or whole[2] & 1 or silent:  # not a call, no reply expected, or asked to hang
             continue
         fields = header_fields(whole)
         if unit_path is not None and fields.get(3) == "Get" and b"UnitPath" in whole:
