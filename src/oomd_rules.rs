@@ -160,13 +160,28 @@ impl OomdDefaults {
                     }
                 }
                 "DefaultMemoryPressureDurationSec" => {
-                    if let Some(duration) = timespan(value) {
+                    if let Some(duration) = pressure_duration(value) {
                         self.pressure_duration = duration;
                     }
                 }
                 _ => {}
             }
         }
+    }
+}
+
+/// `DefaultMemoryPressureDurationSec=` as oomd takes it (`config_parse_duration` of
+/// src/oom/oomd-conf.c; before 258, `manager_start` of src/oom/oomd-manager.c maps 0 the same way):
+/// empty or 0 is the default of 30 s ("Map zero -> default"); under 1 s, `infinity` and what is
+/// no time span are ignored (None: the setting stays as it was).
+fn pressure_duration(value: &str) -> Option<Duration> {
+    if value.is_empty() {
+        return Some(OomdDefaults::default().pressure_duration);
+    }
+    match timespan(value)? {
+        Duration::ZERO => Some(OomdDefaults::default().pressure_duration),
+        short if short < Duration::from_secs(1) => None,
+        duration => Some(duration),
     }
 }
 
@@ -377,6 +392,55 @@ mod tests {
         assert_eq!(defaults.swap_used_limit, 85.0);
         assert_eq!(defaults.pressure_limit, 40.0);
         assert_eq!(defaults.pressure_duration, Duration::from_secs(90));
+    }
+
+    /// Issue 60, item 7: the edge values, each as oomd reads it (the source of each reading is
+    /// named in docs/spec.md's table of oomd's settings).
+    #[test]
+    fn oomds_edge_values_are_read_as_oomd_reads_them() {
+        let read = |line: &str| {
+            let mut defaults = OomdDefaults {
+                pressure_duration: Duration::from_secs(90),
+                ..OomdDefaults::default()
+            };
+            defaults.read(&format!("[OOM]\n{line}\n"));
+            defaults
+        };
+        let duration = |line: &str| read(line).pressure_duration;
+        // 0 and empty: oomd's default, 30 s (not "for 0 s of 0 s").
+        assert_eq!(
+            duration("DefaultMemoryPressureDurationSec=0"),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            duration("DefaultMemoryPressureDurationSec=0s"),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            duration("DefaultMemoryPressureDurationSec="),
+            Duration::from_secs(30)
+        );
+        // Under a second, infinity and no time span at all: ignored.
+        assert_eq!(
+            duration("DefaultMemoryPressureDurationSec=500ms"),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            duration("DefaultMemoryPressureDurationSec=infinity"),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            duration("DefaultMemoryPressureDurationSec=1s"),
+            Duration::from_secs(1)
+        );
+        // Limits of 0% and 100% are oomd's to take (0: any pressure or swap; 100: never).
+        assert_eq!(read("DefaultMemoryPressureLimit=0%").pressure_limit, 0.0);
+        assert_eq!(
+            read("DefaultMemoryPressureLimit=100%").pressure_limit,
+            100.0
+        );
+        assert_eq!(read("SwapUsedLimit=0%").swap_used_limit, 0.0);
+        assert_eq!(read("SwapUsedLimit=100%").swap_used_limit, 100.0);
     }
 
     #[test]

@@ -417,6 +417,19 @@ fn scope_of(
 
 /// Whether `rule` can fire on this machine, and can be followed; why not where it cannot.
 fn can_fire(rule: &CoveringRule) -> Result<(), (CannotWarnKind, String)> {
+    // oomd acts past its limit (`avg10 > limit`, `oomd_pressure_above`; swap free below
+    // `10000 - limit` permyriad, `oomd_swap_free_below`, both of src/oom/oomd-util.c): a limit of
+    // 100% is never passed.
+    if rule.limit >= 100.0 {
+        return Err((
+            CannotWarnKind::NoRule,
+            format!(
+                "the {} rule of {} has a limit of 100%, which oomd never acts past",
+                rule.rule.as_str(),
+                rule.unit
+            ),
+        ));
+    }
     match rule.rule {
         OomdRule::MemoryPressure => {
             let file = monitored_dir(&rule.cgroup)?.join("memory.pressure");
@@ -545,6 +558,9 @@ struct Monitor {
     last_pick: Option<(PathBuf, u64)>,
     /// Until when oomd, having just acted here, acts on nothing more (its post-action delay).
     quiet_until: Option<Instant>,
+    /// The unit's cgroup went away under its trigger (which then errs at once, every time): read at
+    /// oomd's cadence, and armed again once a cgroup of that name is back.
+    lost: bool,
 }
 
 /// How long ago reclaim must have gone on for oomd to act on pressure.
@@ -595,6 +611,7 @@ fn run(engine: &Engine) {
         };
         let now = Instant::now();
         for monitor in monitors.values_mut() {
+            monitor.follow();
             monitor.read(now);
         }
         let swap = swap_limit.and_then(|_| Meminfo::read());
@@ -632,7 +649,11 @@ fn run(engine: &Engine) {
         } else {
             None
         };
-        sleep(engine, &monitors, timeout, raised);
+        for cgroup in sleep(engine, &monitors, timeout, raised) {
+            if let Some(monitor) = monitors.get_mut(&cgroup) {
+                monitor.lose();
+            }
+        }
     }
 }
 
@@ -704,7 +725,25 @@ impl Monitor {
             pick: None,
             last_pick: None,
             quiet_until: None,
+            lost: false,
         }
+    }
+
+    /// Lets go of a trigger whose cgroup went away: polled, it would wake the thread at once, every
+    /// time (the kernel errs on a trigger of a removed cgroup).
+    fn lose(&mut self) {
+        tracing::debug!(target: crate::diag::TARGET, "the cgroup {} went away under its PSI trigger; read at oomd's cadence until it is back", self.dir.display());
+        self.trigger = None;
+        self.lost = true;
+    }
+
+    /// Where the cgroup went away and one of its name is back, a trigger on the new one, and its
+    /// readings from afresh (the cgroup oomd ranks is another).
+    fn follow(&mut self) {
+        if !self.lost || cgroup::inode_at(&self.dir).is_none() {
+            return;
+        }
+        *self = Monitor::new(self.dir.clone(), self.limit, arm(&self.dir, self.limit));
     }
 
     /// Reads the unit's pressure and reclaim, as oomd does at each of its rounds. Where the cgroup
@@ -754,22 +793,24 @@ impl Monitor {
 }
 
 /// Sleeps until `timeout` (for ever where None), or until the kernel's trigger on a calm unit
-/// fires, or until the watches change.
+/// fires, or until the watches change. Returns the units whose trigger errs: their cgroup is gone.
 fn sleep(
     engine: &Engine,
     monitors: &HashMap<String, Monitor>,
     timeout: Option<Duration>,
     raised: bool,
-) {
+) -> Vec<String> {
     let wake = lock(&engine.wake).clone();
     let mut fds: Vec<PollFd<'_>> = Vec::new();
     if let Some(wake) = wake.as_deref() {
         fds.push(PollFd::new(wake, PollFlags::IN));
     }
+    let mut triggered: Vec<&String> = Vec::new();
     if !raised {
-        for monitor in monitors.values() {
+        for (cgroup, monitor) in monitors {
             if let Some(trigger) = monitor.trigger.as_ref() {
                 fds.push(PollFd::new(trigger, PollFlags::PRI));
+                triggered.push(cgroup);
             }
         }
     }
@@ -779,13 +820,24 @@ fn sleep(
     });
     if fds.is_empty() {
         std::thread::sleep(timeout.unwrap_or(CADENCE));
-        return;
+        return Vec::new();
     }
     let _ = poll(&mut fds, timespec.as_ref());
+    let first_trigger = usize::from(wake.is_some());
+    let gone = fds[first_trigger..]
+        .iter()
+        .zip(triggered)
+        .filter(|(fd, _)| {
+            fd.revents()
+                .intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL)
+        })
+        .map(|(_, cgroup)| cgroup.clone())
+        .collect();
     if let Some(wake) = wake.as_deref() {
         let mut count = [0u8; 8];
         let _ = rustix::io::read(wake.as_fd(), &mut count);
     }
+    gone
 }
 
 /// Decides, for every watched scope, whether a rule that covers it is on its way and it is oomd's
@@ -1357,6 +1409,66 @@ mod tests {
         assert_eq!(meminfo.memory_used_percent(), 75.0);
         assert_eq!(meminfo.swap_used_percent(), 75.0);
         assert_eq!(Meminfo::parse("MemTotal: 1 kB\n"), None);
+    }
+
+    /// Issue 60, item 5: a trigger whose cgroup went away errs at once, every time; the thread
+    /// lets it go (read at oomd's cadence: no loop), and arms one on a cgroup of that name once it
+    /// is back. Needs a cgroup2 tree to write (the rig's).
+    #[test]
+    fn a_trigger_whose_cgroup_went_away_is_let_go_and_armed_again_when_it_is_back() {
+        let Some(base) = std::env::var_os("SYNAPS_RIG_CGROUP") else {
+            assert!(
+                std::env::var_os("SYNAPS_SKIP_MANAGER_TESTS").is_some(),
+                "this test needs a cgroup2 tree to write: run it through scripts/systemd-rig.sh, \
+                 or set SYNAPS_SKIP_MANAGER_TESTS=1 to skip it on purpose"
+            );
+            return;
+        };
+        let dir = Path::new(&base).join(format!("oomd-follow-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let trigger = arm(&dir, 60.0);
+        assert!(trigger.is_some(), "no PSI trigger on {}", dir.display());
+        let key = "/unit".to_owned();
+        let mut monitors = HashMap::from([(key.clone(), Monitor::new(dir.clone(), 60.0, trigger))]);
+        let engine = Engine::default();
+        // Calm: the trigger sleeps out the bound.
+        let started = Instant::now();
+        assert!(sleep(&engine, &monitors, Some(Duration::from_millis(300)), false).is_empty());
+        assert!(started.elapsed() >= Duration::from_millis(290));
+
+        std::fs::remove_dir(&dir).unwrap();
+        let started = Instant::now();
+        let gone = sleep(&engine, &monitors, Some(Duration::from_secs(5)), false);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "the dead trigger woke the poll"
+        );
+        assert_eq!(gone, std::slice::from_ref(&key));
+        let monitor = monitors.get_mut(&key).unwrap();
+        monitor.lose();
+        assert!(monitor.trigger.is_none() && monitor.lost);
+        monitor.follow();
+        assert!(monitor.lost, "no cgroup of that name yet");
+        // Nothing left to poll: the thread reads at oomd's cadence.
+        let started = Instant::now();
+        assert!(sleep(&engine, &monitors, Some(Duration::from_millis(300)), false).is_empty());
+        assert!(started.elapsed() >= Duration::from_millis(290));
+
+        std::fs::create_dir(&dir).unwrap();
+        let monitor = monitors.get_mut(&key).unwrap();
+        monitor.follow();
+        assert!(
+            !monitor.lost && monitor.trigger.is_some(),
+            "armed again on the new cgroup"
+        );
+        let started = Instant::now();
+        assert!(sleep(&engine, &monitors, Some(Duration::from_millis(300)), false).is_empty());
+        assert!(
+            started.elapsed() >= Duration::from_millis(290),
+            "the new trigger is calm"
+        );
+        drop(monitors);
+        std::fs::remove_dir(&dir).unwrap();
     }
 
     #[test]

@@ -52,6 +52,36 @@ fn standin_oomd(address: &OsString) -> Child {
     child
 }
 
+/// A bus standing for the system bus with the stand-in oomd on it, and the environment naming it.
+struct OomdBus {
+    _bus: BareBus,
+    address: OsString,
+    oomd: Child,
+    env: Vec<(OsString, OsString)>,
+}
+
+impl OomdBus {
+    fn start(dir: &TempDir) -> Self {
+        let bus = BareBus::start(dir);
+        let oomd = standin_oomd(&bus.address);
+        let env = env_with(&[("DBUS_SYSTEM_BUS_ADDRESS", &bus.address)]);
+        let address = bus.address.clone();
+        OomdBus {
+            _bus: bus,
+            address,
+            oomd,
+            env,
+        }
+    }
+}
+
+impl Drop for OomdBus {
+    fn drop(&mut self) {
+        let _ = self.oomd.kill();
+        let _ = self.oomd.wait();
+    }
+}
+
 #[test]
 fn with_no_system_bus_the_watch_says_oomd_cannot_be_asked() {
     let Some(_rig) = rig() else { return };
@@ -91,12 +121,10 @@ fn with_no_oomd_on_the_system_bus_the_watch_says_it_is_not_running() {
 fn where_no_manager_says_which_rules_cover_the_scope_the_watch_says_so() {
     let Some(_rig) = rig() else { return };
     let dir = TempDir::new("oomd-warn");
-    let bus = BareBus::start(&dir);
-    let mut oomd = standin_oomd(&bus.address);
-    let env = env_with(&[("DBUS_SYSTEM_BUS_ADDRESS", &bus.address)]);
+    let bus = OomdBus::start(&dir);
     let (child, handle) = scoped();
     let started = std::time::Instant::now();
-    let why = handle.watch_oomd(&env, ASK, |_| {}).unwrap_err();
+    let why = handle.watch_oomd(&bus.env, ASK, |_| {}).unwrap_err();
     assert!(
         started.elapsed() < ASK + Duration::from_secs(1),
         "held past its bound"
@@ -107,8 +135,7 @@ fn where_no_manager_says_which_rules_cover_the_scope_the_watch_says_so() {
         why.oomd_may_act(),
         "oomd runs: it may act on the scope unseen"
     );
-    let _ = oomd.kill();
-    let _ = oomd.wait();
+    drop(bus);
     done(child, &handle);
 }
 
@@ -117,8 +144,7 @@ fn a_silent_system_manager_is_named_as_the_one_that_did_not_answer() {
     // Issue 60, item 8: the system manager hangs, the user manager is healthy.
     let Some(_rig) = rig() else { return };
     let dir = TempDir::new("oomd-warn");
-    let bus = BareBus::start(&dir);
-    let mut oomd = standin_oomd(&bus.address);
+    let bus = OomdBus::start(&dir);
     let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/name_squatter.py");
     let mut squatter = Command::new("python3")
         .arg(tool)
@@ -132,10 +158,9 @@ fn a_silent_system_manager_is_named_as_the_one_that_did_not_answer() {
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "ready");
-    let env = env_with(&[("DBUS_SYSTEM_BUS_ADDRESS", &bus.address)]);
     let (child, handle) = scoped();
     let why = handle
-        .watch_oomd(&env, Duration::from_millis(500), |_| {})
+        .watch_oomd(&bus.env, Duration::from_millis(500), |_| {})
         .unwrap_err();
     assert_eq!(why.kind, CannotWarnKind::CannotAsk);
     assert!(
@@ -143,10 +168,9 @@ fn a_silent_system_manager_is_named_as_the_one_that_did_not_answer() {
         "{why}"
     );
     assert!(!why.message.contains("user manager"), "{why}");
-    for helper in [&mut oomd, &mut squatter] {
-        let _ = helper.kill();
-        let _ = helper.wait();
-    }
+    let _ = squatter.kill();
+    let _ = squatter.wait();
+    drop(bus);
     done(child, &handle);
 }
 

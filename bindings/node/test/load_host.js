@@ -118,8 +118,10 @@ async function workers(/** @type {number} */ rounds) {
       await worker.terminate();
     }));
   }
-  // The requests the workers left run out within their bounds (3 s at most).
+  // The requests the workers left run out within their bounds (3 s at most); the next request
+  // closes the sockets of the queues of workers gone with nothing in flight.
   await new Promise((resolve) => setTimeout(resolve, 4000));
+  await handle.waitEmpty({ timeoutMs: 1 }).catch(() => {});
   const after = resources();
   await handle.kill();
   return { rounds, at, before, after };

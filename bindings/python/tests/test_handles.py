@@ -215,6 +215,9 @@ def interrupted_after(seconds: float, call: Callable[[], object]) -> float:
         sent.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGINT)
 
+    # Python's own handler, as at a terminal: a run started in the background of a script inherits
+    # SIGINT ignored, and Python then leaves it so.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(seconds, interrupt)
     timer.start()
     try:
@@ -223,6 +226,7 @@ def interrupted_after(seconds: float, call: Callable[[], object]) -> float:
         return time.monotonic() - sent[0]
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, before)
 
 
 def test_ctrl_c_reaches_a_blocking_call_within_100_ms(rig: Dict[str, str]) -> None:

@@ -6,7 +6,8 @@
 //! other end (Node: a `net.Socket` on the event loop) and takes the answers. Nothing calls into
 //! the host, so a host that went away (its end closed, as Node closes a terminated worker's
 //! handles) costs nothing: answers for it are freed as they come, the watches made through it
-//! stop, and its queue's descriptor is closed by the first answer or the next queue made.
+//! stop, and its queue's descriptor is closed by the first answer, or by the process's next
+//! request or queue made.
 
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, CString};
@@ -358,7 +359,22 @@ pub(crate) unsafe fn queue_arg(queue: *const scope_queue) -> Result<Arc<Queue>, 
     // SAFETY: NULL or live per the caller.
     let queue = unsafe { borrow(queue, "queue") }?;
     mine(&queue.shared)?;
+    sweep(None);
     Ok(Arc::clone(&queue.shared))
+}
+
+/// Closes the queues of this process whose host went away (one `poll` each), and adds `new` to
+/// those it looks at: run as each queue is made and each request is asked, so that a host gone
+/// with nothing in flight holds its socket only until the process's next request.
+fn sweep(new: Option<&Arc<Queue>>) {
+    let open = OPEN.get();
+    let mut open = lock(&open);
+    open.retain(|queue| {
+        queue
+            .upgrade()
+            .is_some_and(|queue| !queue.closed_if_host_gone())
+    });
+    open.extend(new.map(Arc::downgrade));
 }
 
 fn mine(queue: &Queue) -> Result<(), Failure> {
@@ -440,15 +456,7 @@ pub unsafe extern "C" fn scope_queue_new(
                 pruned_at: 0,
             }),
         });
-        let open = OPEN.get();
-        let mut open = lock(&open);
-        open.retain(|queue| {
-            queue
-                .upgrade()
-                .is_some_and(|queue| !queue.closed_if_host_gone())
-        });
-        open.push(Arc::downgrade(&shared));
-        drop(open);
+        sweep(Some(&shared));
         // SAFETY: both checked non-NULL; writable per the caller.
         unsafe {
             write_out(reader, ends[0]);

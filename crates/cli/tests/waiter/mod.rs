@@ -46,12 +46,23 @@ impl Terminal {
             .open(name.to_str().unwrap())
             .unwrap();
         // A session of its own, with the terminal as its controlling one: job control as a
-        // login's interactive shell has it.
-        let mut cmd = Command::new("setsid");
-        cmd.args(["-w", "-c", "bash", "--norc", "--noprofile", "-i"])
-            .stdin(slave.try_clone().unwrap())
-            .stdout(slave.try_clone().unwrap())
-            .stderr(slave);
+        // login's interactive shell has it, and SIGINT and SIGQUIT at their defaults as a login
+        // gets them (a suite started in the background of a script inherits them ignored, which
+        // every command would keep).
+        let mut cmd = Command::new("env");
+        cmd.args([
+            "--default-signal=INT,QUIT",
+            "setsid",
+            "-w",
+            "-c",
+            "bash",
+            "--norc",
+            "--noprofile",
+            "-i",
+        ])
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave);
         set_env(&mut cmd, env);
         cmd.env("PS1", "$ ").env("TERM", "dumb");
         let shell = cmd.spawn().unwrap();
