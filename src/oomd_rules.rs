@@ -170,6 +170,15 @@ impl OomdDefaults {
     }
 }
 
+/// A unit's `ManagedOOMMemoryPressureLimit` (a share scaled to `UINT32_MAX`) in percent, as oomd
+/// reads it: rounded to permyriad (`UINT32_SCALE_TO_PERMYRIAD` of systemd's src/basic/percent-util.h,
+/// in `process_managed_oom_message` of src/oom/oomd-manager.c), so that 100 % is 100 and 60 % is 60.
+fn limit_of_scaled(scaled: u64) -> f64 {
+    let max = u64::from(u32::MAX);
+    let permyriad = (scaled.min(max) * 10_000 + max / 2) / max;
+    permyriad as f64 / 100.0
+}
+
 /// `DefaultMemoryPressureDurationSec=` as oomd takes it (`config_parse_duration` of
 /// src/oom/oomd-conf.c; before 258, `manager_start` of src/oom/oomd-manager.c maps 0 the same way):
 /// empty or 0 is the default of 30 s ("Map zero -> default"); under 1 s, `infinity` and what is
@@ -283,7 +292,7 @@ pub(crate) fn covering(
                     .first()
                     .and_then(Value::as_u64)
                     .filter(|scaled| *scaled > 0)
-                    .map(|scaled| scaled as f64 * 100.0 / 4_294_967_296.0),
+                    .map(limit_of_scaled),
                 Err(_) => ask(&["ManagedOOMMemoryPressureLimitPercent"])
                     .ok()
                     .and_then(|values| values.first().and_then(Value::as_str).and_then(percent)),
@@ -441,6 +450,10 @@ mod tests {
         );
         assert_eq!(read("SwapUsedLimit=0%").swap_used_limit, 0.0);
         assert_eq!(read("SwapUsedLimit=100%").swap_used_limit, 100.0);
+        // A unit's limit, scaled to UINT32_MAX by the manager, rounded to permyriad as oomd does.
+        assert_eq!(limit_of_scaled(u64::from(u32::MAX)), 100.0);
+        assert_eq!(limit_of_scaled(2_576_980_377), 60.0);
+        assert_eq!(limit_of_scaled(1), 0.0);
     }
 
     #[test]

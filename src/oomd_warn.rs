@@ -651,7 +651,7 @@ fn run(engine: &Engine) {
         };
         for cgroup in sleep(engine, &monitors, timeout, raised) {
             if let Some(monitor) = monitors.get_mut(&cgroup) {
-                monitor.lose();
+                monitor.lose(Instant::now());
             }
         }
     }
@@ -731,10 +731,14 @@ impl Monitor {
 
     /// Lets go of a trigger whose cgroup went away: polled, it would wake the thread at once, every
     /// time (the kernel errs on a trigger of a removed cgroup).
-    fn lose(&mut self) {
+    fn lose(&mut self, now: Instant) {
         tracing::debug!(target: crate::diag::TARGET, "the cgroup {} went away under its PSI trigger; read at oomd's cadence until it is back", self.dir.display());
         self.trigger = None;
         self.lost = true;
+        // Gone while over its limit with a pick: oomd's kill may have taken the unit's own cgroup.
+        if self.above_since.is_some() && self.last_pick.is_some() {
+            self.quiet_until = Some(now + POST_ACTION_DELAY);
+        }
     }
 
     /// Where the cgroup went away and one of its name is back, a trigger on the new one, and its
@@ -743,7 +747,13 @@ impl Monitor {
         if !self.lost || cgroup::inode_at(&self.dir).is_none() {
             return;
         }
-        *self = Monitor::new(self.dir.clone(), self.limit, arm(&self.dir, self.limit));
+        // Where no trigger can be set yet (its pressure files hidden), tried again next round.
+        let Some(trigger) = arm(&self.dir, self.limit) else {
+            return;
+        };
+        let quiet_until = self.quiet_until;
+        *self = Monitor::new(self.dir.clone(), self.limit, Some(trigger));
+        self.quiet_until = quiet_until;
     }
 
     /// Reads the unit's pressure and reclaim, as oomd does at each of its rounds. Where the cgroup
@@ -1445,7 +1455,7 @@ mod tests {
         );
         assert_eq!(gone, std::slice::from_ref(&key));
         let monitor = monitors.get_mut(&key).unwrap();
-        monitor.lose();
+        monitor.lose(Instant::now());
         assert!(monitor.trigger.is_none() && monitor.lost);
         monitor.follow();
         assert!(monitor.lost, "no cgroup of that name yet");

@@ -285,18 +285,14 @@ impl Queue {
         Some(answer)
     }
 
-    /// Closes the queue where its host's end was closed; true when it is (or was) closed.
-    fn closed_if_host_gone(&self) -> bool {
+    /// Closes the queue where its host's end was closed, and hands back what it let go of.
+    fn closed_if_host_gone(&self) -> Gone {
         let mut state = lock(&self.state);
-        let gone = state.writer.as_ref().map_or(true, host_gone);
-        let forsaken = if gone {
-            state.forsake()
-        } else {
-            Forsaken::none()
-        };
-        drop(state);
-        forsaken.release();
-        gone
+        match state.writer.as_ref() {
+            None => Gone::Was,
+            Some(writer) if host_gone(writer) => Gone::Now(state.forsake()),
+            Some(_) => Gone::No,
+        }
     }
 
     /// Closes the queue for good: no byte written, no answer kept, its watches stopped.
@@ -369,12 +365,34 @@ pub(crate) unsafe fn queue_arg(queue: *const scope_queue) -> Result<Arc<Queue>, 
 fn sweep(new: Option<&Arc<Queue>>) {
     let open = OPEN.get();
     let mut open = lock(&open);
-    open.retain(|queue| {
-        queue
-            .upgrade()
-            .is_some_and(|queue| !queue.closed_if_host_gone())
+    let mut forsaken = Vec::new();
+    open.retain(|queue| match queue.upgrade() {
+        None => false,
+        Some(queue) => match queue.closed_if_host_gone() {
+            Gone::No => true,
+            Gone::Was => false,
+            Gone::Now(left) => {
+                forsaken.push(left);
+                false
+            }
+        },
     });
     open.extend(new.map(Arc::downgrade));
+    drop(open);
+    // Dropping a watch takes the watching thread's lock, under which it may log into a host
+    // callback that asks for a request: let go of on a thread of their own.
+    for left in forsaken {
+        left.release_elsewhere();
+    }
+}
+
+/// Whether a queue's host went away.
+enum Gone {
+    No,
+    /// Before: the queue was closed already.
+    Was,
+    /// Just now: what it let go of, to release.
+    Now(Forsaken),
 }
 
 fn mine(queue: &Queue) -> Result<(), Failure> {
