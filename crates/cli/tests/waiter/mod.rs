@@ -18,13 +18,22 @@ pub fn run_env() -> Vec<(OsString, OsString)> {
     env
 }
 
-/// The command line with `args` and exactly `env`, its stdin closed.
+/// The command line with `args` and exactly `env`, its stdin closed, and every signal at its
+/// default, as a supervisor starts it (a suite started in the background of a script, or under
+/// nohup, inherits some ignored, which the waiter keeps so: the tests that ignore one say so).
 pub fn cli(args: &[&str], env: &[(OsString, OsString)]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synaps-scope"));
-    cmd.args(args).stdin(Stdio::null());
+    let mut cmd = Command::new("env");
+    cmd.arg(DEFAULT_SIGNALS)
+        .arg(env!("CARGO_BIN_EXE_synaps-scope"))
+        .args(args)
+        .stdin(Stdio::null());
     set_env(&mut cmd, env);
     cmd
 }
+
+/// What `env` (coreutils 8.31 and later) is told so that the program it runs gets every signal at
+/// its default.
+const DEFAULT_SIGNALS: &str = "--default-signal";
 
 /// A shell at a pseudo-terminal of the test's own, its controlling terminal, and what it wrote.
 pub struct Terminal {
@@ -46,23 +55,15 @@ impl Terminal {
             .open(name.to_str().unwrap())
             .unwrap();
         // A session of its own, with the terminal as its controlling one: job control as a
-        // login's interactive shell has it, and SIGINT and SIGQUIT at their defaults as a login
-        // gets them (a suite started in the background of a script inherits them ignored, which
-        // every command would keep).
+        // login's interactive shell has it, and every signal at its default as a login gets them
+        // (a suite started in the background of a script inherits SIGINT and SIGQUIT ignored,
+        // which every command would keep).
         let mut cmd = Command::new("env");
-        cmd.args([
-            "--default-signal=INT,QUIT",
-            "setsid",
-            "-w",
-            "-c",
-            "bash",
-            "--norc",
-            "--noprofile",
-            "-i",
-        ])
-        .stdin(slave.try_clone().unwrap())
-        .stdout(slave.try_clone().unwrap())
-        .stderr(slave);
+        cmd.arg(DEFAULT_SIGNALS)
+            .args(["setsid", "-w", "-c", "bash", "--norc", "--noprofile", "-i"])
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave);
         set_env(&mut cmd, env);
         cmd.env("PS1", "$ ").env("TERM", "dumb");
         let shell = cmd.spawn().unwrap();
