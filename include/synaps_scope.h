@@ -958,19 +958,6 @@ scope_result scope_launcher_for_env_async(const char *const *envp,
                                           scope_launcher_ready ready,
                                           void *userdata);
 
-// [`scope_launcher_for_env_async`] for a host that takes its answers from `queue`: the answer
-// comes as a `SCOPE_ANSWER_KIND_LAUNCHER` answer with `token` (`scope_answer_take_launcher`), and
-// the library never calls the host. Returns `SCOPE_RESULT_OK` once the request has started (then
-// exactly one answer comes), or the error for bad arguments (then none).
-//
-// # Safety
-// `envp` as for [`scope_launcher_for_env`]; `queue` is NULL or a live queue.
-scope_result scope_launcher_for_env_queued(const char *const *envp,
-                                           scope_kind kind,
-                                           uint32_t probe_timeout_ms,
-                                           const struct scope_queue *queue,
-                                           uint64_t token);
-
 // Checks `len` properties at `properties` and makes limits of them: a name that is not one a
 // launch may set, a value that is not one for it, or a name given twice is refused with
 // `SCOPE_RESULT_INVALID_ARGUMENT` (a string that is not UTF-8 with `SCOPE_RESULT_INVALID_UTF8`),
@@ -1029,17 +1016,6 @@ const char *scope_launcher_unenforced(const struct scope_launcher *launcher, siz
 // replaced.
 void scope_set_log_callback(scope_log_callback callback, void *userdata);
 
-// Sends the library's log lines to `queue` as `SCOPE_ANSWER_KIND_LOG` answers with `token`,
-// taken on the host's own thread: the library never calls the host (for a host such as Node,
-// whose cross-thread callbacks are bounded). NULL puts the default back (lines on stderr). When
-// it returns, a callback it replaced is not running and will never be called again. The queue is
-// held until the sink is replaced; lines beyond what the queue holds for its host are dropped
-// and counted. In a forked child, lines go to stderr until the child sets a sink of its own.
-//
-// # Safety
-// `queue` is NULL or a live queue.
-scope_result scope_set_log_queue(const struct scope_queue *queue, uint64_t token);
-
 // Sets the most detailed level delivered (default `SCOPE_LOG_LEVEL_WARN`); a number outside
 // 1 to 5 is `SCOPE_RESULT_INVALID_ARGUMENT`.
 scope_result scope_set_log_level(uint32_t level);
@@ -1086,24 +1062,6 @@ scope_result scope_oomd_watch_new_async(const struct scope_handle *const *handle
                                         scope_oomd_warned warned,
                                         scope_oomd_watch_ready ready,
                                         void *userdata);
-
-// [`scope_oomd_watch_new`] on a thread of its own, for a host that takes its answers from
-// `queue` ([`scope_queue_new`](crate::queue::scope_queue_new)): the watch comes as a
-// `SCOPE_ANSWER_KIND_OOMD_WATCH` answer with `token`, and each of its warnings as a
-// `SCOPE_ANSWER_KIND_OOMD_WARNING` answer with the same token, until the watch is freed (taken
-// answers already queued may still come). The library never calls the host. Returns
-// `SCOPE_RESULT_OK` once the request has started (then exactly one watch answer comes), or the
-// error for bad arguments (then none). The handles may be freed as soon as this returns.
-//
-// # Safety
-// `handles` holds `count` pointers, each NULL or a live handle; `envp` is NULL or a
-// NULL-terminated array of C strings; `queue` is NULL or a live queue.
-scope_result scope_oomd_watch_new_queued(const struct scope_handle *const *handles,
-                                         size_t count,
-                                         const char *const *envp,
-                                         uint32_t timeout_ms,
-                                         const struct scope_queue *queue,
-                                         uint64_t token);
 
 // Why the calling thread's last [`scope_oomd_watch_new`] returned `SCOPE_RESULT_CANNOT_WARN`
 // (`SCOPE_CANNOT_WARN_KIND_NONE` where it did not).
@@ -1259,11 +1217,53 @@ const struct scope_oomd_warning *scope_answer_oomd_warning(const struct scope_an
 // `answer` is NULL or a live answer; `level` is NULL or writable.
 const char *scope_answer_log_line(const struct scope_answer *answer, scope_log_level *level);
 
+// Sends the library's log lines to `queue` as `SCOPE_ANSWER_KIND_LOG` answers with `token`,
+// taken on the host's own thread: the library never calls the host (for a host such as Node,
+// whose cross-thread callbacks are bounded). NULL puts the default back (lines on stderr). When
+// it returns, a callback it replaced is not running and will never be called again. The queue is
+// held until the sink is replaced; lines beyond what the queue holds for its host are dropped
+// and counted. In a forked child, lines go to stderr until the child sets a sink of its own.
+//
+// # Safety
+// `queue` is NULL or a live queue.
+scope_result scope_set_log_queue(const struct scope_queue *queue, uint64_t token);
+
 // Frees an answer (NULL is accepted and ignored), with what was not taken out of it.
 //
 // # Safety
 // `answer` is NULL or an answer from [`scope_queue_take`], not yet freed.
 void scope_answer_free(struct scope_answer *answer);
+
+// `scope_launcher_for_env_async` for a host that takes its answers from `queue`: the answer
+// comes as a `SCOPE_ANSWER_KIND_LAUNCHER` answer with `token` (`scope_answer_take_launcher`), and
+// the library never calls the host. Returns `SCOPE_RESULT_OK` once the request has started (then
+// exactly one answer comes), or the error for bad arguments (then none).
+//
+// # Safety
+// `envp` as for `scope_launcher_for_env`; `queue` is NULL or a live queue.
+scope_result scope_launcher_for_env_queued(const char *const *envp,
+                                           scope_kind kind,
+                                           uint32_t probe_timeout_ms,
+                                           const struct scope_queue *queue,
+                                           uint64_t token);
+
+// `scope_oomd_watch_new` on a thread of its own, for a host that takes its answers from
+// `queue` (`scope_queue_new`): the watch comes as a
+// `SCOPE_ANSWER_KIND_OOMD_WATCH` answer with `token`, and each of its warnings as a
+// `SCOPE_ANSWER_KIND_OOMD_WARNING` answer with the same token, until the watch is freed (taken
+// answers already queued may still come). The library never calls the host. Returns
+// `SCOPE_RESULT_OK` once the request has started (then exactly one watch answer comes), or the
+// error for bad arguments (then none). The handles may be freed as soon as this returns.
+//
+// # Safety
+// `handles` holds `count` pointers, each NULL or a live handle; `envp` is NULL or a
+// NULL-terminated array of C strings; `queue` is NULL or a live queue.
+scope_result scope_oomd_watch_new_queued(const struct scope_handle *const *handles,
+                                         size_t count,
+                                         const char *const *envp,
+                                         uint32_t timeout_ms,
+                                         const struct scope_queue *queue,
+                                         uint64_t token);
 
 // Resolves `program` as execvp in a child with environment `envp` (NULL: this process's) and
 // working directory `cwd` (NULL: this process's) would. On success `*out` is the absolute path,

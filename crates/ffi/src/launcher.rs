@@ -11,7 +11,6 @@ use crate::error::{copy_error, scope_result, Failure};
 use crate::export::guard;
 use crate::own_thread::{hand_over, Userdata};
 use crate::panic::caught;
-use crate::queue::{queue_arg, scope_answer, scope_answer_kind, scope_queue, Payload};
 use synaps_scope::__surfaces::{decide, decide_on_own_thread};
 use synaps_scope::intake;
 use synaps_scope::{direct_for_user_switch, Decision, LauncherOptions, ScopeError, ScopeLauncher};
@@ -82,7 +81,9 @@ pub unsafe extern "C" fn scope_launcher_for_env_timeout(
 }
 
 /// A request's decision as the C caller takes it: a launcher, or none for "launch directly".
-fn launcher_of(decision: Result<Decision, ScopeError>) -> Result<Option<scope_launcher>, Failure> {
+pub(crate) fn launcher_of(
+    decision: Result<Decision, ScopeError>,
+) -> Result<Option<scope_launcher>, Failure> {
     match decision.map_err(|e| Failure::of(&e))? {
         Decision::Scoped(inner) => scope_launcher::with(inner, Vec::new()).map(Some),
         Decision::Direct(_) => Ok(None),
@@ -312,46 +313,6 @@ pub unsafe extern "C" fn scope_launcher_for_env_async(
         })
         .map_err(|e| Failure::new(scope_result::Io, format!("cannot start a thread: {e}")))?;
         Ok(())
-    })
-}
-
-/// [`scope_launcher_for_env_async`] for a host that takes its answers from `queue`: the answer
-/// comes as a `SCOPE_ANSWER_KIND_LAUNCHER` answer with `token` (`scope_answer_take_launcher`), and
-/// the library never calls the host. Returns `SCOPE_RESULT_OK` once the request has started (then
-/// exactly one answer comes), or the error for bad arguments (then none).
-///
-/// # Safety
-/// `envp` as for [`scope_launcher_for_env`]; `queue` is NULL or a live queue.
-#[no_mangle]
-pub unsafe extern "C" fn scope_launcher_for_env_queued(
-    envp: *const *const c_char,
-    kind: scope_kind,
-    probe_timeout_ms: u32,
-    queue: *const scope_queue,
-    token: u64,
-) -> scope_result {
-    guard(|| {
-        // SAFETY: NULL or live per the caller.
-        let queue = unsafe { queue_arg(queue) }?;
-        let kind = kind_arg(kind)?;
-        let probe_timeout = timeout_arg(probe_timeout_ms, "probe_timeout_ms")?;
-        // SAFETY: forwarded from the caller.
-        let env = unsafe { env_arg(envp) }?;
-        let options = LauncherOptions { probe_timeout };
-        decide_on_own_thread(env, kind, options, move |answer| {
-            // Outside the export's guard: a panic in the request (caught by the core) or in
-            // handing its answer out is caught here, so that exactly one answer comes.
-            let launcher = caught(|| answer.map(launcher_of))
-                .and_then(Result::ok)
-                .unwrap_or_else(|| Err(Failure::panicked()));
-            let payload = launcher.map(|launcher| Payload::Launcher(Some(launcher.map(Box::new))));
-            queue.push(scope_answer::of(
-                token,
-                scope_answer_kind::Launcher,
-                payload,
-            ));
-        })
-        .map_err(|e| Failure::new(scope_result::Io, format!("cannot start a thread: {e}")))
     })
 }
 

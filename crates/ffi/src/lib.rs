@@ -26,6 +26,7 @@ mod own_thread;
 mod panic;
 pub mod pressure;
 pub mod queue;
+pub mod queued;
 pub mod resolve;
 
 pub use abi::*;

@@ -3,7 +3,6 @@
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_void};
-use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -13,7 +12,6 @@ use tracing::Level;
 
 use crate::args::timeout_arg;
 use crate::error::{c_text, result_of, scope_result, Failure};
-use crate::queue::{queue_arg, scope_answer, scope_queue, Queue};
 use synaps_scope::diag::CallbackSubscriber;
 
 /// Severity of a log line; lower is more severe.
@@ -57,9 +55,13 @@ struct Sink {
     running: usize,
     /// Calls still running of callbacks since replaced, which a replacement waits for.
     running_replaced: usize,
-    /// The host's queue and token, where it takes its lines from one instead (`callback` None).
-    queue: Option<(Arc<Queue>, u64)>,
+    /// Where the host takes its lines from a queue instead (`callback` None): what hands a line
+    /// to it.
+    taker: Option<LineTaker>,
 }
+
+/// Hands one log line to a host's queue (`scope_set_log_queue`).
+pub(crate) type LineTaker = Arc<dyn Fn(scope_log_level, &str) + Send + Sync>;
 
 /// This process's sink, and the signal that a call of the callback ended. A forked child keeps its
 /// parent's callback, but none of the calls then running on the parent's other threads (they
@@ -83,7 +85,7 @@ fn logging() -> Arc<Mine<Logging>> {
             running_replaced: 0,
             // The parent's queue is its host's, whose thread is not in the child: lines go to
             // stderr there.
-            queue: None,
+            taker: None,
         });
         Logging {
             sink: Mutex::new(sink),
@@ -128,7 +130,7 @@ fn deliver(level: &Level, line: &str) {
     // Copied out and counted, so that no lock is held during the call (a callback marshalled to
     // another thread must not deadlock with that thread), yet a replacement waits for it to end.
     let logging = logging();
-    let (callback, userdata, generation, queue) = {
+    let (callback, userdata, generation, taker) = {
         let mut sink = lock(&logging.sink);
         if sink.callback.is_some() {
             sink.running += 1;
@@ -137,11 +139,11 @@ fn deliver(level: &Level, line: &str) {
             sink.callback,
             sink.userdata,
             sink.generation,
-            sink.queue.clone(),
+            sink.taker.clone(),
         )
     };
-    if let Some((queue, token)) = queue {
-        return queue.push(scope_answer::log_line(token, level_enum(number), line));
+    if let Some(taker) = taker {
+        return taker(level_enum(number), line);
     }
     match callback {
         Some(callback) => {
@@ -227,45 +229,18 @@ pub unsafe extern "C" fn scope_set_log_callback(
     });
 }
 
-/// Sends the library's log lines to `queue` as `SCOPE_ANSWER_KIND_LOG` answers with `token`,
-/// taken on the host's own thread: the library never calls the host (for a host such as Node,
-/// whose cross-thread callbacks are bounded). NULL puts the default back (lines on stderr). When
-/// it returns, a callback it replaced is not running and will never be called again. The queue is
-/// held until the sink is replaced; lines beyond what the queue holds for its host are dropped
-/// and counted. In a forked child, lines go to stderr until the child sets a sink of its own.
-///
-/// # Safety
-/// `queue` is NULL or a live queue.
-#[no_mangle]
-pub unsafe extern "C" fn scope_set_log_queue(
-    queue: *const scope_queue,
-    token: u64,
-) -> scope_result {
-    ensure_installed();
-    result_of(|| {
-        // SAFETY: NULL or live per the caller.
-        let queue = match unsafe { queue.as_ref() } {
-            // SAFETY: live per the caller.
-            Some(queue) => Some((unsafe { queue_arg(queue) }?, token)),
-            None => None,
-        };
-        replace_sink(None, ptr::null_mut(), queue);
-        Ok(())
-    })
-}
-
 /// Puts a new sink in place, and waits until no call of the callback it replaced is running on
 /// another thread.
-fn replace_sink(
+pub(crate) fn replace_sink(
     callback: scope_log_callback,
     userdata: *mut c_void,
-    queue: Option<(Arc<Queue>, u64)>,
+    taker: Option<LineTaker>,
 ) {
     let logging = logging();
     let mut sink = lock(&logging.sink);
     sink.callback = callback;
     sink.userdata = userdata as usize;
-    let replaced_queue = std::mem::replace(&mut sink.queue, queue);
+    let replaced_taker = std::mem::replace(&mut sink.taker, taker);
     sink.generation += 1;
     sink.running_replaced += std::mem::take(&mut sink.running);
     // Calls that start from now on are of the new callback and are not waited for; of the
@@ -278,7 +253,7 @@ fn replace_sink(
             .unwrap_or_else(|p| p.into_inner());
     }
     drop(sink);
-    drop(replaced_queue);
+    drop(replaced_taker);
 }
 
 /// Sets the most detailed level delivered (default `SCOPE_LOG_LEVEL_WARN`); a number outside

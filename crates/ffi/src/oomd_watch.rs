@@ -15,10 +15,6 @@ use crate::error::{c_text, scope_result, Failure};
 use crate::export::guard;
 use crate::handle::{scope_handle, scope_oomd_rule};
 use crate::own_thread::answered_on_own_thread;
-use crate::queue::{
-    answered_to_queue, queue_arg, scope_answer, scope_answer_kind, scope_queue, Payload, Queue,
-    WatchSlot,
-};
 
 /// How sure a warning is. The numbers never change meaning.
 #[repr(C)]
@@ -116,7 +112,7 @@ pub type scope_oomd_warned =
 /// A watch on scopes for systemd-oomd's rules (opaque).
 pub struct scope_oomd_watch {
     /// The watch; taken out (stopped) early where the queue it warns through lost its host.
-    inner: Arc<WatchSlot>,
+    pub(crate) inner: Arc<WatchSlot>,
     watched: Vec<CString>,
     cannot: Vec<(CString, scope_cannot_warn_kind, CString)>,
 }
@@ -173,12 +169,13 @@ impl OwnedWarning {
 }
 
 /// Where a watch's warnings go: the host's callback, or its queue with the request's token.
-enum Warned {
+pub(crate) enum Warned {
     Callback {
         warned: unsafe extern "C" fn(*mut c_void, *const scope_oomd_warning),
         userdata: *mut c_void,
     },
-    Queue(Arc<Queue>, u64),
+    /// Hands each warning to the host's queue.
+    Taker(Arc<dyn Fn(&OomdWarning) + Send + Sync>),
 }
 
 // SAFETY: the caller of `scope_oomd_watch_new` promised that `warned` may be called from any
@@ -201,7 +198,7 @@ impl Warned {
                 // `userdata`; the warning and its strings outlive the call.
                 unsafe { warned(*userdata, owned.crossing()) };
             }
-            Warned::Queue(queue, token) => queue.push(scope_answer::warning(*token, warning)),
+            Warned::Taker(take) => take(warning),
         }
     }
 }
@@ -298,52 +295,11 @@ pub unsafe extern "C" fn scope_oomd_watch_new_async(
     })
 }
 
-/// [`scope_oomd_watch_new`] on a thread of its own, for a host that takes its answers from
-/// `queue` ([`scope_queue_new`](crate::queue::scope_queue_new)): the watch comes as a
-/// `SCOPE_ANSWER_KIND_OOMD_WATCH` answer with `token`, and each of its warnings as a
-/// `SCOPE_ANSWER_KIND_OOMD_WARNING` answer with the same token, until the watch is freed (taken
-/// answers already queued may still come). The library never calls the host. Returns
-/// `SCOPE_RESULT_OK` once the request has started (then exactly one watch answer comes), or the
-/// error for bad arguments (then none). The handles may be freed as soon as this returns.
-///
-/// # Safety
-/// `handles` holds `count` pointers, each NULL or a live handle; `envp` is NULL or a
-/// NULL-terminated array of C strings; `queue` is NULL or a live queue.
-#[no_mangle]
-pub unsafe extern "C" fn scope_oomd_watch_new_queued(
-    handles: *const *const scope_handle,
-    count: usize,
-    envp: *const *const c_char,
-    timeout_ms: u32,
-    queue: *const scope_queue,
-    token: u64,
-) -> scope_result {
-    guard(|| {
-        // SAFETY: NULL or live per the caller.
-        let queue = unsafe { queue_arg(queue) }?;
-        let warned = Warned::Queue(Arc::clone(&queue), token);
-        // SAFETY: forwarded from the caller.
-        let request = unsafe { Request::take(handles, count, envp, timeout_ms, warned) }?;
-        let kind = scope_answer_kind::OomdWatch;
-        let stopper = Arc::clone(&queue);
-        answered_to_queue(queue, token, kind, move || match request.make() {
-            Ok(watch) => {
-                stopper.stop_when_gone(&watch.inner);
-                let payload =
-                    Payload::OomdWatch(Some(Box::new(watch)), scope_cannot_warn_kind::None);
-                scope_answer::of(token, kind, Ok(payload))
-            }
-            // The request's own thread: `make` set the kind there.
-            Err(failure) if failure.0 == scope_result::CannotWarn => {
-                scope_answer::cannot_warn(token, failure, LAST_CANNOT_WARN.with(Cell::get))
-            }
-            Err(failure) => scope_answer::of(token, kind, Err(failure)),
-        })
-    })
-}
+/// A watch that its queue's host going away may stop before the host frees it.
+pub(crate) type WatchSlot = Mutex<Option<OomdWatch>>;
 
 /// A watch's request, its arguments taken from C.
-struct Request {
+pub(crate) struct Request {
     scopes: Vec<synaps_scope::ScopeHandle>,
     env: synaps_scope::intake::CheckedEnv,
     timeout: std::time::Duration,
@@ -353,7 +309,7 @@ struct Request {
 impl Request {
     /// # Safety
     /// As [`scope_oomd_watch_new`]'s arguments.
-    unsafe fn take(
+    pub(crate) unsafe fn take(
         handles: *const *const scope_handle,
         count: usize,
         envp: *const *const c_char,
@@ -382,7 +338,7 @@ impl Request {
 
     /// The watch; where it cannot warn, the failure, with the kind left as this thread's
     /// [`scope_oomd_last_cannot_warn`].
-    fn make(self) -> Result<scope_oomd_watch, Failure> {
+    pub(crate) fn make(self) -> Result<scope_oomd_watch, Failure> {
         let warned = self.warned;
         let watch = OomdWatch::new(
             &self.scopes,

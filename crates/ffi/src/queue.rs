@@ -16,17 +16,17 @@ use std::ptr;
 use std::sync::{Arc, Mutex, Weak};
 
 use synaps_scope::__ffi::{lock, PerProcess};
-use synaps_scope::{OomdWarning, OomdWatch};
+use synaps_scope::OomdWarning;
 
 use crate::args::out_arg;
 use crate::boxed::{borrow, free, hand_out, read_or, write_out};
-use crate::error::{c_text, scope_result, Failure};
+use crate::error::{c_text, result_of, scope_result, Failure};
 use crate::export::guard;
 use crate::handle::{scope_ending, scope_handle};
 use crate::launcher::scope_launcher;
-use crate::log::scope_log_level;
+use crate::log::{replace_sink, scope_log_level, LineTaker};
 use crate::oomd_watch::{
-    scope_cannot_warn_kind, scope_oomd_warning, scope_oomd_watch, OwnedWarning,
+    scope_cannot_warn_kind, scope_oomd_warning, scope_oomd_watch, OwnedWarning, WatchSlot,
 };
 use crate::panic::caught;
 
@@ -168,9 +168,6 @@ struct State {
     /// The length of `watches` after its last pruning.
     pruned_at: usize,
 }
-
-/// A watch that its queue's host going away may stop before the host frees it.
-pub(crate) type WatchSlot = Mutex<Option<OomdWatch>>;
 
 /// What a queue whose host went away lets go of: its answers, and the watches it stops.
 struct Forsaken {
@@ -797,6 +794,36 @@ pub unsafe extern "C" fn scope_answer_log_line(
         }
         None => ptr::null(),
     }
+}
+
+/// Sends the library's log lines to `queue` as `SCOPE_ANSWER_KIND_LOG` answers with `token`,
+/// taken on the host's own thread: the library never calls the host (for a host such as Node,
+/// whose cross-thread callbacks are bounded). NULL puts the default back (lines on stderr). When
+/// it returns, a callback it replaced is not running and will never be called again. The queue is
+/// held until the sink is replaced; lines beyond what the queue holds for its host are dropped
+/// and counted. In a forked child, lines go to stderr until the child sets a sink of its own.
+///
+/// # Safety
+/// `queue` is NULL or a live queue.
+#[no_mangle]
+pub unsafe extern "C" fn scope_set_log_queue(
+    queue: *const scope_queue,
+    token: u64,
+) -> scope_result {
+    crate::log::ensure_installed();
+    result_of(|| {
+        let taker: Option<LineTaker> = if queue.is_null() {
+            None
+        } else {
+            // SAFETY: live per the caller.
+            let queue = unsafe { queue_arg(queue) }?;
+            Some(Arc::new(move |level, line: &str| {
+                queue.push(scope_answer::log_line(token, level, line));
+            }))
+        };
+        replace_sink(None, ptr::null_mut(), taker);
+        Ok(())
+    })
 }
 
 /// Frees an answer (NULL is accepted and ignored), with what was not taken out of it.
