@@ -244,11 +244,7 @@ fn a_handles_kill_is_told_after_the_scope_is_collected() {
 #[test]
 fn requests_answer_to_a_queue_the_caller_takes_from() {
     let Some(_rig) = rig() else { return };
-    let script = repository().join("tests/tools/oomd_bus.py");
-    let env = synaps_scope::with_overrides(
-        &synaps_scope::inherited_env(),
-        &[("SYNAPS_OOMD_BUS".into(), script.into_os_string())],
-    );
+    let env = oomd_bus_env();
     scenario_with_env("queue", &env);
 }
 
@@ -257,11 +253,7 @@ fn requests_answer_to_a_queue_the_caller_takes_from() {
 #[test]
 fn oomds_signal_tells_its_kill_to_the_scope_it_hit_alone() {
     let Some(_rig) = rig() else { return };
-    let script = repository().join("tests/tools/oomd_bus.py");
-    let env = synaps_scope::with_overrides(
-        &synaps_scope::inherited_env(),
-        &[("SYNAPS_OOMD_BUS".into(), script.into_os_string())],
-    );
+    let env = oomd_bus_env();
     scenario_with_env("ending_oomd_signal", &env);
 }
 
@@ -271,11 +263,7 @@ fn oomds_signal_tells_its_kill_to_the_scope_it_hit_alone() {
 #[test]
 fn a_watch_that_cannot_warn_says_why_and_writes_nothing() {
     let Some(_rig) = rig() else { return };
-    let script = repository().join("tests/tools/oomd_bus.py");
-    let env = synaps_scope::with_overrides(
-        &synaps_scope::inherited_env(),
-        &[("SYNAPS_OOMD_BUS".into(), script.into_os_string())],
-    );
+    let env = oomd_bus_env();
     scenario_with_env("oomd_watch", &env);
 }
 
@@ -489,4 +477,14 @@ fn a_session_bus_whose_manager_name_a_program_squats_is_passed_over() {
         "{report}"
     );
     scenario_with_env("scope_kill", &env);
+}
+
+/// This process's environment naming the stand-in oomd's bus (`tests/tools/oomd_bus.py`), which the
+/// scenarios start as the system bus.
+fn oomd_bus_env() -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let script = repository().join("tests/tools/oomd_bus.py");
+    synaps_scope::with_overrides(
+        &synaps_scope::inherited_env(),
+        &[("SYNAPS_OOMD_BUS".into(), script.into_os_string())],
+    )
 }
