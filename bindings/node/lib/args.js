@@ -1,10 +1,12 @@
 'use strict';
-// Arguments as Node hands them over, decoded into what the C ABI takes (strings, NULL-terminated
-// arrays, numbers its types can hold) and nothing more: the library's intake checks every value
+// Arguments as Node hands them over, decoded into what the C ABI takes (strings, C arrays laid out
+// in Buffers of the package's own, numbers its types can hold) and nothing more: the library's intake checks every value
 // (an environment entry, a bound, a pid, a kind) as it does on every surface, and refuses a bad one
 // with its own class and words. What is refused here is only what cannot be written in the C types
 // at all: a value of the wrong JavaScript type, a number a uint32_t cannot hold, and a NUL or an
 // environment key with '=' that a C string or a `KEY=VALUE` entry cannot carry.
+const koffi = require('koffi');
+
 const { RESULT } = require('./abi.js');
 const { ScopeError, check } = require('./error.js');
 const { c } = require('./library.js');
@@ -16,6 +18,47 @@ function cString(value, what) {
   }
   if (value.includes('\0')) throw new TypeError(`${what} cannot contain NUL characters`);
   return value;
+}
+
+const POINTER_SIZE = koffi.sizeof('void *');
+if (POINTER_SIZE !== 8) throw new Error(`synaps-scope: ${POINTER_SIZE}-byte pointers are not supported (64-bit only)`);
+
+/**
+ * `strings` (a null among them: a NULL pointer) as C reads an array of `const char *`, laid out in
+ * one Buffer of the package's own: the pointers, then each string's UTF-8 bytes and its NUL. koffi
+ * passes a Buffer as its address and converts nothing in it, where it converts a JS array element
+ * by element and, when the thread is being terminated (a Worker's `terminate()`), makes the call
+ * with elements it could not read: a Worker terminated mid-launch crashed its host. The strings
+ * share the pointers' Buffer, so the argument that keeps one alive through the call keeps both.
+ */
+function cArray(strings) {
+  const head = strings.length * POINTER_SIZE;
+  let size = head;
+  for (const string of strings) if (string !== null) size += Buffer.byteLength(string, 'utf8') + 1;
+  // Buffer.alloc never slices the shared pool: the block starts on a fresh, aligned allocation.
+  const block = Buffer.alloc(size);
+  const pointers = new BigUint64Array(block.buffer, block.byteOffset, strings.length);
+  const base = koffi.address(block);
+  let at = head;
+  strings.forEach((string, i) => {
+    if (string === null) return;
+    pointers[i] = base + BigInt(at);
+    at += block.write(string, at, 'utf8') + 1;
+  });
+  return block;
+}
+
+/**
+ * `pointers` (koffi pointers) as C reads an array of them, in a Buffer of ours (see cArray); never
+ * an empty Buffer, which koffi passes as NULL, where the C ABI takes an empty array at an address.
+ */
+function cPointerArray(pointers) {
+  const block = Buffer.alloc(Math.max(1, pointers.length) * POINTER_SIZE);
+  const slots = new BigUint64Array(block.buffer, block.byteOffset, pointers.length);
+  pointers.forEach((pointer, i) => {
+    slots[i] = koffi.address(pointer);
+  });
+  return block;
 }
 
 /**
@@ -40,12 +83,18 @@ function envArray(env) {
     entries.push(entry);
   }
   entries.push(null);
-  return entries;
+  return cArray(entries);
 }
 
-function argvArray(argv) {
+/** The strings of `argv`, checked (see argvArray). */
+function argvStrings(argv) {
   if (!Array.isArray(argv)) throw new TypeError('argv must be an array of strings');
-  return [...argv.map((arg, i) => cString(arg, `argv[${i}]`)), null];
+  return argv.map((arg, i) => cString(arg, `argv[${i}]`));
+}
+
+/** `argv`, NULL-terminated for the C ABI. */
+function argvArray(argv) {
+  return cArray([...argvStrings(argv), null]);
 }
 
 function cwdArg(cwd) {
@@ -86,15 +135,18 @@ function timeoutMs(value, what, fallback) {
  */
 const livePointer = Symbol('synaps-scope live pointer');
 
-/** The live pointers of `handles` (a ScopeHandle or an array of them), for a C array argument. */
+/** The live pointers of `handles` (a ScopeHandle or an array of them) as a C array, and their count. */
 function handlePointers(handles, what) {
   const list = Array.isArray(handles) ? handles : [handles];
-  return list.map((handle, at) => {
+  const pointers = list.map((handle, at) => {
     if (handle === null || typeof handle !== 'object' || typeof handle[livePointer] !== 'function') {
       throw new TypeError(`${what}[${at}] must be a ScopeHandle`);
     }
     return handle[livePointer]();
   });
+  return { array: cPointerArray(pointers), count: pointers.length };
 }
 
-module.exports = { argvArray, cString, cwdArg, envArray, handlePointers, kindNumber, livePointer, pidArg, timeoutMs };
+module.exports = {
+  argvArray, argvStrings, cArray, cString, cwdArg, envArray, handlePointers, kindNumber, livePointer, pidArg, timeoutMs,
+};

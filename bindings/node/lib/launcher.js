@@ -3,7 +3,7 @@
 // caller), and what it wraps.
 
 const { DEFAULT_PROBE_TIMEOUT_MS, KINDS, RESULT, SHELL_WORDS, WRAPPER_NAMES } = require('./abi.js');
-const { argvArray, cString, cwdArg, envArray, kindNumber, timeoutMs } = require('./args.js');
+const { argvArray, argvStrings, cArray, cString, cwdArg, envArray, kindNumber, timeoutMs } = require('./args.js');
 const { takeWrapped } = require('./argv.js');
 const { callHere, check } = require('./error.js');
 const { c } = require('./library.js');
@@ -72,14 +72,14 @@ class ScopeLauncher {
    */
   wrap(argv, { env, cwd, argv0 } = {}) {
     const out = [null];
-    const args = argvArray(argv);
+    const args = argvStrings(argv);
     let program = null;
     if (argv0 !== undefined) {
+      if (args.length === 0) throw new TypeError('argv0 needs a program in argv[0]');
       program = args[0];
-      if (program === null) throw new TypeError('argv0 needs a program in argv[0]');
       args[0] = cString(argv0, 'argv0');
     }
-    const result = c.wrapProgram(this.#live(), program, args, envArray(env), cwdArg(cwd), out);
+    const result = c.wrapProgram(this.#live(), program, cArray([...args, null]), envArray(env), cwdArg(cwd), out);
     deliverLogLines();
     check(result);
     return takeWrapped(out[0]);
@@ -115,14 +115,16 @@ function withLimits(limits, use) {
   if (limits === null || typeof limits !== 'object' || Array.isArray(limits)) {
     throw new TypeError('limits must be an object of property names to values');
   }
-  const properties = Object.entries(limits).map(([name, value]) => {
+  const entries = Object.entries(limits);
+  // Each scope_property is a name's and a value's pointer: the array is their strings in turn.
+  const strings = entries.flatMap(([name, value]) => {
     if (typeof value !== 'string' && !Number.isInteger(value)) {
       throw new TypeError(`the value of ${name} must be a string or an integer`);
     }
-    return { name: cString(name, 'a limit\'s name'), value: cString(String(value), `the value of ${name}`) };
+    return [cString(name, 'a limit\'s name'), cString(String(value), `the value of ${name}`)];
   });
   const out = [null];
-  check(c.limitsNew(properties.length ? properties : null, properties.length, out));
+  check(c.limitsNew(entries.length ? cArray(strings) : null, entries.length, out));
   try {
     return use(out[0]);
   } finally {

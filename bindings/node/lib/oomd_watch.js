@@ -154,7 +154,7 @@ class OomdWatch extends ListenedEmitter {
    * own. Rejects with CannotWarnError where none can be warned about.
    */
   static create(handles, { env, timeoutMs: ms } = {}) {
-    const pointers = handlePointers(handles, 'handles');
+    const watched = handlePointers(handles, 'handles');
     const envp = envArray(env);
     const timeout = timeoutMs(ms, 'timeoutMs', DEFAULT_PROBE_TIMEOUT_MS);
     /** @type {WeakRef<OomdWatch> | null} */
@@ -170,7 +170,7 @@ class OomdWatch extends ListenedEmitter {
       if (target === null) early.push(warning);
       else target.deref()?.#deliver(warning);
     };
-    const start = (queue, t) => c.oomdWatchNewQueued(pointers, pointers.length, envp, timeout, queue, t);
+    const start = (queue, t) => c.oomdWatchNewQueued(watched.array, watched.count, envp, timeout, queue, t);
     return answered(start, (answer) => {
       if (c.answerResult(answer) === RESULT.CANNOT_WARN) {
         const kind = word(CANNOT_WARN_NAMES[c.answerCannotWarnKind(answer)] ?? 'NONE');

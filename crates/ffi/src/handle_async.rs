@@ -6,6 +6,7 @@
 
 use std::ffi::{c_char, c_void};
 use std::ptr;
+use std::time::Duration;
 
 use synaps_scope::ScopeHandle;
 
@@ -174,18 +175,23 @@ pub unsafe extern "C" fn scope_handle_ending_queued(
     token: u64,
 ) -> scope_result {
     guard(|| {
-        // SAFETY: NULL or live per the caller.
-        let queue = unsafe { queue_arg(queue) }?;
-        // SAFETY: NULL or live per the caller.
-        let handle = unsafe { borrow(handle, "handle") }?.inner().clone();
         // SAFETY: forwarded from the caller.
         let env = unsafe { env_arg(envp) }?;
-        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
         let kind = scope_answer_kind::Ending;
-        answered_to_queue(queue, token, kind, move || {
-            let ending = scope_ending::from(handle.ending(env.as_pairs(), timeout));
-            scope_answer::of(token, kind, Ok(Payload::Ending(ending)))
-        })
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            queued_on_handle(
+                handle,
+                timeout_ms,
+                queue,
+                token,
+                kind,
+                move |handle, timeout| {
+                    let ending = scope_ending::from(handle.ending(env.as_pairs(), timeout));
+                    Ok(Payload::Ending(ending))
+                },
+            )
+        }
     })
 }
 
@@ -202,16 +208,14 @@ pub unsafe extern "C" fn scope_handle_kill_queued(
     queue: *const scope_queue,
     token: u64,
 ) -> scope_result {
-    guard(|| {
-        // SAFETY: NULL or live per the caller.
-        let queue = unsafe { queue_arg(queue) }?;
-        // SAFETY: NULL or live per the caller.
-        let handle = unsafe { borrow(handle, "handle") }?.inner().clone();
-        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
-        let kind = scope_answer_kind::Pids;
-        answered_to_queue(queue, token, kind, move || {
-            let pids = handle.kill(timeout).map_err(|e| Failure::of(&e));
-            scope_answer::of(token, kind, pids.map(Payload::Pids))
+    let kind = scope_answer_kind::Pids;
+    // SAFETY: forwarded from the caller.
+    guard(|| unsafe {
+        queued_on_handle(handle, timeout_ms, queue, token, kind, |handle, timeout| {
+            handle
+                .kill(timeout)
+                .map(Payload::Pids)
+                .map_err(|e| Failure::of(&e))
         })
     })
 }
@@ -228,17 +232,37 @@ pub unsafe extern "C" fn scope_handle_wait_empty_queued(
     queue: *const scope_queue,
     token: u64,
 ) -> scope_result {
-    guard(|| {
-        // SAFETY: NULL or live per the caller.
-        let queue = unsafe { queue_arg(queue) }?;
-        // SAFETY: NULL or live per the caller.
-        let handle = unsafe { borrow(handle, "handle") }?.inner().clone();
-        let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
-        let kind = scope_answer_kind::Done;
-        answered_to_queue(queue, token, kind, move || {
+    let kind = scope_answer_kind::Done;
+    // SAFETY: forwarded from the caller.
+    guard(|| unsafe {
+        queued_on_handle(handle, timeout_ms, queue, token, kind, |handle, timeout| {
             let done = handle.wait_empty(timeout).map_err(|e| Failure::of(&e));
-            scope_answer::of(token, kind, done.map(|()| Payload::Nothing))
+            done.map(|()| Payload::Nothing)
         })
+    })
+}
+
+/// What the queued requests on a handle share: the queue, a copy of the handle and the bound,
+/// each checked before the export returns (so the caller may free its handle at once), then
+/// `work` on a thread of its own, answered to the queue as `kind` with `token`.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `queue` is NULL or a live queue.
+unsafe fn queued_on_handle(
+    handle: *const scope_handle,
+    timeout_ms: u32,
+    queue: *const scope_queue,
+    token: u64,
+    kind: scope_answer_kind,
+    work: impl FnOnce(ScopeHandle, Duration) -> Result<Payload, Failure> + Send + 'static,
+) -> Result<(), Failure> {
+    // SAFETY: NULL or live per the caller.
+    let queue = unsafe { queue_arg(queue) }?;
+    // SAFETY: NULL or live per the caller.
+    let handle = unsafe { borrow(handle, "handle") }?.inner().clone();
+    let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
+    answered_to_queue(queue, token, kind, move || {
+        scope_answer::of(token, kind, work(handle, timeout))
     })
 }
 
