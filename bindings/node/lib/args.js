@@ -21,7 +21,16 @@ function cString(value, what) {
 }
 
 const POINTER_SIZE = koffi.sizeof('void *');
-if (POINTER_SIZE !== 8) throw new Error(`synaps-scope: ${POINTER_SIZE}-byte pointers are not supported (64-bit only)`);
+
+/** Pointer slots over `block`'s first `count` pointers, and how to write an address in one. */
+function pointerSlots(block, count) {
+  if (POINTER_SIZE === 8) {
+    const slots = new BigUint64Array(block.buffer, block.byteOffset, count);
+    return (i, address) => { slots[i] = address; };
+  }
+  const slots = new Uint32Array(block.buffer, block.byteOffset, count);
+  return (i, address) => { slots[i] = Number(address); };
+}
 
 /**
  * `strings` (a null among them: a NULL pointer) as C reads an array of `const char *`, laid out in
@@ -37,12 +46,12 @@ function cArray(strings) {
   for (const string of strings) if (string !== null) size += Buffer.byteLength(string, 'utf8') + 1;
   // Buffer.alloc never slices the shared pool: the block starts on a fresh, aligned allocation.
   const block = Buffer.alloc(size);
-  const pointers = new BigUint64Array(block.buffer, block.byteOffset, strings.length);
+  const setPointer = pointerSlots(block, strings.length);
   const base = koffi.address(block);
   let at = head;
   strings.forEach((string, i) => {
     if (string === null) return;
-    pointers[i] = base + BigInt(at);
+    setPointer(i, base + BigInt(at));
     at += block.write(string, at, 'utf8') + 1;
   });
   return block;
@@ -54,10 +63,8 @@ function cArray(strings) {
  */
 function cPointerArray(pointers) {
   const block = Buffer.alloc(Math.max(1, pointers.length) * POINTER_SIZE);
-  const slots = new BigUint64Array(block.buffer, block.byteOffset, pointers.length);
-  pointers.forEach((pointer, i) => {
-    slots[i] = koffi.address(pointer);
-  });
+  const setPointer = pointerSlots(block, pointers.length);
+  pointers.forEach((pointer, i) => setPointer(i, koffi.address(pointer)));
   return block;
 }
 

@@ -1,7 +1,6 @@
 'use strict';
 // The library's failures as Node's errors: the one map from its result codes (the core's classes
 // of failure, through the C ABI's one map) to the errors this package throws.
-const { promisify } = require('node:util');
 
 const { RESULT, RESULT_NAMES } = require('./abi.js');
 const { c } = require('./library.js');
@@ -50,8 +49,21 @@ const ERROR_BUFFER = 1024;
  */
 async function callBlocking(fn, ...args) {
   const error = Buffer.alloc(ERROR_BUFFER);
-  const result = await promisify(fn.async)(...args, error, ERROR_BUFFER);
+  const result = await new Promise((resolve, reject) => {
+    fn.async(...args, error, ERROR_BUFFER, (failed, value) => {
+      // koffi keeps no reference to an async call's Buffer arguments (the C arrays of args.js),
+      // which the worker thread reads: this callback, which koffi keeps, holds them till it runs.
+      keepUntilHere(args, error);
+      if (failed) reject(failed);
+      else resolve(value);
+    });
+  });
   check(result, error.subarray(0, error.indexOf(0)).toString('utf8'));
+}
+
+/** Names what a callback must keep alive until it runs (a closure keeps what it names). */
+function keepUntilHere(...values) {
+  return values;
 }
 
 /** The same `_r` function, on this thread. */

@@ -171,7 +171,9 @@ const c = {
   oomdWatchCannot: lib.func('uint32_t scope_oomd_watch_cannot(const scope_oomd_watch *watch, size_t index, _Out_ scope_cannot_warn *out)'),
   oomdWatchFree: lib.func('void scope_oomd_watch_free(scope_oomd_watch *watch)'),
   setLogQueue: lib.func('uint32_t scope_set_log_queue(const scope_queue *queue, uint64_t token)'),
-  queueNew: lib.func('uint32_t scope_queue_new(_Out_ int *reader, _Out_ scope_queue **out)'),
+  // The descriptor as a uint32_t (it is never negative when written): koffi reads an `int *`
+  // out-parameter's array as a string's, which a worker's termination can leave unread.
+  queueNew: lib.func('uint32_t scope_queue_new(_Out_ uint32_t *reader, _Out_ scope_queue **out)'),
   queueTake: lib.func('uint32_t scope_queue_take(const scope_queue *queue, _Out_ scope_answer **out)'),
   queueFree: lib.func('void scope_queue_free(scope_queue *queue)'),
   answerToken: lib.func('uint64_t scope_answer_token(const scope_answer *answer)'),

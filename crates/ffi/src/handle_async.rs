@@ -8,6 +8,7 @@ use std::ffi::{c_char, c_void};
 use std::ptr;
 use std::time::Duration;
 
+use synaps_scope::intake::CheckedEnv;
 use synaps_scope::ScopeHandle;
 
 use crate::args::{env_arg, str_arg, timeout_arg};
@@ -176,22 +177,14 @@ pub unsafe extern "C" fn scope_handle_ending_queued(
 ) -> scope_result {
     guard(|| {
         // SAFETY: forwarded from the caller.
-        let env = unsafe { env_arg(envp) }?;
+        let env = || unsafe { env_arg(envp) };
+        let work = |handle: ScopeHandle, timeout, env: CheckedEnv| {
+            let ending = scope_ending::from(handle.ending(env.as_pairs(), timeout));
+            Ok(Payload::Ending(ending))
+        };
         let kind = scope_answer_kind::Ending;
         // SAFETY: forwarded from the caller.
-        unsafe {
-            queued_on_handle(
-                handle,
-                timeout_ms,
-                queue,
-                token,
-                kind,
-                move |handle, timeout| {
-                    let ending = scope_ending::from(handle.ending(env.as_pairs(), timeout));
-                    Ok(Payload::Ending(ending))
-                },
-            )
-        }
+        unsafe { queued_on_handle(handle, timeout_ms, queue, token, kind, env, work) }
     })
 }
 
@@ -208,16 +201,13 @@ pub unsafe extern "C" fn scope_handle_kill_queued(
     queue: *const scope_queue,
     token: u64,
 ) -> scope_result {
+    let work = |handle: ScopeHandle, timeout, ()| {
+        let pids = handle.kill(timeout).map_err(|e| Failure::of(&e));
+        pids.map(Payload::Pids)
+    };
     let kind = scope_answer_kind::Pids;
     // SAFETY: forwarded from the caller.
-    guard(|| unsafe {
-        queued_on_handle(handle, timeout_ms, queue, token, kind, |handle, timeout| {
-            handle
-                .kill(timeout)
-                .map(Payload::Pids)
-                .map_err(|e| Failure::of(&e))
-        })
-    })
+    guard(|| unsafe { queued_on_handle(handle, timeout_ms, queue, token, kind, || Ok(()), work) })
 }
 
 /// [`scope_handle_wait_empty_async`] for a host that takes its answers from `queue`: a
@@ -232,37 +222,39 @@ pub unsafe extern "C" fn scope_handle_wait_empty_queued(
     queue: *const scope_queue,
     token: u64,
 ) -> scope_result {
+    let work = |handle: ScopeHandle, timeout, ()| {
+        let done = handle.wait_empty(timeout).map_err(|e| Failure::of(&e));
+        done.map(|()| Payload::Nothing)
+    };
     let kind = scope_answer_kind::Done;
     // SAFETY: forwarded from the caller.
-    guard(|| unsafe {
-        queued_on_handle(handle, timeout_ms, queue, token, kind, |handle, timeout| {
-            let done = handle.wait_empty(timeout).map_err(|e| Failure::of(&e));
-            done.map(|()| Payload::Nothing)
-        })
-    })
+    guard(|| unsafe { queued_on_handle(handle, timeout_ms, queue, token, kind, || Ok(()), work) })
 }
 
-/// What the queued requests on a handle share: the queue, a copy of the handle and the bound,
-/// each checked before the export returns (so the caller may free its handle at once), then
-/// `work` on a thread of its own, answered to the queue as `kind` with `token`.
+/// What the queued requests on a handle share: the queue, a copy of the handle, what `more`
+/// reads of the request's other arguments, and the bound, checked in that order before the
+/// export returns (so the caller may free its handle at once), then `work` on a thread of its
+/// own, answered to the queue as `kind` with `token`.
 ///
 /// # Safety
 /// `handle` is NULL or a live handle; `queue` is NULL or a live queue.
-unsafe fn queued_on_handle(
+unsafe fn queued_on_handle<More: Send + 'static>(
     handle: *const scope_handle,
     timeout_ms: u32,
     queue: *const scope_queue,
     token: u64,
     kind: scope_answer_kind,
-    work: impl FnOnce(ScopeHandle, Duration) -> Result<Payload, Failure> + Send + 'static,
+    more: impl FnOnce() -> Result<More, Failure>,
+    work: impl FnOnce(ScopeHandle, Duration, More) -> Result<Payload, Failure> + Send + 'static,
 ) -> Result<(), Failure> {
     // SAFETY: NULL or live per the caller.
     let queue = unsafe { queue_arg(queue) }?;
     // SAFETY: NULL or live per the caller.
     let handle = unsafe { borrow(handle, "handle") }?.inner().clone();
+    let more = more()?;
     let timeout = timeout_arg(timeout_ms, "timeout_ms")?;
     answered_to_queue(queue, token, kind, move || {
-        scope_answer::of(token, kind, work(handle, timeout))
+        scope_answer::of(token, kind, work(handle, timeout, more))
     })
 }
 
