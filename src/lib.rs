@@ -55,6 +55,7 @@ mod resolve;
 mod shell;
 mod slice_check;
 mod spawn;
+mod systemd_syntax;
 mod turn;
 mod unit_name;
 mod version;

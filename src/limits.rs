@@ -8,6 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::intake::BadInput;
+use crate::systemd_syntax::{self as syntax, Unread};
 
 /// A resource-control property a launch may set on its scope.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -112,31 +113,47 @@ pub struct Limit {
     /// The value as the caller wrote it: what systemd-run is given, and what is shown.
     text: String,
     value: Value,
+    /// The oldest systemd-run that reads the text as this library does (None: every one).
+    oldest_systemd_run: Option<u32>,
 }
 
 impl Limit {
-    /// Checks `value` for `property`, in systemd's syntax; refused with the reason.
+    /// Checks `value` for `property`, read as systemd 248 and later read it (`systemd-run -p`
+    /// and the manager alike: the `systemd_syntax` module); refused with the reason where either
+    /// would refuse it.
     pub fn new(property: Property, value: &str) -> Result<Limit, BadInput> {
         let bad = |problem: String| BadInput::Property {
             name: format!("{property}={value}"),
             problem,
         };
+        if value.contains('\0') {
+            return Err(bad("contains a NUL byte".to_owned()));
+        }
         let parsed = match property {
-            Property::MemoryMax | Property::MemoryHigh | Property::MemorySwapMax => {
-                let least = u64::from(property != Property::MemorySwapMax);
-                scaled_or(value, least, parse_bytes).map_err(bad)?
+            Property::MemoryMax | Property::MemoryHigh => {
+                scaled_or(value, 1, 10_000, syntax::size, "a size").map_err(bad)?
             }
-            Property::TasksMax => scaled_or(value, 1, parse_count).map_err(bad)?,
+            Property::MemorySwapMax => {
+                scaled_or(value, 0, 10_000, syntax::size, "a size").map_err(bad)?
+            }
+            // The manager takes a share of the kernel's task limit below 100% only.
+            Property::TasksMax => {
+                scaled_or(value, 1, 9_999, syntax::atou64, "a whole number").map_err(bad)?
+            }
             Property::CpuWeight if value == "idle" => Value::Number(0),
+            Property::CpuWeight | Property::IoWeight if value.is_empty() => Value::Infinity,
             Property::CpuWeight | Property::IoWeight => {
                 Value::Number(parse_weight(value).map_err(bad)?)
             }
+            Property::CpuQuota if value.is_empty() => Value::Infinity,
             Property::CpuQuota => Value::Number(parse_quota(value).map_err(bad)?),
         };
+        let oldest_systemd_run = oldest_reader(property, value);
         Ok(Limit {
             property,
             text: value.to_owned(),
             value: parsed,
+            oldest_systemd_run,
         })
     }
 
@@ -157,16 +174,19 @@ impl Limit {
             (Property::CpuQuota, Value::Number(usec)) => {
                 ("CPUQuotaPerSecUSec".to_owned(), BusValue::U64(usec))
             }
+            (Property::CpuQuota, Value::Infinity) => {
+                ("CPUQuotaPerSecUSec".to_owned(), BusValue::U64(u64::MAX))
+            }
             (_, Value::Number(n)) => (name.to_owned(), BusValue::U64(n)),
             (_, Value::Infinity) => (name.to_owned(), BusValue::U64(u64::MAX)),
             (_, Value::Permyriad(p)) => (format!("{name}Scale"), BusValue::U32(scale(p))),
         }
     }
 
-    /// The oldest systemd-run that reads this value (None: every one this library supports).
-    /// `CPUWeight=idle`: systemd-run 247 refuses it ("Failed to parse"), 252 takes it.
+    /// The oldest systemd-run that reads this value as this library does (None: every one this
+    /// library supports); an older one refuses it.
     pub(crate) fn oldest_systemd_run(&self) -> Option<u32> {
-        (self.property == Property::CpuWeight && self.value == Value::Number(0)).then_some(252)
+        self.oldest_systemd_run
     }
 }
 
@@ -368,148 +388,85 @@ pub(crate) fn unenforced(
         .collect()
 }
 
-/// `infinity`, a percentage (sent scaled), or a value `parse` reads, at least `least`.
+/// The oldest systemd-run that reads `value` for `property` as systemd 248 and later do: 252 for
+/// `CPUWeight=idle` (247 refuses it), 248 for a share written in parts of ten thousand (`‱`), to
+/// two places of a percent or to one of a per-mille, which 247 refuses (it read `N‰`, `N%` and
+/// `N.D%` only).
+fn oldest_reader(property: Property, value: &str) -> Option<u32> {
+    match property {
+        Property::CpuWeight if value == "idle" => Some(252),
+        Property::CpuWeight | Property::IoWeight => None,
+        _ if syntax::permyriad(value).is_ok() && syntax::permille_v247(value).is_err() => Some(248),
+        _ => None,
+    }
+}
+
+/// `infinity` or empty (no limit), a share (sent scaled, `least` to `most` parts of ten
+/// thousand), or a value `parse` reads (a `what`), at least `least`: as systemd-run reads a
+/// memory or tasks limit, a share tried first and the number after it.
 fn scaled_or(
     value: &str,
     least: u64,
-    parse: fn(&str) -> Result<u64, String>,
+    most: u32,
+    parse: fn(&str) -> Result<u64, Unread>,
+    what: &str,
 ) -> Result<Value, String> {
-    if value == "infinity" {
+    if value == "infinity" || value.is_empty() {
         return Ok(Value::Infinity);
     }
-    if let Some(permyriad) = parse_permyriad(value)? {
-        if permyriad > 10_000 {
-            return Err("is more than 100%".to_owned());
+    match syntax::permyriad(value) {
+        Ok(permyriad) if permyriad > 10_000 => return Err("is more than 100%".to_owned()),
+        Ok(permyriad) if permyriad > most => {
+            return Err(format!("is out of range (the most is {}%)", percent(most)))
         }
-        if u64::from(permyriad) < least {
-            return Err("is out of range (0%)".to_owned());
+        Ok(permyriad) if u64::from(permyriad) < least => {
+            return Err("is out of range (0%)".to_owned())
         }
-        return Ok(Value::Permyriad(permyriad));
+        Ok(permyriad) => return Ok(Value::Permyriad(permyriad)),
+        // A share past a C int: systemd-run goes on to read it as a number, which it is not.
+        Err(_) => {}
     }
-    let n = parse(value)?;
+    let n = parse(value).map_err(|unread| match unread {
+        Unread::Invalid => format!(
+            "is not {what} (expected {what}{}, a percentage, or infinity)",
+            if what == "a size" {
+                " with an optional B, K, M, G, T, P or E"
+            } else {
+                ""
+            }
+        ),
+        Unread::OutOfRange => "is out of range (negative, or too large)".to_owned(),
+    })?;
     if n < least {
         return Err(format!("is out of range (the least is {least})"));
     }
     Ok(Value::Number(n))
 }
 
-/// A size with an optional binary suffix (`B`, `K`, `M`, `G`, `T`, `P`, `E`), whole or with a
-/// fraction (`1.5G`), as systemd reads sizes.
-fn parse_bytes(value: &str) -> Result<u64, String> {
-    const SUFFIXES: [(char, u32); 7] = [
-        ('B', 0),
-        ('K', 10),
-        ('M', 20),
-        ('G', 30),
-        ('T', 40),
-        ('P', 50),
-        ('E', 60),
-    ];
-    let not_a_size = || {
-        "is not a size (expected a number with an optional K, M, G, T, P or E, a percentage, \
-         or infinity)"
-            .to_owned()
-    };
-    let split = value
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(value.len());
-    let (number, suffix) = value.split_at(split);
-    let shift = match suffix.chars().collect::<Vec<_>>()[..] {
-        [] => 0,
-        [one] if !number.is_empty() && one.is_ascii_alphabetic() => SUFFIXES
-            .iter()
-            .find(|(s, _)| *s == one)
-            .map(|(_, shift)| *shift)
-            .ok_or_else(|| {
-                format!("has an unknown suffix {one:?} (expected B, K, M, G, T, P or E)")
-            })?,
-        _ => return Err(not_a_size()),
-    };
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty() || !all_digits(fraction) || number.ends_with('.') {
-        return Err(not_a_size());
-    }
-    let too_big = || "is too large".to_owned();
-    let whole: u64 = whole.parse().map_err(|_| too_big())?;
-    let mut bytes = whole.checked_mul(1u64 << shift).ok_or_else(too_big)?;
-    if !fraction.is_empty() {
-        // Only the first digits that can matter; a fraction of a byte is dropped, as systemd does.
-        let digits = &fraction[..fraction.len().min(18)];
-        let scale = 10u128.pow(u32::try_from(digits.len()).unwrap_or(18));
-        let part = u128::from(digits.parse::<u64>().map_err(|_| too_big())?);
-        let extra = u64::try_from(part * (1u128 << shift) / scale).map_err(|_| too_big())?;
-        bytes = bytes.checked_add(extra).ok_or_else(too_big)?;
-    }
-    Ok(bytes)
+/// A share of ten thousand as a percentage, for a message.
+fn percent(permyriad: u32) -> String {
+    format!("{}.{:02}", permyriad / 100, permyriad % 100)
 }
 
-/// A whole number (a count of tasks).
-fn parse_count(value: &str) -> Result<u64, String> {
-    if value.is_empty() || !all_digits(value) {
-        return Err("is not a whole number, a percentage or infinity".to_owned());
-    }
-    value.parse().map_err(|_| "is too large".to_owned())
-}
-
-/// A weight, 1-10000.
+/// A weight, 1-10000, read as systemd's `cg_weight_parse` reads it.
 fn parse_weight(value: &str) -> Result<u64, String> {
-    let not_a_weight = || "is not a weight (a whole number from 1 to 10000)".to_owned();
-    if value.is_empty() || !all_digits(value) {
-        return Err(not_a_weight());
-    }
-    match value.parse::<u64>() {
+    match syntax::atou64(value) {
         Ok(weight @ 1..=10_000) => Ok(weight),
-        _ => Err("is out of range (1-10000)".to_owned()),
+        Ok(_) | Err(Unread::OutOfRange) => Err("is out of range (1-10000)".to_owned()),
+        Err(Unread::Invalid) => Err("is not a weight (a whole number from 1 to 10000)".to_owned()),
     }
 }
 
 /// A CPU quota, a percentage of one CPU above 0 (`200%` for two), as microseconds per second.
 fn parse_quota(value: &str) -> Result<u64, String> {
-    match parse_permyriad(value)? {
-        Some(0) => Err("is too small (more than 0% is needed)".to_owned()),
-        Some(permyriad) => Ok(u64::from(permyriad) * 100),
-        None => Err("is not a percentage (such as 50% or 200%)".to_owned()),
+    match syntax::permyriad(value) {
+        Ok(0) => Err("is too small (more than 0% is needed)".to_owned()),
+        Ok(permyriad) => Ok(u64::from(permyriad) * 100),
+        Err(Unread::OutOfRange) => {
+            Err("is out of range (negative, or past 21474836.47%)".to_owned())
+        }
+        Err(Unread::Invalid) => Err("is not a percentage (such as 50% or 200%)".to_owned()),
     }
-}
-
-/// A percentage in hundredths (`12.34%`), a per-mille in tenths (`5.5‰`) or a per-ten-thousand
-/// (`25‱`), as parts of 10000; None when `value` is none of them.
-fn parse_permyriad(value: &str) -> Result<Option<u32>, String> {
-    let (number, decimals, factor) = if let Some(n) = value.strip_suffix('%') {
-        (n, 2, 100)
-    } else if let Some(n) = value.strip_suffix('‰') {
-        (n, 1, 10)
-    } else if let Some(n) = value.strip_suffix('‱') {
-        (n, 0, 1)
-    } else {
-        return Ok(None);
-    };
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty()
-        || !all_digits(whole)
-        || !all_digits(fraction)
-        || fraction.len() > decimals
-        || (number.contains('.') && fraction.is_empty())
-    {
-        return Err("is not a percentage (such as 50% or 12.5%)".to_owned());
-    }
-    let too_big = || "is too large".to_owned();
-    let whole: u32 = whole.parse().map_err(|_| too_big())?;
-    let padded = format!("{fraction:0<decimals$}");
-    let fraction: u32 = if decimals == 0 {
-        0
-    } else {
-        padded.parse().map_err(|_| too_big())?
-    };
-    whole
-        .checked_mul(factor)
-        .and_then(|w| w.checked_add(fraction))
-        .map(Some)
-        .ok_or_else(too_big)
-}
-
-fn all_digits(text: &str) -> bool {
-    text.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// A share of 10000 as a share of `u32::MAX`, rounded to nearest, as systemd scales it.
@@ -544,9 +501,26 @@ mod tests {
             ("MemoryMaxScale".into(), BusValue::U32(2_147_483_648))
         );
         assert_eq!(
-            bus("TasksMax=100%"),
-            ("TasksMaxScale".into(), BusValue::U32(u32::MAX))
+            bus("TasksMax=99.99%"),
+            ("TasksMaxScale".into(), BusValue::U32(4_294_537_798))
         );
+        assert_eq!(bus("TasksMax=010"), u64_("TasksMax", 8));
+        assert_eq!(bus("TasksMax=0x10"), u64_("TasksMax", 16));
+        assert_eq!(bus("CPUWeight=010"), u64_("CPUWeight", 8));
+        assert_eq!(bus("IOWeight=+5"), u64_("IOWeight", 5));
+        assert_eq!(bus("MemoryMax=010M"), u64_("MemoryMax", 10 << 20));
+        assert_eq!(bus("MemoryMax= 64M"), u64_("MemoryMax", 64 << 20));
+        assert_eq!(bus("MemoryMax=1.G"), u64_("MemoryMax", 1 << 30));
+        assert_eq!(bus("MemoryMax=1G512M"), u64_("MemoryMax", 1_610_612_736));
+        assert_eq!(
+            bus("MemoryMax=1.1E"),
+            u64_("MemoryMax", 1_268_213_655_067_531_680)
+        );
+        assert_eq!(bus("MemoryMax=010%"), bus("MemoryMax=8%"));
+        assert_eq!(bus("MemoryMax="), u64_("MemoryMax", u64::MAX));
+        assert_eq!(bus("CPUQuota="), u64_("CPUQuotaPerSecUSec", u64::MAX));
+        assert_eq!(bus("CPUWeight="), u64_("CPUWeight", u64::MAX));
+        assert_eq!(bus("CPUQuota=-0.5%"), u64_("CPUQuotaPerSecUSec", 5_000));
         assert_eq!(bus("TasksMax=8"), u64_("TasksMax", 8));
         assert_eq!(bus("CPUQuota=50%"), u64_("CPUQuotaPerSecUSec", 500_000));
         assert_eq!(bus("CPUQuota=200%"), u64_("CPUQuotaPerSecUSec", 2_000_000));
@@ -565,26 +539,46 @@ mod tests {
             ("memorymax=1G", "is not a property a launch may set"),
             ("ExecStart=/bin/sh", "is not a property a launch may set"),
             ("MemoryMax", "has no '='"),
-            ("MemoryMax=", "is not a size"),
             ("MemoryMax=0", "out of range"),
             ("MemoryMax=0%", "out of range"),
-            ("MemoryMax=64X", "unknown suffix"),
-            ("MemoryMax=64k", "unknown suffix"),
-            ("MemoryMax=1.G", "is not a size"),
-            ("MemoryMax= 64M", "is not a size"),
-            ("MemoryMax=-1", "is not a size"),
-            ("MemoryMax=20E", "too large"),
+            ("MemoryMax=-0%", "out of range"),
+            ("MemoryMax=64X", "is not a size"),
+            ("MemoryMax=64k", "is not a size"),
+            ("MemoryMax=.5G", "is not a size"),
+            ("MemoryMax=64M ", "is not a size"),
+            ("MemoryMax=512M1G", "is not a size"),
+            ("MemoryMax=0x10", "is not a size"),
+            ("MemoryMax=-1", "out of range"),
+            ("MemoryMax=-0", "out of range"),
+            ("MemoryMax=16E", "out of range"),
+            ("MemoryMax=15.5E", "out of range"),
+            ("MemoryMax=0.99999999999999999999", "out of range"),
             ("MemoryMax=101%", "more than 100%"),
+            ("MemoryMax=12.345%", "is not a size"),
+            ("MemoryMax=Infinity", "is not a size"),
             ("MemoryMax=64M;TasksMax=1", "is not a size"),
+            ("MemoryMax=64M\0", "NUL"),
             ("TasksMax=0", "out of range"),
+            ("TasksMax=-0", "out of range"),
+            ("TasksMax=0%", "out of range"),
+            ("TasksMax=100%", "the most is 99.99%"),
             ("TasksMax=8K", "not a whole number"),
+            ("TasksMax=08", "not a whole number"),
+            ("TasksMax=5 ", "not a whole number"),
+            ("TasksMax=-5", "out of range"),
+            ("TasksMax=18446744073709551616", "out of range"),
             ("CPUQuota=0%", "too small"),
+            ("CPUQuota=-0%", "too small"),
             ("CPUQuota=50", "not a percentage"),
             ("CPUQuota=1.234%", "not a percentage"),
             ("CPUQuota=infinity", "not a percentage"),
+            ("CPUQuota=21474837%", "out of range"),
+            ("CPUQuota=21474836.48%", "out of range"),
             ("CPUWeight=0", "out of range"),
+            ("CPUWeight=-0", "out of range"),
             ("CPUWeight=10001", "out of range"),
-            ("CPUWeight=+5", "not a weight"),
+            ("CPUWeight=1e3", "not a weight"),
+            ("CPUWeight=IDLE", "not a weight"),
             ("IOWeight=idle", "not a weight"),
         ] {
             let why = refused(assignment);
@@ -622,6 +616,14 @@ mod tests {
         assert!(old[0]
             .why
             .contains("systemd-run 247 cannot pass CPUWeight=idle"));
+        let shares = Limits::parse(["MemoryMax=12.25%", "TasksMax=5‱", "CPUQuota=50%"]).unwrap();
+        let every: Controllers = Ok(["memory", "pids", "cpu"].map(str::to_owned).to_vec());
+        let left_out = unenforced(&shares, &every, cg, Some(247));
+        assert_eq!(
+            left_out.iter().map(|u| u.property).collect::<Vec<_>>(),
+            [Property::MemoryMax, Property::TasksMax]
+        );
+        assert!(unenforced(&shares, &every, cg, Some(252)).is_empty());
         let none: Controllers = Ok(vec![]);
         let all = unenforced(&limits, &none, cg, Some(252));
         assert_eq!(all.len(), 3);
