@@ -222,8 +222,7 @@ fn limits_line(controllers: &Result<Vec<String>, String>) -> String {
     line
 }
 
-/// The oldest systemd whose user manager the whole test suite runs against (Debian 11's 247).
-pub const OLDEST_SUPPORTED_SYSTEMD: u32 = 247;
+pub use crate::version::OLDEST_SUPPORTED_SYSTEMD;
 
 /// The warning for a user manager older than [`OLDEST_SUPPORTED_SYSTEMD`]: what its user gets.
 fn older_than_supported(manager: Option<&Result<ManagerVersion, String>>) -> Option<String> {

@@ -23,6 +23,7 @@ use crate::bounds::deadline_after;
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
 use crate::cgroup::{self, Cgroup, CgroupError};
+use crate::cgroup_tree;
 use crate::ending::{Ending, Witness};
 use crate::intake;
 use crate::manager;
@@ -535,23 +536,30 @@ pub fn process_cgroup(pid: u32) -> Result<String, HandleError> {
     Ok(cgroup::of_process(pid)?)
 }
 
+/// The pids in the cgroup at `dir` and in every cgroup below it, read through a walk that holds a
+/// few descriptors at any depth. A cgroup gone meanwhile holds none; any other failure to read
+/// is the answer.
 fn collect_pids(dir: &Path, pids: &mut Vec<u32>) -> Result<(), HandleError> {
-    match fs::read_to_string(dir.join("cgroup.procs")) {
-        Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
-        Err(e) if cgroup::vanished(&e) => return Ok(()),
-        Err(e) => return Err(e.into()),
+    let mut failed = None;
+    let walked = cgroup_tree::walk(
+        dir,
+        |cgroup, _| {
+            match cgroup_tree::read_at(cgroup, "cgroup.procs") {
+                Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
+                Err(e) if cgroup::vanished(&e) => {}
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+            true
+        },
+        |_, _| {},
+    );
+    match (walked, failed) {
+        (Err(e), _) if cgroup::vanished(&e) => Ok(()),
+        (Err(e), _) | (Ok(()), Some(e)) => Err(e.into()),
+        (Ok(()), None) => Ok(()),
     }
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if cgroup::vanished(&e) => return Ok(()),
-        Err(e) => return Err(e.into()),
-    };
-    for entry in entries.flatten() {
-        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            collect_pids(&entry.path(), pids)?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -185,11 +185,19 @@ impl ScopeLauncher {
     /// ```
     pub fn with_limits(&self, limits: Limits) -> Result<ScopeLauncher, ScopeError> {
         let controllers = controllers_of(self.manager_cgroup.as_deref());
+        // A systemd-run whose version could not be read is taken for the oldest supported, so a
+        // value an old one cannot read is left out rather than lose the launch.
+        let systemd_run = match &self.wrapper {
+            Wrapper::SystemdRun { version, .. } => {
+                Some(version.unwrap_or(crate::version::OLDEST_SUPPORTED_SYSTEMD))
+            }
+            Wrapper::Exec { .. } => None,
+        };
         let unenforced = crate::limits::unenforced(
             &limits,
             &controllers,
             self.manager_cgroup.as_deref(),
-            self.systemd_version(),
+            systemd_run,
         );
         if self.required && !unenforced.is_empty() {
             return Err(ScopeError::Unavailable {

@@ -21,6 +21,7 @@
 mod bounds;
 mod bus;
 mod cgroup;
+mod cgroup_tree;
 pub mod config;
 mod decide;
 mod deprecated;

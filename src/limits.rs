@@ -126,8 +126,10 @@ impl Limit {
             name: format!("{property}={value}"),
             problem,
         };
-        if value.contains('\0') {
-            return Err(bad("contains a NUL byte".to_owned()));
+        // systemd skips leading tabs and newlines, but a value is said in warnings and log lines,
+        // where one would start a line of its own: refused, which loses no launch.
+        if value.chars().any(char::is_control) {
+            return Err(bad("contains a control character".to_owned()));
         }
         let parsed = match property {
             Property::MemoryMax | Property::MemoryHigh => {
@@ -557,7 +559,12 @@ mod tests {
             ("MemoryMax=12.345%", "is not a size"),
             ("MemoryMax=Infinity", "is not a size"),
             ("MemoryMax=64M;TasksMax=1", "is not a size"),
-            ("MemoryMax=64M\0", "NUL"),
+            ("MemoryMax=64M\0", "control character"),
+            ("MemoryMax=\t8M", "control character"),
+            ("TasksMax=\n5", "control character"),
+            ("TasksMax=\x0b0b1", "control character"),
+            ("TasksMax=+0b101", "not a whole number"),
+            ("TasksMax=0b0b101", "not a whole number"),
             ("TasksMax=0", "out of range"),
             ("TasksMax=-0", "out of range"),
             ("TasksMax=0%", "out of range"),

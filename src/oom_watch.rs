@@ -32,7 +32,7 @@
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -44,6 +44,7 @@ use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 
 use crate::cgroup;
+use crate::cgroup_tree;
 use crate::oom_count::{field, open_at, read_at_start, Counter, Events, Reading};
 use crate::per_process::{lock, PerProcess};
 
@@ -210,6 +211,11 @@ impl ScopeWatch {
     /// returns the line that tells the marks new to it, to be logged once no lock is held.
     fn read_marks(&self, path: &Path) -> Option<String> {
         self.read_marks_with(path, |mark, value| rustix::fs::getxattr(path, mark, value))
+    }
+
+    /// Reads the marks on the cgroup open as `dir` (at `path`) into what is seen, as `read_marks`.
+    fn read_marks_of(&self, dir: BorrowedFd<'_>, path: &Path) -> Option<String> {
+        self.read_marks_with(path, |mark, value| rustix::fs::fgetxattr(dir, mark, value))
     }
 
     /// Reads the marks on the scope's own cgroup: through its directory held since it was empty
@@ -528,12 +534,16 @@ fn watch_locked(
 /// cgroup opened and checked, so that the watch is on this very cgroup's file.
 fn watch_file(inotify_fd: &OwnedFd, dir: &Path, ino: u64, name: &std::ffi::CStr) -> Option<i32> {
     let cgroup = cgroup::open_same(dir, ino)?;
-    add_watch_on(inotify_fd, &open_at(&cgroup, name)?, WatchFlags::MODIFY)
+    add_watch_on(
+        inotify_fd,
+        open_at(&cgroup, name)?.as_fd(),
+        WatchFlags::MODIFY,
+    )
 }
 
 /// Watches what `open` is open as (the inode itself, through its `/proc/self/fd` link), not
 /// whatever its path leads to by then.
-fn add_watch_on(inotify_fd: &OwnedFd, open: &OwnedFd, events: WatchFlags) -> Option<i32> {
+fn add_watch_on(inotify_fd: &OwnedFd, open: BorrowedFd<'_>, events: WatchFlags) -> Option<i32> {
     let link = format!("/proc/self/fd/{}", open.as_raw_fd());
     inotify::add_watch(inotify_fd, link, events).ok()
 }
@@ -556,34 +566,41 @@ fn watch_directory(
     scope: &mut Watched,
     directory: PathBuf,
 ) {
-    let added = if scope.directories.is_empty() {
-        // The scope's own, through the cgroup opened and checked.
-        cgroup::open_same(&directory, scope.ino)
-            .and_then(|dir| add_watch_on(inotify_fd, &dir, DIRECTORY_EVENTS))
-    } else {
-        inotify::add_watch(inotify_fd, directory.as_path(), DIRECTORY_EVENTS).ok()
-    };
-    let Some(wd) = added else {
-        // Gone already (it held no process worth a mark any more), or no watch left.
-        if directory.exists() {
-            scope.shared.marks_missed.store(true, Ordering::Release);
-        }
-        return;
-    };
-    scope.directories.push(wd);
-    table
-        .watches
-        .insert(wd, (token, Watching::Directory(directory.clone())));
-    let said = scope.shared.read_marks(&directory);
-    table.say(said);
-    let Ok(entries) = std::fs::read_dir(&directory) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-            watch_directory(inotify_fd, table, token, scope, entry.path());
-        }
+    let mut first = scope.directories.is_empty().then_some(scope.ino);
+    let walked = cgroup_tree::walk(
+        &directory,
+        |dir, path| {
+            // The scope's own is this very cgroup, checked by its inode.
+            if let Some(ino) = first.take() {
+                if rustix::fs::fstat(dir).map(|meta| meta.st_ino).ok() != Some(ino) {
+                    return false;
+                }
+            }
+            let Some(wd) = add_watch_on(inotify_fd, dir, DIRECTORY_EVENTS) else {
+                // Gone already (it held no process worth a mark any more), or no watch left.
+                if !gone(path) {
+                    scope.shared.marks_missed.store(true, Ordering::Release);
+                }
+                return false;
+            };
+            scope.directories.push(wd);
+            table
+                .watches
+                .insert(wd, (token, Watching::Directory(path.to_path_buf())));
+            let said = scope.shared.read_marks_of(dir, path);
+            table.say(said);
+            true
+        },
+        |_, _| {},
+    );
+    if walked.is_err() && !gone(&directory) {
+        scope.shared.marks_missed.store(true, Ordering::Release);
     }
+}
+
+/// Whether the cgroup at `path` is gone: a path too long to look up is not.
+fn gone(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
 }
 
 fn start() -> Option<Watcher> {

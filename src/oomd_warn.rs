@@ -28,7 +28,7 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fmt;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -40,6 +40,7 @@ use rustix::fs::{Mode, OFlags};
 
 use crate::bounds::deadline_after;
 use crate::cgroup::{self, Cgroup};
+use crate::cgroup_tree;
 
 use crate::handle::ScopeHandle;
 use crate::oom_watch::{has_any_mark, OOMD_MARKS};
@@ -772,7 +773,8 @@ impl Monitor {
         } else {
             self.above_since = None;
         }
-        if let Some(pgscan) = stat_field(&self.dir, "pgscan") {
+        let stat = std::fs::read_to_string(self.dir.join("memory.stat"));
+        if let Some(pgscan) = stat.ok().and_then(|text| stat_field(&text, "pgscan")) {
             if self.pgscan.is_some_and(|before| pgscan > before) {
                 self.reclaimed_at = Some(now);
             }
@@ -989,69 +991,66 @@ fn swap_verdict(
 /// avoids ranked last ([`Preference::of`]).
 fn pick(rule: &CoveringRule, leaf_pgscan: &mut HashMap<u64, u64>) -> Option<(PathBuf, u64)> {
     let root = monitored_dir(&rule.cgroup).ok()?;
-    let root_owner = owner(&root);
-    let mut leaves = Vec::new();
-    collect_leaves(&root, &mut leaves);
+    let root_owner = rustix::fs::stat(&root).ok().map(|meta| meta.st_uid);
     let swap_floor = Meminfo::read().map_or(0, |m| m.swap_total * 1024 / 20);
-    let mut best: Option<((bool, u64, u64), PathBuf)> = None;
-    for dir in leaves {
-        let avoid = match Preference::of(&dir, root_owner) {
-            Preference::Omit => continue,
-            Preference::Avoid => true,
-            Preference::None => false,
-        };
-        let key = match rule.rule {
-            OomdRule::MemoryPressure => {
-                let current = read_u64(&dir.join("memory.current")).unwrap_or(0);
-                let pgscan = stat_field(&dir, "pgscan").unwrap_or(0);
-                if pgscan == 0 && current == 0 {
-                    continue;
-                }
-                let rate = cgroup::inode_at(&dir)
-                    .map(|ino| {
-                        let before = leaf_pgscan.insert(ino, pgscan).unwrap_or(pgscan);
-                        pgscan.saturating_sub(before)
-                    })
-                    .unwrap_or(0);
-                (!avoid, rate, current)
+    let mut best: Option<(LeafRank, PathBuf, u64)> = None;
+    // A tree that cannot be walked (gone meanwhile) has no leaf oomd would pick.
+    let _ = cgroup_tree::walk(
+        &root,
+        |_, _| true,
+        |dir, path| {
+            let Some((rank, ino)) = rank(rule, dir, root_owner, swap_floor, leaf_pgscan) else {
+                return;
+            };
+            if best.as_ref().map_or(true, |(top, ..)| rank > *top) {
+                best = Some((rank, path.to_path_buf(), ino));
             }
-            OomdRule::Swap => {
-                let swap = read_u64(&dir.join("memory.swap.current")).unwrap_or(0);
-                if swap <= swap_floor {
-                    continue;
-                }
-                (!avoid, swap, 0)
-            }
-        };
-        if best.as_ref().map_or(true, |(top, _)| key > *top) {
-            best = Some((key, dir));
-        }
-    }
-    let (_, dir) = best?;
-    let ino = cgroup::inode_at(&dir)?;
-    Some((dir, ino))
+        },
+    );
+    best.map(|(_, dir, ino)| (dir, ino))
 }
 
-/// The leaf cgroups at and below `dir`.
-fn collect_leaves(dir: &Path, leaves: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+/// How oomd ranks a candidate: not avoided first, then its reclaim since the last look and its
+/// memory (the pressure rule), or its swap (the swap rule).
+type LeafRank = (bool, u64, u64);
+
+/// How oomd ranks the leaf cgroup open as `dir`, and its inode; None where oomd passes it over
+/// (omitted, or using nothing the rule looks at). Read through the descriptor, at any depth.
+fn rank(
+    rule: &CoveringRule,
+    dir: BorrowedFd<'_>,
+    root_owner: Option<u32>,
+    swap_floor: u64,
+    leaf_pgscan: &mut HashMap<u64, u64>,
+) -> Option<(LeafRank, u64)> {
+    let meta = rustix::fs::fstat(dir).ok()?;
+    let avoid = match Preference::of(dir, meta.st_uid, root_owner) {
+        Preference::Omit => return None,
+        Preference::Avoid => true,
+        Preference::None => false,
     };
-    let mut children = 0;
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-            children += 1;
-            collect_leaves(&entry.path(), leaves);
+    let read = |name: &str| cgroup_tree::read_at(dir, name).ok();
+    let rank = match rule.rule {
+        OomdRule::MemoryPressure => {
+            let current = read("memory.current").and_then(|t| t.trim().parse().ok());
+            let pgscan = read("memory.stat").and_then(|t| stat_field(&t, "pgscan"));
+            let (current, pgscan) = (current.unwrap_or(0), pgscan.unwrap_or(0));
+            if pgscan == 0 && current == 0 {
+                return None;
+            }
+            let before = leaf_pgscan.insert(meta.st_ino, pgscan).unwrap_or(pgscan);
+            (!avoid, pgscan.saturating_sub(before), current)
         }
-    }
-    if children == 0 {
-        leaves.push(dir.to_path_buf());
-    }
-}
-
-/// The owner of a cgroup's directory (a delegated cgroup is its user's).
-fn owner(dir: &Path) -> Option<u32> {
-    rustix::fs::stat(dir).ok().map(|meta| meta.st_uid)
+        OomdRule::Swap => {
+            let swap = read("memory.swap.current").and_then(|t| t.trim().parse().ok());
+            let swap = swap.unwrap_or(0);
+            if swap <= swap_floor {
+                return None;
+            }
+            (!avoid, swap, 0)
+        }
+    };
+    Some((rank, meta.st_ino))
 }
 
 /// oomd's preference for a candidate cgroup (`ManagedOOMPreference=`, which the manager writes as
@@ -1068,12 +1067,13 @@ impl Preference {
     /// else, like no attribute, is unset), `omit` over `avoid`; and only on a cgroup owned by root
     /// or by the owner of the monitored unit's cgroup (`root_owner`), so that a user cannot shield
     /// a cgroup of someone else's tree.
-    fn of(dir: &Path, root_owner: Option<u32>) -> Self {
-        let honoured = owner(dir).is_some_and(|uid| uid == 0 || Some(uid) == root_owner);
+    /// `dir` is the cgroup's directory, open, and `owner` its owner.
+    fn of(dir: BorrowedFd<'_>, owner: u32, root_owner: Option<u32>) -> Self {
+        let honoured = owner == 0 || Some(owner) == root_owner;
         let set = |name: &str| {
             let mut value = [0u8; 8];
             // Every value systemd takes for a boolean fits: a longer one (ERANGE) is not one.
-            rustix::fs::getxattr(dir, name, &mut value)
+            rustix::fs::fgetxattr(dir, name, &mut value)
                 .is_ok_and(|n| std::str::from_utf8(&value[..n]).is_ok_and(parses_true))
         };
         if !honoured {
@@ -1095,13 +1095,8 @@ fn parses_true(text: &str) -> bool {
         .any(|word| text.eq_ignore_ascii_case(word))
 }
 
-fn read_u64(file: &Path) -> Option<u64> {
-    std::fs::read_to_string(file).ok()?.trim().parse().ok()
-}
-
-/// A field of a cgroup's `memory.stat`.
-fn stat_field(dir: &Path, name: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+/// A field of a cgroup's `memory.stat`, given its text.
+fn stat_field(text: &str, name: &str) -> Option<u64> {
     text.lines().find_map(|line| {
         let (key, value) = line.split_once(' ')?;
         (key == name).then(|| value.trim().parse().ok())?
@@ -1344,7 +1339,12 @@ mod tests {
             }
             leaf
         };
-        let of = |leaf: &Path| Preference::of(leaf, Some(uid));
+        let of_owned = |leaf: &Path, root_owner: Option<u32>| {
+            let dir = std::fs::File::open(leaf).unwrap();
+            let owner = rustix::fs::fstat(&dir).unwrap().st_uid;
+            Preference::of(dir.as_fd(), owner, root_owner)
+        };
+        let of = |leaf: &Path| of_owned(leaf, Some(uid));
         assert_eq!(of(&made("none", &[])), Preference::None);
         assert_eq!(
             of(&made("omit", &[("user.oomd_omit", b"1")])),
@@ -1380,13 +1380,13 @@ mod tests {
             rustix::fs::chown(&foreign, Some(other), None).unwrap();
             let omit = dir.join("omit");
             assert_eq!(
-                Preference::of(&omit, Some(4242)),
+                of_owned(&omit, Some(4242)),
                 Preference::Omit,
                 "root's cgroup"
             );
         }
         assert_eq!(
-            Preference::of(&foreign, Some(uid + 1)),
+            of_owned(&foreign, Some(uid + 1)),
             Preference::None,
             "someone else's cgroup shields nothing"
         );

@@ -3,7 +3,10 @@
 //! and `strtol` with base 0 after systemd's `0b`/`0o` prefixes, so `010` is octal and `0x10` hex),
 //! `parse_size` (base 10, components added up, fractions in a C `double`), and the share parsers
 //! of `percent-util.c` (`%` to two places, `‰` to one, `‱` whole). Each is as in systemd 248 to
-//! 262 alike; `permille_v247` is what systemd-run 247 read instead of `permyriad`.
+//! 262 alike; `permille_v247` is what systemd-run 247 read instead of `permyriad`. C's readers are
+//! those of glibc before 2.38, and of systemd 261 and later on any glibc: a systemd-run of 254 to
+//! 260 built on glibc 2.38 or later also reads a C23 `0b` prefix after a sign or another `0b`
+//! (`+0b101`), which this, like every other systemd-run, refuses.
 
 /// Why systemd refuses a text: C's `EINVAL` or `ERANGE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,6 +12,9 @@ use crate::env::set_env;
 use crate::helper_process;
 use crate::per_process::{lock, PerProcess};
 
+/// The oldest systemd whose user manager the whole test suite runs against (Debian 11's 247).
+pub const OLDEST_SUPPORTED_SYSTEMD: u32 = 247;
+
 /// The first systemd whose systemd-run knows `--expand-environment`.
 pub(crate) const EXPAND_ENVIRONMENT_SINCE: u32 = 254;
 
