@@ -19,7 +19,10 @@ fuzz_target!(|bytes: &[u8]| {
             !limit
                 .value()
                 .chars()
-                .any(|c| (c.is_whitespace() && c != ' ') || c.is_control() || c == '=' || c == '\\'),
+                .any(|c| (c.is_whitespace() && c != ' ')
+                    || c.is_control()
+                    || c == '='
+                    || c == '\\'),
             "{shown:?}"
         );
     }
