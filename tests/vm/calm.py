@@ -1,11 +1,15 @@
 """The calm control of the warning before systemd-oomd acts (scenarios.sh calm): launches one
 ordinary tool through the installed `synaps-scope run` (it holds 200 MB and keeps working over it,
 and nothing runs away), watches its scope with the wheel's OomdWatch for SECONDS, and prints
-"watched N warnings M pressure P cpu C threads T idle I trigger W": N the scopes watched, M the warnings given, P
-the highest full avg10 of the monitored unit's memory.pressure seen (sampled each second), C the
-CPU time the library's watching thread used over the SECONDS (ms), T how many such threads the
-process has, I the clock ticks it used in the 3 s after the watch was closed (none is left), and W
-whether the kernel's PSI trigger on the monitored unit could be set (`armed`, else why not).
+"watched N warnings M pressure P cpu C gone G threads T idle I trigger W": N the scopes watched, M the warnings
+given, P the highest full avg10 of the monitored unit's memory.pressure seen (sampled each second),
+C the CPU time the library's watching thread used over the first half of the SECONDS (ms), G over
+the second half, after a second tool's slice (synaps-gone.slice, monitored: every slice of alice's
+manager has the pressure rule) was stopped and its cgroup removed under the live watch (issue 60,
+item 5: the PSI trigger of a removed cgroup errs at once, every time, and was polled in a loop), T
+how many such threads the process has, I the clock ticks it used in the 3 s after the watch was
+closed (none is left), and W whether the kernel's PSI trigger on the monitored unit could be set
+(`armed`, else why not).
 The warnings are taken both by a callback and by `async for`, which closing the
 watch ends. On the way, a forked child makes and closes a watch of its own, and 100 watches made
 and closed keep no descriptor and no thread.
@@ -19,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 import warnings as python_warnings
 
 import synaps_scope
@@ -58,6 +63,16 @@ while unit is None and time.monotonic() < deadline:
         unit = where.rsplit("/", 1)[1]
     time.sleep(0.05)
 assert unit is not None, "the tool never ran in its scope"
+# The second tool, in a slice of its own that goes away halfway (a unit name of the library's, so
+# that a handle takes it).
+gone_unit = f"synaps-tool-{uuid.uuid4().hex}.scope"
+gone_tool = subprocess.Popen(
+    ["systemd-run", "--user", "--scope", "--quiet", f"--unit={gone_unit}", "--slice=synaps-gone.slice", "sleep", "100000"]
+)
+deadline = time.monotonic() + 10
+while not os.path.exists(f"/proc/{gone_tool.pid}/cgroup") or gone_unit not in open(f"/proc/{gone_tool.pid}/cgroup").read():
+    assert time.monotonic() < deadline, "the second tool never ran in its scope"
+    time.sleep(0.05)
 
 
 def watcher_threads():
@@ -76,7 +91,9 @@ def watcher_threads():
 async def calm():
     warnings = []
     iterated = []
-    watch = synaps_scope.ScopeHandle.from_manager(unit).watch_oomd(warnings.append)
+    handles = [synaps_scope.ScopeHandle.from_manager(u) for u in (unit, gone_unit)]
+    watch = synaps_scope.OomdWatch(handles, warnings.append)
+    watched = len(watch.watched)
 
     async def consume():
         async for warning in watch:
@@ -87,14 +104,29 @@ async def calm():
     ticks_before = sum(watcher_threads())
     monitored = "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/memory.pressure"
     highest = 0.0
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        with open(monitored) as f:
-            full = next(line for line in f if line.startswith("full"))
-        highest = max(highest, float(full.split()[1].split("=")[1]))
-        await asyncio.sleep(1)
+
+    async def sample(window):
+        nonlocal highest
+        end = time.monotonic() + window
+        while time.monotonic() < end:
+            with open(monitored) as f:
+                full = next(line for line in f if line.startswith("full"))
+            highest = max(highest, float(full.split()[1].split("=")[1]))
+            await asyncio.sleep(1)
+
+    await sample(seconds / 2)
+    ticks_half = sum(watcher_threads())
+    subprocess.run(["systemctl", "--user", "stop", "synaps-gone.slice"], check=True)
+    deadline = time.monotonic() + 10
+    while os.path.exists("/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/synaps-gone.slice"):
+        assert time.monotonic() < deadline, "the stopped slice's cgroup is still there"
+        await asyncio.sleep(0.05)
+    ticks_gone = sum(watcher_threads())
+    await sample(seconds / 2)
     threads = watcher_threads()
-    cpu_ms = (sum(threads) - ticks_before) * 1000 / os.sysconf("SC_CLK_TCK")
+    ms = 1000 / os.sysconf("SC_CLK_TCK")
+    cpu_ms = (ticks_half - ticks_before) * ms
+    gone_ms = (sum(threads) - ticks_gone) * ms
     # A host that forks: the child makes and closes a watch of its own (a thread of its own), never
     # waiting on the parent's, and ends within a bound.
     child = os.fork()
@@ -134,14 +166,15 @@ async def calm():
     closed = sum(watcher_threads())
     await asyncio.sleep(3)
     idle_ticks = sum(watcher_threads()) - closed
-    return watch, warnings, highest, cpu_ms, threads, idle_ticks
+    return watched, warnings, highest, cpu_ms, gone_ms, threads, idle_ticks
 
 
-watch, warnings, highest, cpu_ms, threads, idle_ticks = asyncio.run(calm())
+watched, warnings, highest, cpu_ms, gone_ms, threads, idle_ticks = asyncio.run(calm())
 tool.kill()
 tool.wait()
+gone_tool.wait()
 print(
-    f"watched {len(watch.watched)} warnings {len(warnings)} pressure {highest:.2f} cpu {cpu_ms:.0f} threads {len(threads)} idle {idle_ticks} trigger {triggers.said}",
+    f"watched {watched} warnings {len(warnings)} pressure {highest:.2f} cpu {cpu_ms:.0f} gone {gone_ms:.0f} threads {len(threads)} idle {idle_ticks} trigger {triggers.said}",
     *warnings,
     flush=True,
 )
