@@ -11,7 +11,17 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 
-use rustix::fs::{Dir, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+/// How `walk` has met a directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Met {
+    /// Entered, its subdirectories not yet listed.
+    Entered,
+    /// Listed, and found to have no subdirectory.
+    Leaf,
+}
 
 /// One level of the walk: the directory's inode (to check the way back up) and its subdirectories.
 struct Level {
@@ -20,31 +30,41 @@ struct Level {
     next: usize,
 }
 
-/// Walks the directory `root` and every directory below it, depth first, with at most three
-/// descriptors open at once: a directory's subdirectories are listed in full and it is closed
-/// before the first of them is entered, and the walk climbs back through `..`, checked by inode
-/// (a cgroup cannot move to another parent; the walk ends rather than go astray). `enter` sees
-/// each directory, its descriptor and its path, before its subdirectories are listed (so a watch
-/// it sets sees those made after), and says whether to go below it; `leaf` sees each one found to
-/// have none. A directory gone before it could be opened or listed is passed over. Errs only where `root` cannot be opened,
-/// or the way back up is not the way down.
+/// Walks the directory `root` and every directory below it on the same file system, depth first,
+/// with at most three descriptors open at once: a directory's subdirectories are listed in full
+/// and it is closed before the first of them is entered, and the walk climbs back through `..`,
+/// checked by device and inode (a cgroup cannot move to another parent; the walk ends rather than
+/// go astray). A directory on another file system (a mount in the tree) is never entered. `visit`
+/// sees each directory, its descriptor and its path, as [`Met::Entered`] before its
+/// subdirectories are listed (so a watch it sets sees those made after), and says whether to go
+/// below it; then as [`Met::Leaf`] each one found to have none. A directory gone before it could
+/// be opened or listed is passed over; any other failure to open or list one (no permission, no
+/// descriptor left) is the walk's answer once it has walked the rest, so that what it could not
+/// see is never taken for nothing.
 pub(crate) fn walk(
     root: &Path,
-    mut enter: impl FnMut(BorrowedFd<'_>, &Path) -> bool,
-    mut leaf: impl FnMut(BorrowedFd<'_>, &Path),
+    mut visit: impl FnMut(BorrowedFd<'_>, &Path, Met) -> bool,
 ) -> io::Result<()> {
     let mut here = open_dir(rustix::fs::CWD, root)?;
+    let device = rustix::fs::fstat(&here)?.st_dev;
     let mut path = root.to_path_buf();
     let mut levels: Vec<Level> = Vec::new();
+    let mut unseen: Option<io::Error> = None;
     loop {
-        // One not gone below, or that cannot be listed (gone meanwhile), is no leaf either.
-        let below = match enter(here.as_fd(), &path).then(|| subdirectories(&here)) {
+        // One not gone below, or that cannot be listed, is no leaf either.
+        let below = match visit(here.as_fd(), &path, Met::Entered).then(|| subdirectories(&here)) {
             Some(Ok(below)) if below.is_empty() => {
-                leaf(here.as_fd(), &path);
+                visit(here.as_fd(), &path, Met::Leaf);
                 below
             }
             Some(Ok(below)) => below,
-            None | Some(Err(_)) => Vec::new(),
+            Some(Err(e)) => {
+                if !gone(&e) {
+                    unseen.get_or_insert(e);
+                }
+                Vec::new()
+            }
+            None => Vec::new(),
         };
         let ino = rustix::fs::fstat(&here)?.st_ino;
         levels.push(Level {
@@ -55,23 +75,36 @@ pub(crate) fn walk(
         // Down into the next subdirectory still there, climbing back as levels are done.
         loop {
             let Some(level) = levels.last_mut() else {
-                return Ok(());
+                return unseen.map_or(Ok(()), Err);
             };
             if let Some(name) = level.below.get(level.next) {
                 level.next += 1;
-                if let Ok(child) = open_dir(&here, name) {
-                    here = child;
-                    path.push(name);
-                    break;
+                match open_dir(&here, name) {
+                    Ok(child) => match rustix::fs::fstat(&child) {
+                        Ok(meta) if meta.st_dev == device => {
+                            here = child;
+                            path.push(name);
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            unseen.get_or_insert(e.into());
+                        }
+                    },
+                    Err(e) if gone(&e) => {}
+                    Err(e) => {
+                        unseen.get_or_insert(e);
+                    }
                 }
                 continue;
             }
             levels.pop();
             let Some(parent) = levels.last() else {
-                return Ok(());
+                return unseen.map_or(Ok(()), Err);
             };
             let up = open_dir(&here, "..")?;
-            if rustix::fs::fstat(&up)?.st_ino != parent.ino {
+            let meta = rustix::fs::fstat(&up)?;
+            if (meta.st_dev, meta.st_ino) != (device, parent.ino) {
                 return Err(io::Error::new(
                     io::ErrorKind::Other,
                     format!(
@@ -87,6 +120,14 @@ pub(crate) fn walk(
     }
 }
 
+/// Whether `e` says a directory went away before it could be opened or listed (or was replaced by
+/// what is not one), which the walk passes over.
+fn gone(e: &io::Error) -> bool {
+    [Errno::NOENT, Errno::NODEV, Errno::NOTDIR, Errno::LOOP]
+        .iter()
+        .any(|errno| e.raw_os_error() == Some(errno.raw_os_error()))
+}
+
 fn open_dir(at: impl AsFd, name: impl rustix::path::Arg) -> io::Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     Ok(rustix::fs::openat(at, name, flags, Mode::empty())?)
@@ -98,7 +139,18 @@ fn subdirectories(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
     for entry in Dir::read_from(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
-        if entry.file_type() == FileType::Directory && name != b"." && name != b".." {
+        if name == b"." || name == b".." {
+            continue;
+        }
+        // A file system that gives no type (cgroupfs always does) is asked for it.
+        let directory = match entry.file_type() {
+            FileType::Unknown => {
+                rustix::fs::statat(dir, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|meta| FileType::from_raw_mode(meta.st_mode) == FileType::Directory)
+            }
+            kind => kind == FileType::Directory,
+        };
+        if directory {
             names.push(OsString::from_vec(name.to_vec()));
         }
     }
@@ -136,18 +188,16 @@ mod tests {
         nested(&root.join("side"), 3);
         nested(&root, 2100);
         let (mut entered, mut leaves) = (0, Vec::new());
-        walk(
-            &root,
-            |_, _| {
+        walk(&root, |dir, path, met| {
+            if met == Met::Entered {
                 entered += 1;
-                true
-            },
-            |dir, path| {
+            } else {
                 let depth = path.strip_prefix(&root).unwrap().components().count();
                 assert!(rustix::fs::fstat(dir).is_ok());
                 leaves.push(depth);
-            },
-        )
+            }
+            true
+        })
         .unwrap();
         assert_eq!(entered, 1 + 2100 + 1 + 3);
         leaves.sort_unstable();

@@ -23,7 +23,7 @@ use crate::bounds::deadline_after;
 use crate::bus::wire::Value;
 use crate::bus::{Fallback, Route};
 use crate::cgroup::{self, Cgroup, CgroupError};
-use crate::cgroup_tree;
+use crate::cgroup_tree::{self, Met};
 use crate::ending::{Ending, Witness};
 use crate::intake;
 use crate::manager;
@@ -437,7 +437,14 @@ impl ScopeHandle {
         let freeze = self.cgroup.dir().join("cgroup.freeze");
         loop {
             let _ = fs::write(&freeze, "1");
-            let pids = self.pids()?;
+            let pids = match self.pids() {
+                Ok(pids) => pids,
+                Err(e) => {
+                    // Never left frozen.
+                    let _ = fs::write(&freeze, "0");
+                    return Err(e);
+                }
+            };
             for pid in pids
                 .iter()
                 .filter_map(|&p| Pid::from_raw(i32::try_from(p).ok()?))
@@ -537,13 +544,13 @@ pub fn process_cgroup(pid: u32) -> Result<String, HandleError> {
 }
 
 /// The pids in the cgroup at `dir` and in every cgroup below it, read through a walk that holds a
-/// few descriptors at any depth. A cgroup gone meanwhile holds none; any other failure to read
-/// is the answer.
+/// few descriptors at any depth. A cgroup gone meanwhile holds none; any other failure to open,
+/// list or read one (no permission, no descriptor left) is the answer: a kill must never take
+/// what it could not see for an empty scope.
 fn collect_pids(dir: &Path, pids: &mut Vec<u32>) -> Result<(), HandleError> {
     let mut failed = None;
-    let walked = cgroup_tree::walk(
-        dir,
-        |cgroup, _| {
+    let walked = cgroup_tree::walk(dir, |cgroup, _, met| {
+        if met == Met::Entered {
             match cgroup_tree::read_at(cgroup, "cgroup.procs") {
                 Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok())),
                 Err(e) if cgroup::vanished(&e) => {}
@@ -551,14 +558,14 @@ fn collect_pids(dir: &Path, pids: &mut Vec<u32>) -> Result<(), HandleError> {
                     failed.get_or_insert(e);
                 }
             }
-            true
-        },
-        |_, _| {},
-    );
-    match (walked, failed) {
-        (Err(e), _) if cgroup::vanished(&e) => Ok(()),
-        (Err(e), _) | (Ok(()), Some(e)) => Err(e.into()),
-        (Ok(()), None) => Ok(()),
+        }
+        true
+    });
+    match (failed, walked) {
+        (Some(e), _) => Err(e.into()),
+        (None, Err(e)) if cgroup::vanished(&e) => Ok(()),
+        (None, Err(e)) => Err(e.into()),
+        (None, Ok(())) => Ok(()),
     }
 }
 

@@ -44,7 +44,7 @@ use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 
 use crate::cgroup;
-use crate::cgroup_tree;
+use crate::cgroup_tree::{self, Met};
 use crate::oom_count::{field, open_at, read_at_start, Counter, Events, Reading};
 use crate::per_process::{lock, PerProcess};
 
@@ -567,36 +567,49 @@ fn watch_directory(
     directory: PathBuf,
 ) {
     let mut first = scope.directories.is_empty().then_some(scope.ino);
-    let walked = cgroup_tree::walk(
-        &directory,
-        |dir, path| {
-            // The scope's own is this very cgroup, checked by its inode.
-            if let Some(ino) = first.take() {
-                if rustix::fs::fstat(dir).map(|meta| meta.st_ino).ok() != Some(ino) {
-                    return false;
-                }
-            }
-            let Some(wd) = add_watch_on(inotify_fd, dir, DIRECTORY_EVENTS) else {
-                // Gone already (it held no process worth a mark any more), or no watch left.
-                if !gone(path) {
-                    scope.shared.marks_missed.store(true, Ordering::Release);
-                }
+    let walked = cgroup_tree::walk(&directory, |dir, path, met| {
+        if met == Met::Leaf {
+            return true;
+        }
+        // The scope's own is this very cgroup, checked by its inode.
+        if let Some(ino) = first.take() {
+            if rustix::fs::fstat(dir).map(|meta| meta.st_ino).ok() != Some(ino) {
                 return false;
-            };
-            scope.directories.push(wd);
-            table
-                .watches
-                .insert(wd, (token, Watching::Directory(path.to_path_buf())));
-            let said = scope.shared.read_marks_of(dir, path);
-            table.say(said);
-            true
-        },
-        |_, _| {},
-    );
+            }
+        }
+        // Past what a path can name, its events could not be followed: marks there are missed.
+        if path.as_os_str().len() >= PATH_MAX {
+            scope.shared.marks_missed.store(true, Ordering::Release);
+            return false;
+        }
+        let Some(wd) = add_watch_on(inotify_fd, dir, DIRECTORY_EVENTS) else {
+            // Gone already (it held no process worth a mark any more), or no watch left.
+            if !gone(path) {
+                scope.shared.marks_missed.store(true, Ordering::Release);
+            }
+            return false;
+        };
+        // Watched already (inotify gives the same descriptor): it was watched before it was
+        // listed, so whatever was made in it since told of itself. Walking it again for each
+        // cgroup made below it cost a chain of N cgroups N^2 / 2 visits.
+        if table.watches.get(&wd).is_some_and(|(t, _)| *t == token) {
+            return false;
+        }
+        scope.directories.push(wd);
+        table
+            .watches
+            .insert(wd, (token, Watching::Directory(path.to_path_buf())));
+        let said = scope.shared.read_marks_of(dir, path);
+        table.say(said);
+        true
+    });
     if walked.is_err() && !gone(&directory) {
         scope.shared.marks_missed.store(true, Ordering::Release);
     }
 }
+
+/// The longest path the kernel looks up (`PATH_MAX`, with its NUL).
+const PATH_MAX: usize = 4096;
 
 /// Whether the cgroup at `path` is gone: a path too long to look up is not.
 fn gone(path: &Path) -> bool {

@@ -40,7 +40,7 @@ use rustix::fs::{Mode, OFlags};
 
 use crate::bounds::deadline_after;
 use crate::cgroup::{self, Cgroup};
-use crate::cgroup_tree;
+use crate::cgroup_tree::{self, Met};
 
 use crate::handle::ScopeHandle;
 use crate::oom_watch::{has_any_mark, OOMD_MARKS};
@@ -985,7 +985,8 @@ fn swap_verdict(
     Some((swap, Duration::ZERO, sure))
 }
 
-/// The leaf cgroup below the rule's unit that oomd ranks first: under the pressure rule the most
+/// The candidate cgroup below the rule's unit that oomd ranks first (a leaf, or a group the
+/// kernel kills whole): under the pressure rule the most
 /// reclaim since the last look (`pgscan`), then the most memory; under the swap rule the most
 /// swap, past 5% of the machine's. Cgroups that oomd's preference omits are left out and those it
 /// avoids ranked last ([`Preference::of`]).
@@ -994,20 +995,27 @@ fn pick(rule: &CoveringRule, leaf_pgscan: &mut HashMap<u64, u64>) -> Option<(Pat
     let root_owner = rustix::fs::stat(&root).ok().map(|meta| meta.st_uid);
     let swap_floor = Meminfo::read().map_or(0, |m| m.swap_total * 1024 / 20);
     let mut best: Option<(LeafRank, PathBuf, u64)> = None;
-    // A tree that cannot be walked (gone meanwhile) has no leaf oomd would pick.
-    let _ = cgroup_tree::walk(
-        &root,
-        |_, _| true,
-        |dir, path| {
-            let Some((rank, ino)) = rank(rule, dir, root_owner, swap_floor, leaf_pgscan) else {
-                return;
-            };
-            if best.as_ref().map_or(true, |(top, ..)| rank > *top) {
-                best = Some((rank, path.to_path_buf(), ino));
+    // oomd's candidates (`recursively_get_cgroup_context`, src/oom/oomd-manager.c): the leaves
+    // below the monitored unit, but a cgroup below it with `memory.oom.group` set is one
+    // candidate, whole, never gone into. A tree that cannot be walked (gone meanwhile) has none.
+    let _ = cgroup_tree::walk(&root, |dir, path, met| {
+        let whole = met == Met::Entered && path != root && oom_group(dir);
+        if met == Met::Leaf || whole {
+            if let Some((rank, ino)) = rank(rule, dir, root_owner, swap_floor, leaf_pgscan) {
+                if best.as_ref().map_or(true, |(top, ..)| rank > *top) {
+                    best = Some((rank, path.to_path_buf(), ino));
+                }
             }
-        },
-    );
+        }
+        !whole
+    });
     best.map(|(_, dir, ino)| (dir, ino))
+}
+
+/// Whether the cgroup open as `dir` has `memory.oom.group` set: the kernel then kills it whole,
+/// and oomd ranks it as one candidate.
+fn oom_group(dir: BorrowedFd<'_>) -> bool {
+    cgroup_tree::read_at(dir, "memory.oom.group").is_ok_and(|text| text.trim() == "1")
 }
 
 /// How oomd ranks a candidate: not avoided first, then its reclaim since the last look and its
