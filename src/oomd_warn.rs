@@ -992,13 +992,22 @@ fn swap_verdict(
 /// avoids ranked last ([`Preference::of`]).
 fn pick(rule: &CoveringRule, leaf_pgscan: &mut HashMap<u64, u64>) -> Option<(PathBuf, u64)> {
     let root = monitored_dir(&rule.cgroup).ok()?;
-    let root_owner = rustix::fs::stat(&root).ok().map(|meta| meta.st_uid);
+    pick_below(&root, rule, leaf_pgscan)
+}
+
+/// [`pick`] among the cgroups below the monitored unit's directory `root`.
+fn pick_below(
+    root: &Path,
+    rule: &CoveringRule,
+    leaf_pgscan: &mut HashMap<u64, u64>,
+) -> Option<(PathBuf, u64)> {
+    let root_owner = rustix::fs::stat(root).ok().map(|meta| meta.st_uid);
     let swap_floor = Meminfo::read().map_or(0, |m| m.swap_total * 1024 / 20);
     let mut best: Option<(LeafRank, PathBuf, u64)> = None;
     // oomd's candidates (`recursively_get_cgroup_context`, src/oom/oomd-manager.c): the leaves
     // below the monitored unit, but a cgroup below it with `memory.oom.group` set is one
     // candidate, whole, never gone into. A tree that cannot be walked (gone meanwhile) has none.
-    let _ = cgroup_tree::walk(&root, |dir, path, met| {
+    let _ = cgroup_tree::walk(root, |dir, path, met| {
         let whole = met == Met::Entered && path != root && oom_group(dir);
         if met == Met::Leaf || whole {
             if let Some((rank, ino)) = rank(rule, dir, root_owner, swap_floor, leaf_pgscan) {
@@ -1487,6 +1496,41 @@ mod tests {
         );
         drop(monitors);
         std::fs::remove_dir(&dir).unwrap();
+    }
+
+    #[test]
+    fn oomd_s_candidates_are_the_leaves_and_the_groups_it_kills_whole() {
+        let root = std::env::temp_dir().join(format!("synaps-oomd-pick-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let cgroup = |path: &str, current: u64, group: bool| {
+            let dir = root.join(path);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("memory.current"), format!("{current}\n")).unwrap();
+            std::fs::write(dir.join("memory.stat"), "anon 0\npgscan 7\n").unwrap();
+            let flag = if group { "1\n" } else { "0\n" };
+            std::fs::write(dir.join("memory.oom.group"), flag).unwrap();
+        };
+        cgroup("small", 100, false);
+        cgroup("nest/deeper", 300, false);
+        cgroup("group", 500, true);
+        cgroup("group/inside", 1000, false);
+        let rule = CoveringRule {
+            rule: OomdRule::MemoryPressure,
+            unit: "test.slice".into(),
+            cgroup: "/test.slice".into(),
+            limit: 50.0,
+            duration: Duration::from_secs(30),
+        };
+        let (picked, _) = pick_below(&root, &rule, &mut HashMap::new()).unwrap();
+        assert_eq!(
+            picked,
+            root.join("group"),
+            "a group is one candidate, whole"
+        );
+        std::fs::write(root.join("group/memory.oom.group"), "0\n").unwrap();
+        let (picked, _) = pick_below(&root, &rule, &mut HashMap::new()).unwrap();
+        assert_eq!(picked, root.join("group/inside"), "else its leaves are");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
