@@ -15,8 +15,9 @@
 #                  tab         ... from a terminal tab's own scope under app.slice
 #       MODE       scoped      every launch in its own scope (the default)
 #                  direct      the control: SYNAPS_PROCESS_SCOPES=off for the daemon and its tools
-#                  leaf        scoped, the runaway in the 101st cgroup it made below its scope (leaf.sh),
-#                              where oomd, which kills leaf cgroups, kills it
+#                  leaf        scoped, the runaway 900 cgroups below its scope (leaf.sh), where oomd,
+#                              which kills leaf cgroups, kills it; the daemon watching it held to
+#                              512 descriptors
 #       BUS        dbus-daemon alice's session bus as Debian ships it (the default)
 #                  dbus-broker her session bus is dbus-broker (Fedora's and Arch's), for this case
 #   scenarios.sh cap            the operator's cap: tool_scope_slice with MemoryMax=, the kernel's
@@ -314,6 +315,8 @@ oomd_case() {
   local hog_mb=1400
   [ "$rule" = swap ] || hog_mb=swap:40
   local daemon="env SYNAPS_PROCESS_SCOPES=$scopes SYNAPS_VM_WAIT=1 synaps-scope run --kind daemon -- ~/venv/bin/python $here/daemon.py $state $hog_mb $mode"
+  # Fewer descriptors than the levels the runaway nests below its scope (issue 60, item 6).
+  [ "$mode" = leaf ] && daemon="prlimit --nofile=512 $daemon"
   cursor=$(journalctl -u systemd-oomd --show-cursor -n 0 -q | sed -n 's/^-- cursor: //p')
   case "$placement" in
     login) alice "exec $daemon" >"$state/log" 2>&1 & ;;
@@ -363,7 +366,7 @@ oomd_case() {
   case "$mode" in
     scoped | leaf)
       local target="$hog_cg" what="the runaway's scope"
-      [ "$mode" = scoped ] || { target="$hog_cg/leaf"; what="the cgroup the runaway made below its scope"; }
+      [ "$mode" = scoped ] || { target="$hog_cg/leaf$(printf '/d%.0s' $(seq 899))"; what="the cgroup the runaway made 900 levels below its scope"; }
       [ "$killed" = "$target" ] || fail "$rule/$placement/$mode: oomd killed $killed, not $what $target ($line)"
       alive "$(pid_of "$state/daemon")" || fail "$rule/$placement/$mode: the daemon died with the runaway"
       alive "$(pid_of "$state/idle")" || fail "$rule/$placement/$mode: the daemon's other tool died with the runaway"
