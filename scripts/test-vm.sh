@@ -12,7 +12,7 @@
 #   - the warning before oomd acts: in each scoped case the daemon's one watch on both its tools
 #     warned of the runaway's scope (never the idle one's) before oomd killed it, its lead time
 #     written down; and the calm control (ordinary work, watched, under both rules: no warning;
-#     240 s on Debian 13 and 60 s on 12, or SYNAPS_VM_CALM seconds on each);
+#     180 s on Debian 13 and 60 s on 12, or SYNAPS_VM_CALM seconds on each);
 #   - the operator's cap (tool_scope_slice with MemoryMax=: the kernel's OOM killer inside the
 #     tool's scope) and R12 against real limits;
 #   - each tool's own limits (`synaps-scope run --wait -p ...` through both wrappers): MemoryMax,
@@ -44,7 +44,7 @@ controls_13="user:tab:direct slices:tab:direct"
 # older, within the suite's 40 minutes.
 calm_of() {
   if [ -n "${SYNAPS_VM_CALM:-}" ]; then echo "$SYNAPS_VM_CALM"
-  elif [ "$1" = 13 ]; then echo 240
+  elif [ "$1" = 13 ]; then echo 180
   else echo 60; fi
 }
 cases_of() { # cases_of RELEASE
