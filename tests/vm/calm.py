@@ -4,12 +4,12 @@ and nothing runs away), watches its scope with the wheel's OomdWatch for SECONDS
 "watched N warnings M pressure P cpu C gone G threads T idle I trigger W": N the scopes watched, M the warnings
 given, P the highest full avg10 of the monitored unit's memory.pressure seen (sampled each second),
 C the CPU time the library's watching thread used over the first half of the SECONDS (ms), G over
-the second half, after a second tool's slice (synaps-gone.slice, monitored: every slice of alice's
-manager has the pressure rule) was stopped and its cgroup removed under the live watch (issue 60,
+the second half, after a second tool's slice (synaps-gone.slice, given the pressure rule of its own)
+was stopped and its cgroup removed under the live watch (issue 60,
 item 5: the PSI trigger of a removed cgroup errs at once, every time, and was polled in a loop), T
 how many such threads the process has, I the clock ticks it used in the 3 s after the watch was
 closed (none is left), and W whether the kernel's PSI trigger on the monitored unit could be set
-(`armed`, else why not).
+(`armed`, else why not); `gone-trigger` the same of synaps-gone.slice.
 The warnings are taken both by a callback and by `async for`, which closing the
 watch ends. On the way, a forked child makes and closes a watch of its own, and 100 watches made
 and closed keep no descriptor and no thread.
@@ -38,13 +38,21 @@ class Triggers(logging.Handler):
     def __init__(self):
         super().__init__(logging.DEBUG)
         self.said = "unsaid"
+        self.gone = "unsaid"
 
     def emit(self, record):
         line = record.getMessage()
         if line.startswith("a PSI trigger on "):
-            self.said = "armed"
+            word = "armed"
         elif line.startswith("no PSI trigger on "):
-            self.said = "none(" + line.split(": ", 1)[1].split(";")[0].replace(" ", "_") + ")"
+            word = "none(" + line.split(": ", 1)[1].split(";")[0].replace(" ", "_") + ")"
+        else:
+            return
+        # The slice that goes away is told apart: its trigger is the one that must not spin.
+        if "/synaps-gone.slice" in line:
+            self.gone = word
+        else:
+            self.said = word
 
 
 triggers = Triggers()
@@ -73,6 +81,12 @@ deadline = time.monotonic() + 10
 while not os.path.exists(f"/proc/{gone_tool.pid}/cgroup") or gone_unit not in open(f"/proc/{gone_tool.pid}/cgroup").read():
     assert time.monotonic() < deadline, "the second tool never ran in its scope"
     time.sleep(0.05)
+# The slice is monitored under the pressure rule of its own, so that the watch sets a PSI trigger on
+# it (Linux 6.4 and later let alice), the one that would spin once its cgroup is gone.
+subprocess.run(
+    ["systemctl", "--user", "set-property", "--runtime", "synaps-gone.slice", "ManagedOOMMemoryPressure=kill"],
+    check=True,
+)
 
 
 def watcher_threads():
@@ -174,7 +188,7 @@ tool.kill()
 tool.wait()
 gone_tool.wait()
 print(
-    f"watched {watched} warnings {len(warnings)} pressure {highest:.2f} cpu {cpu_ms:.0f} gone {gone_ms:.0f} threads {len(threads)} idle {idle_ticks} trigger {triggers.said}",
+    f"watched {watched} warnings {len(warnings)} pressure {highest:.2f} cpu {cpu_ms:.0f} gone {gone_ms:.0f} threads {len(threads)} idle {idle_ticks} trigger {triggers.said} gone-trigger {triggers.gone}",
     *warnings,
     flush=True,
 )
