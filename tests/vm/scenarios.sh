@@ -447,7 +447,7 @@ cap_case() {
   [ "$warned" = 0 ] || fail "cap: R12 warned about agent-tools.slice, which has MemoryMax"
   alice 'printf "tool_scope_slice = agent-tool.slice\n" >~/.config/synaps/config'
   warned=$(alice 'synaps-scope run --kind tool -- sh -c "sleep 2" 2>&1 >/dev/null; true')
-  echo "$warned" | grep -q 'agent-tool.slice' || fail "cap: no R12 warning for the misspelled agent-tool.slice: $warned"
+  grep -q 'agent-tool.slice' <<<"$warned" || fail "cap: no R12 warning for the misspelled agent-tool.slice: $warned"
   [ "$(echo "$warned" | grep -c 'agent-tool.slice')" = 1 ] || fail "cap: R12 warned more than once: $warned"
   ok "R12 against a real manager reading real limits: silent for agent-tools.slice (MemoryMax=160M), one warning for agent-tool.slice: $(echo "$warned" | grep 'agent-tool.slice' | head -c 200)"
   alice 'printf "daemon_scope_slice = agent-daemon.slice\n" >~/.config/synaps/config'
@@ -475,8 +475,8 @@ limits_case() {
     status=0
     out=$(alice "$run -p MemoryMax=64M -p MemorySwapMax=0 -- python3 $tool max 2>&1") || status=$?
     [ "$status" = 137 ] || fail "limits ($wrapper): MemoryMax=64M: exit status $status, not 137: $out"
-    echo "$out" | grep -q '^memory.max 67108864$' || fail "limits ($wrapper): the scope's memory.max while it ran: $out"
-    echo "$out" | grep -q "killed by the kernel's OOM killer under MemoryMax=64M (told by the kernel's memory.events"       || fail "limits ($wrapper): run --wait did not tell the kernel's OOM kill: $out"
+    grep -q '^memory.max 67108864$' <<<"$out" || fail "limits ($wrapper): the scope's memory.max while it ran: $out"
+    grep -q "killed by the kernel's OOM killer under MemoryMax=64M (told by the kernel's memory.events" <<<"$out"       || fail "limits ($wrapper): run --wait did not tell the kernel's OOM kill: $out"
     alive "$(pgrep -u alice -x sleep | head -1)" || fail "limits ($wrapper): the daemon beside the tool died"
     # The peak is read within one of the tool's 8 MB steps of the limit.
     local peak; peak=$(echo "$out" | sed -n 's/.*memory peak \([0-9]*\)\.[0-9] MiB.*/\1/p')
@@ -489,7 +489,7 @@ limits_case() {
     ok "limits ($wrapper): MemoryHigh=32M: the tool grew to 64 MB and lived, throttled $high times (memory.events high)"
 
     out=$(alice "$run -p TasksMax=8 -- python3 $tool tasks 12 2>&1") || fail "limits ($wrapper): TasksMax=8: $out"
-    echo "$out" | grep -q '^forks 7 then BlockingIOError pids.max 8$' || fail "limits ($wrapper): TasksMax=8: $out"
+    grep -q '^forks 7 then BlockingIOError pids.max 8$' <<<"$out" || fail "limits ($wrapper): TasksMax=8: $out"
     ok "limits ($wrapper): TasksMax=8: the tool and 7 children; the next fork failed (EAGAIN), pids.max 8"
 
     out=$(alice "$run -p CPUQuota=50% -- python3 $tool spin 4 2>&1") || fail "limits ($wrapper): CPUQuota=50%: $out"
@@ -498,13 +498,13 @@ limits_case() {
       [ -n "$used" ] && awk -v u="$used" 'BEGIN { exit !(u >= 0.35 && u <= 0.65) }'         || fail "limits ($wrapper): CPUQuota=50% did not hold the spinning tool to about half a CPU: $out"
       ok "limits ($wrapper): CPUQuota=50%: the spinning tool used $used of a CPU (cpu.max 50000 100000)"
     else
-      echo "$out" | grep -q 'CPUQuota will not be enforced: the user manager has no cpu controller'         || fail "limits ($wrapper): CPUQuota=50% without a cpu controller was not said: $out"
+      grep -q 'CPUQuota will not be enforced: the user manager has no cpu controller' <<<"$out"         || fail "limits ($wrapper): CPUQuota=50% without a cpu controller was not said: $out"
       ok "limits ($wrapper): CPUQuota=50%: alice's manager has no cpu controller, and the launch says so"
     fi
     # A limit whose controller alice's manager was not given is said, and refused in required mode.
     if [[ "$controllers" != *"controllers "*io* ]]; then
       out=$(alice "$run -p IOWeight=50 -- true 2>&1") || fail "limits ($wrapper): IOWeight=50: $out"
-      echo "$out" | grep -q 'warning: IOWeight will not be enforced: the user manager has no io controller' \
+      grep -q 'warning: IOWeight will not be enforced: the user manager has no io controller' <<<"$out" \
         || fail "limits ($wrapper): IOWeight=50 without an io controller was not said: $out"
       status=0
       out=$(alice "SYNAPS_PROCESS_SCOPES=required $run -p IOWeight=50 -- touch $state/ran 2>&1") || status=$?
