@@ -8,7 +8,8 @@
 #     user@1000.service;
 #   - the C tarball's command line: run, wrap, doctor (which names the release's systemd); run
 #     and doctor with the system bus named as the session bus (the system manager passed over);
-#     run from an unprivileged sandbox's pid namespace (bwrap --unshare-pid, a user namespace);
+#     run from an unprivileged sandbox's pid namespace (bwrap --unshare-pid, a user namespace):
+#     scoped where the manager takes a pidfd (Debian 13), else direct with the reason;
 #   - the wheel: run, Popen, asyncio, a login shell through a real PTY keeping its -bash argv[0],
 #     and scope handles: pids, stats, a kill of a tree with setsid escapees that leaves the caller
 #     untouched, the caller's own scope refused, and bob's (uid 1001) scope refused with a clear
@@ -97,11 +98,20 @@ out=$(DBUS_SESSION_BUS_ADDRESS=unix:path=/run/dbus/system_bus_socket "$prefix/bi
 [[ "$out" == "0::/user.slice/user-$uid.slice/user@$uid.service/app.slice/synaps-tool-"*.scope ]] \
   || fail "with the system bus as the session bus, synaps-scope run did not land in a scope of user@$uid.service: $out"
 pass "the system bus named as the session bus: its manager passed over for the private socket, the launch in ${out#0::}"
-out=$(bwrap --dev-bind / / --unshare-pid --proc /proc -- "$prefix/bin/synaps-scope" run -- sh -c 'echo "pid $$ $(grep ^0:: /proc/self/cgroup)"') \
-  || fail "synaps-scope run in an unprivileged sandbox's pid namespace (bwrap --unshare-pid) failed: $out"
-[[ "$out" == "pid "[0-9]*" 0::/user.slice/user-$uid.slice/user@$uid.service/app.slice/synaps-tool-"*.scope ]] \
-  || fail "synaps-scope run from bwrap --unshare-pid did not land in a scope of user@$uid.service: $out"
-pass "synaps-scope run in an unprivileged sandbox's pid namespace (bwrap --unshare-pid, $(bwrap --version)): ${out}"
+# From there the manager is named the launch's process by a pidfd where it takes one (257 on);
+# before, nothing names that process alone (the socket's other end, "the sender", could be a relay
+# that passes descriptors), and the launch is direct with the reason.
+out=$(bwrap --dev-bind / / --unshare-pid --proc /proc -- "$prefix/bin/synaps-scope" run -- sh -c 'echo "pid $$ $(grep ^0:: /proc/self/cgroup)"' 2>"$HOME/bwrap.err") \
+  || fail "synaps-scope run in an unprivileged sandbox's pid namespace (bwrap --unshare-pid) failed: $out $(cat "$HOME/bwrap.err")"
+if [ "${SYNAPS_SESSION_SYSTEMD%%[!0-9]*}" -ge 257 ]; then
+  [[ "$out" == "pid "[0-9]*" 0::/user.slice/user-$uid.slice/user@$uid.service/app.slice/synaps-tool-"*.scope ]] \
+    || fail "synaps-scope run from bwrap --unshare-pid did not land in a scope of user@$uid.service: $out"
+  pass "synaps-scope run in an unprivileged sandbox's pid namespace (bwrap --unshare-pid, $(bwrap --version)): ${out}"
+else
+  [[ "$out" == "pid "[0-9]*" 0::/"* && "$out" != *synaps-tool-* ]] && grep -q "takes no pidfd" "$HOME/bwrap.err" \
+    || fail "synaps-scope run from bwrap --unshare-pid on systemd $SYNAPS_SESSION_SYSTEMD was not direct with the reason: $out $(cat "$HOME/bwrap.err")"
+  pass "synaps-scope run in an unprivileged sandbox's pid namespace (bwrap --unshare-pid, $(bwrap --version)) on systemd $SYNAPS_SESSION_SYSTEMD, which takes no pidfd: direct, with the reason (${out})"
+fi
 out=$("$prefix/bin/synaps-scope" wrap -- true)
 grep -q -- "--unit=synaps-tool-[0-9a-f]\{32\}\.scope" <<<"$out" || fail "synaps-scope wrap printed no scope unit: $out"
 pass "synaps-scope wrap"

@@ -1,5 +1,5 @@
 //! The bounds a caller may give, on every surface alike: their defaults, and the one way a bound
-//! becomes a deadline or a wait on a file (`crate::intake` refuses a bound that cannot be one).
+//! becomes a deadline or a wait on a file (`crate::input::intake` refuses a bound that cannot be one).
 
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};

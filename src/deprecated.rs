@@ -1,4 +1,4 @@
-//! The 1.0 names whose work moved to [`crate::intake`], kept so that code written against 1.0
+//! The 1.0 names whose work moved to [`crate::input::intake`], kept so that code written against 1.0
 //! still builds: each says what replaced it, and does its work through it.
 #![allow(deprecated)]
 
@@ -7,8 +7,8 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
-use crate::handle::HandleError;
-use crate::intake::{self, BadInput};
+use crate::input::intake::{self, BadInput};
+use crate::scope::handle::HandleError;
 
 /// A bound a caller gave that cannot be one.
 #[deprecated(since = "1.1.0", note = "use synaps_scope::intake::BadInput")]

@@ -9,21 +9,21 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::bounds::deadline_after;
-use crate::cgroup;
-use crate::config::{Config, LauncherChoice, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
-use crate::decide::{
+use crate::input::config::{Config, LauncherChoice, Origin, Setting, LAUNCHER_KEY, SWITCH_KEY};
+use crate::input::inputs::Inputs;
+use crate::input::intake::CheckedEnv;
+use crate::input::intake::{check_env, RefusedEnv};
+use crate::input::kind::ScopeKind;
+use crate::input::limits::{controllers_of, Property};
+use crate::kernel::cgroup;
+use crate::launch::decide::{
     decide_with, locate_systemd_run, Decision, Evidence, LauncherOptions, ScopeError, SliceCheck,
 };
-use crate::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
-use crate::inputs::Inputs;
-use crate::intake::CheckedEnv;
-use crate::intake::{check_env, RefusedEnv};
-use crate::kind::ScopeKind;
-use crate::launcher::Wrapper;
-use crate::limits::{controllers_of, Property};
+use crate::launch::exec_program::{locate_exec_program, ExecProgram, EXEC_PROGRAM};
+use crate::launch::launcher::Wrapper;
+use crate::manager::slice_check::{self, SliceLimits};
+use crate::manager::version;
 use crate::manager::{self, ManagerVersion};
-use crate::slice_check::{self, SliceLimits};
-use crate::version;
 
 #[cfg(feature = "serde")]
 mod json;
@@ -222,7 +222,7 @@ fn limits_line(controllers: &Result<Vec<String>, String>) -> String {
     line
 }
 
-pub use crate::version::OLDEST_SUPPORTED_SYSTEMD;
+pub use crate::manager::version::OLDEST_SUPPORTED_SYSTEMD;
 
 /// The warning for a user manager older than [`OLDEST_SUPPORTED_SYSTEMD`]: what its user gets.
 fn older_than_supported(manager: Option<&Result<ManagerVersion, String>>) -> Option<String> {

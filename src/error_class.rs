@@ -8,12 +8,12 @@ use std::io;
 
 #[allow(deprecated)]
 use crate::deprecated::{BadBound, EnvEntryError};
-use crate::handle::HandleError;
-use crate::intake::BadInput;
-use crate::intake::RefusedEnv;
-use crate::kind::UnknownKind;
-use crate::refusal::ScopeError;
-use crate::resolve::ResolveError;
+use crate::input::intake::BadInput;
+use crate::input::intake::RefusedEnv;
+use crate::input::kind::UnknownKind;
+use crate::input::resolve::ResolveError;
+use crate::launch::refusal::ScopeError;
+use crate::scope::handle::HandleError;
 
 /// The classes of failure, as every surface tells them apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

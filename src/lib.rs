@@ -19,89 +19,64 @@
 #![deny(missing_docs)]
 
 mod bounds;
-mod bus;
-mod cgroup;
-mod cgroup_tree;
-pub mod config;
-mod decide;
 mod deprecated;
 pub mod diag;
 pub mod doctor;
-mod ending;
-mod env;
 mod error_class;
-mod exec_line;
-mod exec_program;
-pub mod handle;
-mod helper_process;
-mod inputs;
-pub mod intake;
-mod kind;
-mod launcher;
-pub mod limits;
+mod input;
+mod kernel;
+mod launch;
 mod manager;
 mod memo;
-mod oom_count;
-mod oom_watch;
-mod oomd_rules;
-mod oomd_signal;
-mod oomd_warn;
-mod own_scope;
+mod oomd;
 mod per_process;
-mod pressure;
-mod probe;
-mod refusal;
-mod request_thread;
-mod resolve;
-mod shell;
-mod slice_check;
-mod spawn;
-mod systemd_syntax;
-mod turn;
-mod unit_name;
-mod version;
+mod scope;
 mod warn;
 
+pub use input::{config, intake, limits};
+pub use scope::handle;
+
 pub use bounds::{DEFAULT_KILL_TIMEOUT, DEFAULT_PROBE_TIMEOUT};
-pub use decide::{
-    decide, decide_in_place, launcher_for_effective_env, launcher_for_env, launcher_with_options,
-    Decision, DirectReason, InPlaceDecision, LauncherOptions, ScopeError,
-};
 #[allow(deprecated)]
 pub use deprecated::{
     bound_from_millis, bound_from_secs, checked_pid, parse_env_entry, BadBound, EnvEntryError,
 };
-pub use ending::{Ending, Evidence, ScopeEnding};
-pub use env::{inherited_env, set_env, with_overrides};
 pub use error_class::{Classified, ErrorClass};
-pub use exec_program::{
+pub use input::env::{inherited_env, set_env, with_overrides};
+pub use input::intake::PID_MAX;
+pub use input::intake::{check_env, RefusedEnv};
+pub use input::kind::{ScopeKind, UnknownKind};
+pub use input::limits::{Limit, Limits, Unenforced};
+#[allow(deprecated)]
+pub use input::resolve::resolve_program;
+pub use input::resolve::{find_program, ResolveError};
+pub use input::shell::{shell_argv, ShellWords, DEFAULT_SHELL};
+pub use kernel::pressure::{Pressure, PressureLine, ScopePressure};
+pub use launch::decide::{
+    decide, decide_in_place, launcher_for_effective_env, launcher_for_env, launcher_with_options,
+    Decision, DirectReason, InPlaceDecision, LauncherOptions, ScopeError,
+};
+pub use launch::exec_program::{
     own_file, ExecProgram, FoundBy, EXEC_FAILED_STATUS, EXEC_PROGRAM, EXEC_VAR,
 };
-pub use handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
-pub use intake::PID_MAX;
-pub use intake::{check_env, RefusedEnv};
-pub use kind::{ScopeKind, UnknownKind};
-pub use launcher::{InPlace, ScopeLauncher, Wrapped, Wrapper};
-pub use limits::{Limit, Limits, Unenforced};
+pub use launch::launcher::{InPlace, ScopeLauncher, Wrapped, Wrapper};
+pub use launch::own_scope::NotMade as ScopeNotMade;
+pub use launch::request_thread::{decide_on_own_thread, Answer};
+pub use launch::spawn::{direct_for_user_switch, Launch};
+pub use manager::slice_check::{flush_warnings, SliceLimits};
 pub use manager::ManagerVersion;
-pub use oomd_rules::OomdRule;
-pub use oomd_warn::{CannotWarn, CannotWarnKind, OomdWarning, OomdWatch, Sureness};
-pub use own_scope::NotMade as ScopeNotMade;
-pub use pressure::{Pressure, PressureLine, ScopePressure};
-pub use request_thread::{decide_on_own_thread, Answer};
-#[allow(deprecated)]
-pub use resolve::resolve_program;
-pub use resolve::{find_program, ResolveError};
-pub use shell::{shell_argv, ShellWords, DEFAULT_SHELL};
-pub use slice_check::{flush_warnings, SliceLimits};
-pub use spawn::{direct_for_user_switch, Launch};
+pub use oomd::rules::OomdRule;
+pub use oomd::warning::{CannotWarn, CannotWarnKind, OomdWarning, Sureness};
+pub use scope::ending::{Ending, Evidence, ScopeEnding};
+pub use scope::handle::{HandleError, KillMethod, ScopeHandle, ScopeStats};
+pub use scope::oomd_watch::OomdWatch;
 
 /// Entry points for the fuzz targets in `fuzz/`; not part of the supported API.
 #[doc(hidden)]
 pub mod __fuzz {
     /// The config file parser: (key, value, line) of each entry, and the malformed line numbers.
     pub fn parse_config(text: &[u8]) -> (Vec<(String, String, usize)>, Vec<usize>) {
-        let (entries, malformed) = crate::config::parse(text);
+        let (entries, malformed) = crate::input::config::parse(text);
         (
             entries
                 .into_iter()
@@ -114,8 +89,10 @@ pub mod __fuzz {
     /// The D-Bus message parser as a reader meets it: the length from the fixed header, then the
     /// message. Whether a whole, valid message was found.
     pub fn parse_bus_message(bytes: &[u8]) -> bool {
-        match crate::bus::wire::message_len(bytes) {
-            Ok(Some(len)) if len <= bytes.len() => crate::bus::wire::parse(&bytes[..len]).is_ok(),
+        match crate::manager::bus::wire::message_len(bytes) {
+            Ok(Some(len)) if len <= bytes.len() => {
+                crate::manager::bus::wire::parse(&bytes[..len]).is_ok()
+            }
             _ => false,
         }
     }
@@ -131,22 +108,22 @@ pub mod __fuzz {
         bound: std::time::Duration,
         pipelined: bool,
     ) -> (std::time::Duration, String) {
-        crate::bus::converse_with_peer(stream, read_size, bound, pipelined)
+        crate::manager::bus::converse_with_peer(stream, read_size, bound, pipelined)
     }
 
     /// The slice name mangling of systemd-run.
     pub fn mangle_slice(name: &str) -> Result<String, String> {
-        crate::unit_name::mangle_slice(name)
+        crate::input::unit_name::mangle_slice(name)
     }
 
     /// A scope's Description for a program path of any bytes.
     pub fn description(program: &[u8]) -> String {
-        crate::unit_name::description(crate::ScopeKind::Tool, program)
+        crate::input::unit_name::description(crate::ScopeKind::Tool, program)
     }
 
     /// The `systemd-run --version` parser.
     pub fn parse_version(output: &[u8]) -> Option<u32> {
-        crate::version::parse_version(output)
+        crate::manager::version::parse_version(output)
     }
 }
 
@@ -166,7 +143,7 @@ pub mod __surfaces {
     use std::path::{Path, PathBuf};
 
     use crate::doctor::Report;
-    use crate::intake::CheckedEnv;
+    use crate::input::intake::CheckedEnv;
     use crate::{Answer, Decision, LauncherOptions, ResolveError, ScopeError, ScopeKind};
 
     /// [`crate::decide`].
@@ -175,7 +152,7 @@ pub mod __surfaces {
         kind: ScopeKind,
         options: &LauncherOptions,
     ) -> Result<Decision, ScopeError> {
-        crate::decide::decide_checked(env.as_pairs(), kind, options)
+        crate::launch::decide::decide_checked(env.as_pairs(), kind, options)
     }
 
     /// [`crate::decide_on_own_thread`].
@@ -185,7 +162,7 @@ pub mod __surfaces {
         options: LauncherOptions,
         answer: impl FnOnce(Answer) + Send + 'static,
     ) -> io::Result<()> {
-        crate::request_thread::decide_checked_on_own_thread(env, kind, options, answer)
+        crate::launch::request_thread::decide_checked_on_own_thread(env, kind, options, answer)
     }
 
     /// [`crate::doctor::diagnose`].
@@ -199,19 +176,19 @@ pub mod __surfaces {
         env: &CheckedEnv,
         cwd: Option<&Path>,
     ) -> Result<PathBuf, ResolveError> {
-        crate::resolve::resolve_in_env(program, env.as_pairs(), cwd)
+        crate::input::resolve::resolve_in_env(program, env.as_pairs(), cwd)
     }
 }
 
 /// What the launcher program (`synaps-scope-exec`) uses; not part of the supported API.
 #[doc(hidden)]
 pub mod __exec {
-    pub use crate::exec_line::{BadExecLine, ExecLine, EXEC_USAGE};
-    pub use crate::own_scope::{make_own_scope, NotMade, ScopeRequest};
+    pub use crate::launch::exec_line::{BadExecLine, ExecLine, EXEC_USAGE};
+    pub use crate::launch::own_scope::{make_own_scope, NotMade, ScopeRequest};
 }
 
 /// What the benchmarks measure against; not part of the supported API.
 #[doc(hidden)]
 pub mod __bench {
-    pub use crate::own_scope::{KeptConnection, ScopeRequest};
+    pub use crate::launch::own_scope::{KeptConnection, ScopeRequest};
 }

@@ -1,4 +1,4 @@
-//! The probe's kept connections (`src/bus/pool.rs`): a burst of requests reuses one, an idle
+//! The probe's kept connections (`src/manager/bus/pool.rs`): a burst of requests reuses one, an idle
 //! process holds none open after half a second, and a kept connection to a manager that stopped
 //! or died gives the same verdict a new one would, within the request's bound. One test in its
 //! own process, so that this process's sockets are its alone to count.

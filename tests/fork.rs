@@ -234,7 +234,9 @@ fn a_child_of_a_host_that_stopped_waiting_for_a_turn_holds_no_ticket_once_the_ho
         ),
         &[("XDG_RUNTIME_DIR".into(), slow.runtime_dir())],
     );
-    let env = Arc::new(env);
+    // The stand-in is a relay in front of the manager: systemd-run, which would lose the launch
+    // behind one, is never used there (tests/host_relay.rs), so the launcher program is.
+    let env = Arc::new(common::with_wrapper(&env, "synaps-scope-exec"));
     let stuck = {
         let env = Arc::clone(&env);
         std::thread::spawn(move || first_request(&env, Duration::from_secs(5)))

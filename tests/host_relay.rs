@@ -16,7 +16,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{cgroup_of, env_with, env_without, list_units, rig, TempDir};
-use synaps_scope::{inherited_env, set_env, EXEC_FAILED_STATUS};
+use synaps_scope::{inherited_env, launcher_for_env, set_env, EXEC_FAILED_STATUS};
 
 /// A unit name of its own for each launch: a launch never takes a unit another made.
 fn next_unit() -> String {
@@ -188,17 +188,29 @@ fn a_relay_on_the_host_in_front_of_the_private_socket_is_never_moved_from_a_pid_
     }
 }
 
-/// The control: the same sandboxes given the manager's private socket itself are scoped, on
-/// every version (a pidfd from 257 on, the sender before), so the refusals above are the relay's.
+/// The control: the same sandboxes given the manager's private socket itself are scoped where the
+/// manager takes a pidfd (257 on), so the refusals above are the relay's. Before 257 they are
+/// refused too, with another reason: the descriptor reaches the other end, but a relay that passes
+/// descriptors would pass it as well, and "the sender" would name that relay.
 #[test]
-fn given_the_private_socket_itself_a_pid_namespace_is_scoped() {
-    let Some(_rig) = rig() else { return };
+fn given_the_private_socket_itself_a_pid_namespace_is_scoped_where_the_manager_takes_a_pidfd() {
+    let Some(rig) = rig() else { return };
     let runtime = runtime_with(&managers_private_socket());
     for sandbox in [Sandbox::Unshare, Sandbox::Bwrap] {
         let unit = next_unit();
         let out = launch_in(sandbox, runtime.path(), &unit, true);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
+        if rig.version < 257 {
+            assert_eq!(
+                out.status.code(),
+                Some(EXEC_FAILED_STATUS),
+                "{sandbox:?}: {stderr}"
+            );
+            assert!(stdout.is_empty(), "{sandbox:?}: the command ran: {stdout}");
+            assert!(stderr.contains("takes no pidfd"), "{sandbox:?}: {stderr}");
+            continue;
+        }
         assert_eq!(out.status.code(), Some(0), "{sandbox:?}: {stderr}");
         assert!(
             stdout
@@ -283,4 +295,43 @@ fn through_flatpaks_proxy_a_sandbox_is_scoped_by_its_pidfd_where_the_manager_tak
     assert_eq!(cgroup_of(proxy.id()), proxy_cgroup, "the proxy moved");
     proxy.kill().unwrap();
     proxy.wait().unwrap();
+}
+
+/// systemd-run behind a relay in front of the private socket (bytes only, and descriptors too), on
+/// the host: it would name itself by its pid, make the scope, then read its invocation ID from
+/// `unit/self`, the sender's (the relay's) unit, fail, and never run the command. The library does
+/// not use it there: direct under `on`, refused with the reason under `required`; the relay is
+/// never moved.
+#[test]
+fn systemd_run_behind_a_relay_is_not_used() {
+    let Some(_rig) = rig() else { return };
+    let private = managers_private_socket();
+    for relay in [
+        common::Relay::to(&private),
+        common::Relay::passing_fds_to(&private),
+    ] {
+        let relay_cgroup = cgroup_of(relay.pid());
+        let runtime = runtime_with(&relay.socket);
+        let env = env_with(&[("XDG_RUNTIME_DIR", &runtime.path().as_os_str().to_owned())]);
+        let env = common::with_wrapper(
+            &env_without(&env, &["DBUS_SESSION_BUS_ADDRESS"]),
+            "systemd-run",
+        );
+        assert!(
+            matches!(launcher_for_env(&env), Ok(None)),
+            "direct under `on`"
+        );
+        let required = synaps_scope::with_overrides(
+            &env,
+            &[("SYNAPS_PROCESS_SCOPES".into(), "required".into())],
+        );
+        match launcher_for_env(&required) {
+            Err(e) => assert!(e.to_string().contains("never running the command"), "{e}"),
+            Ok(l) => panic!(
+                "a launcher through systemd-run behind a relay: {:?}",
+                l.map(|l| l.wrapper().name())
+            ),
+        }
+        assert_eq!(cgroup_of(relay.pid()), relay_cgroup, "the relay moved");
+    }
 }

@@ -10,188 +10,38 @@
 //! own and no handle left from the one before.
 
 mod common;
+#[path = "oomd_signal/support.rs"]
+mod support;
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::Mutex;
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{
-    cgroup_is_empty, cgroup_of, collected, env_with, rig, spawn_scoped, told, wait_for, BareBus,
-    TempDir,
-};
+use common::{cgroup_is_empty, cgroup_of, collected, told, wait_for, Standin};
 use rustix::fs::{setxattr, XattrFlags};
-use synaps_scope::{Ending, Evidence, OomdRule, ScopeEnding, ScopeHandle};
+use synaps_scope::{Evidence, OomdRule, ScopeEnding, ScopeHandle};
 
-const ASK: Duration = Duration::from_secs(3);
-/// The longest the library waits for oomd's signal once its mark is read (docs/guarantees.md).
-const OOMD_SIGNAL_DELAY: Duration = Duration::from_millis(500);
-static TURN: Mutex<()> = Mutex::new(());
+use support::*;
 
-/// `tests/tools/oomd_standin.py` on the bus at `address`, as oomd or (`--forger`) as a tool.
-struct Standin {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Standin {
-    fn start(address: &OsString, mode: Option<&str>) -> Standin {
-        let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/oomd_standin.py");
-        let mut child = Command::new("python3")
-            .arg(tool)
-            .arg(address)
-            .args(mode)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs the oomd stand-in");
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert!(
-            line.starts_with("ready :"),
-            "the stand-in did not start: {line:?}"
-        );
-        Standin {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    /// Sends `Killed(cgroup, reason)` and waits until it is out.
-    fn killed(&mut self, cgroup: &str, reason: &str) {
-        writeln!(self.stdin, "kill {cgroup} {reason}").unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "sent");
-    }
-}
-
-impl Drop for Standin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A bus standing for the system bus, and the environment that names it.
-struct SystemBus {
-    _dir: TempDir,
-    bus: BareBus,
-    env: Vec<(OsString, OsString)>,
-}
-
-impl SystemBus {
-    fn start() -> SystemBus {
-        let dir = TempDir::new("oomd-signal");
-        let bus = BareBus::start(&dir);
-        let env = env_with(&[("DBUS_SYSTEM_BUS_ADDRESS", &bus.address)]);
-        SystemBus {
-            _dir: dir,
-            bus,
-            env,
-        }
-    }
-}
-
-/// What each test starts from: its turn, a bus standing for the system bus, and on it a stand-in
-/// oomd (`mode`: None for oomd 252 and later, `--before-252`).
-struct Setup {
-    _turn: std::sync::MutexGuard<'static, ()>,
-    system: SystemBus,
-    oomd: Standin,
-}
-
-/// A bus standing for the system bus with no oomd on it (yet), where the rig is there.
-fn setup_without_oomd() -> Option<(std::sync::MutexGuard<'static, ()>, SystemBus)> {
-    rig()?;
-    let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    Some((turn, SystemBus::start()))
-}
-
-/// The setup, where the rig is there (`rig()` fails loudly where it is not asked to skip).
-fn setup(mode: Option<&str>) -> Option<Setup> {
-    rig()?;
-    let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let system = SystemBus::start();
-    let oomd = Standin::start(&system.bus.address, mode);
-    Some(Setup {
-        _turn: turn,
-        system,
-        oomd,
-    })
-}
-
-/// `argv` in a scope of its own, with a handle made once it runs there (through the manager, with
-/// `env` naming the system bus), and its cgroup path.
-fn scoped(argv: &[&str], env: &[(OsString, OsString)]) -> (Child, ScopeHandle, String) {
-    let (child, unit) = spawn_scoped(argv);
-    let handle = ScopeHandle::from_manager(&unit, env, ASK).unwrap();
-    let cgroup = cgroup_of(child.id());
-    (child, handle, cgroup)
-}
-
-/// oomd's mark, then its kill, as oomd does them.
-fn mark_and_kill(dir: &Path) {
-    setxattr(dir, "user.oomd_ooms", b"1", XattrFlags::empty()).expect("cgroup2 takes user xattrs");
-    std::fs::write(dir.join("cgroup.kill"), "1").unwrap();
-}
-
-/// oomd's signal for `cgroup`, sent by `oomd` from another thread once `at` has come (as oomd
-/// sends it after its kill, while the question waits); join it for the stand-in back.
-fn killed_at(
-    mut oomd: Standin,
-    cgroup: String,
-    reason: &'static str,
-    at: Instant,
-) -> std::thread::JoinHandle<Standin> {
-    std::thread::spawn(move || {
-        std::thread::sleep(at.saturating_duration_since(Instant::now()));
-        oomd.killed(&cgroup, reason);
-        oomd
-    })
-}
-
-fn oomd_signal_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim() == "synaps-oomd-sig")
-        .count()
-}
-
-/// oomd's kill under `rule`, told by its signal.
-fn oomds(rule: OomdRule) -> Ending {
-    told(
-        ScopeEnding::KilledByOomd { rule: Some(rule) },
-        Evidence::OomdSignal,
-    )
-}
-
-/// No kill known: the rig's tree has no memory controller to count the kernel's by.
-const NO_KILL: Ending = Ending {
-    how: ScopeEnding::Unknown,
-    evidence: Evidence::Nothing,
-};
-
-/// oomd signals after its kill, and may take as long as its own delay from its mark to its signal:
-/// the answer waits for a signal that comes just inside that, after the question, and gives it.
+/// oomd signals after its kill, in the same turn of its loop, but a loaded machine may hold that
+/// turn, or the signal on its way, for long: the answer catches up with oomd (a ping it answers
+/// after the signal) and gives the signal however late it comes, here 1.5 s after the mark (a
+/// fixed wait of 500 ms, as before, gave the forgeable mark).
+/// oomd signals after its kill, in the same turn of its loop, but a loaded machine may hold that
+/// turn, or the signal on its way, for long: the answer catches up with oomd (a ping it answers
+/// after the signal) and gives the signal however late it comes, here 1.5 s after the mark (a
 #[test]
-fn oomds_signal_names_the_kill_and_its_rule_even_when_it_comes_after_the_question() {
+fn oomds_signal_names_the_kill_and_its_rule_even_when_it_comes_long_after_the_question() {
     let Some(setup) = setup(None) else {
         return;
     };
     let (system, oomd) = (&setup.system, setup.oomd);
     let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
-    mark_and_kill(handle.cgroup_dir());
-    let late = Instant::now() + OOMD_SIGNAL_DELAY - Duration::from_millis(150);
+    let busy = Duration::from_millis(1500);
+    let dir = handle.cgroup_dir().to_path_buf();
+    let sender = oomd_kill_busy(oomd, dir, cgroup, "memory-used", busy);
     collected(child, &handle);
-    let sender = killed_at(oomd, cgroup, "memory-used", late);
     let ending = handle.ending(&system.env, Duration::from_secs(5));
     drop(sender.join().unwrap());
     assert_eq!(ending, oomds(OomdRule::Swap));
@@ -232,9 +82,9 @@ fn oomds_kill_of_a_cgroup_below_the_scope_is_signalled_for_the_scope() {
 }
 
 /// A tool writes oomd's mark on its own cgroup and exits 0: where oomd's signal is heard, no
-/// signal came, and the mark is not taken for oomd's. The answer waits for the signal no longer
-/// than oomd takes from its mark to its signal, however long the caller would wait, and once given
-/// it is kept: the next ask gets it at once.
+/// signal came, and the mark is not taken for oomd's. The answer waits for oomd's answer to a
+/// ping only, however long the caller would wait, and once given it is kept: the next ask gets it
+/// at once.
 #[test]
 fn a_mark_the_tool_forged_is_not_oomds_where_the_signal_is_heard() {
     let Some(setup) = setup(None) else {
@@ -251,8 +101,8 @@ fn a_mark_the_tool_forged_is_not_oomds_where_the_signal_is_heard() {
     assert_eq!(handle.ending(&system.env, Duration::from_secs(5)), NO_KILL);
     let waited = asked.elapsed();
     assert!(
-        waited <= OOMD_SIGNAL_DELAY + Duration::from_millis(250),
-        "the answer waited {waited:?}, longer than oomd takes to signal ({OOMD_SIGNAL_DELAY:?})"
+        waited <= Duration::from_millis(250),
+        "the answer waited {waited:?}, longer than a ping to oomd takes"
     );
     let again = Instant::now();
     assert_eq!(handle.ending(&system.env, Duration::from_secs(5)), NO_KILL);
@@ -302,57 +152,6 @@ fn without_the_signal_oomds_mark_is_the_evidence_and_says_so() {
         told(ScopeEnding::KilledByOomd { rule: None }, Evidence::OomdMark)
     );
     assert!(ending.evidence.forgeable());
-}
-
-/// oomd restarted while a handle lived: the new owner of the name is heard.
-#[test]
-fn a_restarted_oomd_is_heard() {
-    let Some(setup) = setup(None) else {
-        return;
-    };
-    let (system, first) = (&setup.system, setup.oomd);
-    let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
-    drop(first);
-    let mut second = Standin::start(&system.bus.address, None);
-    mark_and_kill(handle.cgroup_dir());
-    second.killed(&cgroup, "memory-pressure");
-    collected(child, &handle);
-    assert_eq!(
-        handle.ending(&system.env, ASK).evidence,
-        Evidence::OomdSignal
-    );
-}
-
-/// What the subscription costs: one connection and one thread while any handle lives, both gone
-/// once the last is dropped.
-#[test]
-fn the_subscription_lives_as_long_as_the_handles() {
-    let Some(setup) = setup(None) else {
-        return;
-    };
-    let system = &setup.system;
-    let before = oomd_signal_threads();
-    let (first, a, _) = scoped(&["sleep", "100"], &system.env);
-    let (second, b, _) = scoped(&["sleep", "100"], &system.env);
-    assert_eq!(
-        oomd_signal_threads(),
-        before + 1,
-        "one thread for both handles"
-    );
-    a.kill(ASK).unwrap();
-    b.kill(ASK).unwrap();
-    collected(first, &a);
-    collected(second, &b);
-    drop(a);
-    assert_eq!(
-        oomd_signal_threads(),
-        before + 1,
-        "kept while a handle lives"
-    );
-    drop(b);
-    wait_for("the subscription's thread to end", || {
-        oomd_signal_threads() == before
-    });
 }
 
 /// Framed by a neighbour: tool A makes a cgroup below its own scope named after B's unit, and
@@ -414,53 +213,6 @@ fn a_kill_of_a_later_scope_of_the_same_name_is_not_the_handles() {
     assert_eq!(b.ending(&system.env, Duration::from_secs(1)), NO_KILL);
 }
 
-/// One subscription per system bus: handles made with two buses each hear their own oomd.
-#[test]
-fn handles_on_two_system_buses_each_hear_their_own_oomd() {
-    let Some(setup) = setup(None) else {
-        return;
-    };
-    let (first, mut first_oomd) = (&setup.system, setup.oomd);
-    let second = SystemBus::start();
-    let mut second_oomd = Standin::start(&second.bus.address, None);
-    let (x_child, x, x_cgroup) = scoped(&["sleep", "100"], &first.env);
-    let (y_child, y, y_cgroup) = scoped(&["sleep", "100"], &second.env);
-    mark_and_kill(x.cgroup_dir());
-    first_oomd.killed(&x_cgroup, "memory-used");
-    mark_and_kill(y.cgroup_dir());
-    second_oomd.killed(&y_cgroup, "memory-pressure");
-    collected(x_child, &x);
-    collected(y_child, &y);
-    assert_eq!(x.ending(&first.env, ASK), oomds(OomdRule::Swap));
-    assert_eq!(y.ending(&second.env, ASK), oomds(OomdRule::MemoryPressure));
-}
-
-/// oomd replaced while the subscription is set up: the owner gives the name to the next oomd
-/// (queued for it) as it answers the subscription's introspection, so the change of owner comes
-/// amid the set-up's answers. The new owner is followed, and its kill heard.
-#[test]
-fn an_oomd_replaced_during_the_set_up_is_followed() {
-    let Some(setup) = setup(Some("--hand-over")) else {
-        return;
-    };
-    let (system, first) = (&setup.system, setup.oomd);
-    let mut second = Standin::start(&system.bus.address, Some("--queue"));
-    let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
-    mark_and_kill(handle.cgroup_dir());
-    second.killed(&cgroup, "memory-pressure");
-    collected(child, &handle);
-    assert_eq!(
-        handle.ending(&system.env, ASK),
-        oomds(OomdRule::MemoryPressure)
-    );
-    drop(first);
-}
-
-/// The descriptors this process has open.
-fn open_descriptors() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
 /// Every cgroup below a scope counts, however many: a tool makes 100 cgroups below its scope,
 /// removing every other one as a job runner does, and oomd marks and kills the last one; the
 /// answer, asked before the signal comes, waits for it and tells oomd's kill. Watching the cgroups
@@ -495,50 +247,20 @@ fn a_kill_in_the_hundredth_cgroup_below_a_scope_is_oomds_and_costs_no_descriptor
         held < 16,
         "{held} more descriptors open with 50 cgroups below one scope"
     );
-    mark_and_kill(&last);
-    let at = Instant::now() + Duration::from_millis(300);
-    let sender = killed_at(oomd, format!("{cgroup}/job99"), "memory-pressure", at);
+    let busy = Duration::from_millis(300);
+    let sender = oomd_kill_busy(
+        oomd,
+        last.clone(),
+        format!("{cgroup}/job99"),
+        "memory-pressure",
+        busy,
+    );
     let _ = child.wait();
     std::fs::remove_dir(&last).ok();
     let ending = handle.ending(&system.env, ASK);
     drop(sender.join().unwrap());
     assert_eq!(ending, oomds(OomdRule::MemoryPressure));
 }
-
-/// No oomd on the bus when the handle is made; one starts later (as D-Bus activation starts it,
-/// or an administrator): its kill is heard, and its rule named.
-#[test]
-fn an_oomd_that_starts_after_the_handle_is_heard() {
-    let Some((_turn, system)) = setup_without_oomd() else {
-        return;
-    };
-    let (child, handle, cgroup) = scoped(&["sleep", "100"], &system.env);
-    let mut oomd = Standin::start(&system.bus.address, None);
-    mark_and_kill(handle.cgroup_dir());
-    oomd.killed(&cgroup, "memory-used");
-    collected(child, &handle);
-    assert_eq!(handle.ending(&system.env, ASK), oomds(OomdRule::Swap));
-}
-
-/// A bus with no oomd on it: a mark on the scope is not taken for no kill (the silence of a bus
-/// without oomd says nothing), and the answer says what it rests on: a mark any process of the
-/// user could have written.
-#[test]
-fn a_handle_whose_bus_has_no_oomd_says_so_in_its_evidence() {
-    let Some((_turn, system)) = setup_without_oomd() else {
-        return;
-    };
-    let (child, handle, _) = scoped(&["sleep", "100"], &system.env);
-    mark_and_kill(handle.cgroup_dir());
-    collected(child, &handle);
-    let ending = handle.ending(&system.env, ASK);
-    assert_eq!(ending.how.as_str(), "oomd");
-    assert_eq!(ending.evidence, Evidence::OomdMark);
-    assert!(ending.evidence.forgeable());
-}
-
-/// The tool each of the thousand is: it makes 64 cgroups below its scope and moves into the last.
-const SIXTY_FOUR_CGROUPS: &str = r#"cd "/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)" && mkdir "$@" && echo $$ > job64/cgroup.procs && exec sleep 100"#;
 
 /// A daemon limited to 1024 descriptors runs 1000 tools at once, each making 64 cgroups below its
 /// scope, with a handle on each: the handles hold no descriptor each, and each of oomd's kills
@@ -634,3 +356,11 @@ fn a_thousand_tools_with_64_cgroups_each_fit_in_1024_descriptors() {
     rustix::process::setrlimit(rustix::process::Resource::Nofile, limit).unwrap();
     eprintln!("all told and collected in {:?}", started.elapsed());
 }
+
+/// The descriptors this process has open.
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// The tool each of the thousand is: it makes 64 cgroups below its scope and moves into the last.
+const SIXTY_FOUR_CGROUPS: &str = r#"cd "/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)" && mkdir "$@" && echo $$ > job64/cgroup.procs && exec sleep 100"#;

@@ -1,11 +1,11 @@
 //! Launches from a pid namespace of their own (a sandbox's `unshare --pid`, a container's) that
 //! the manager and the session bus are outside of. There the peer's pid reads 0, and a pid number
 //! of ours names another process in the manager's namespace: a decoy waits at exactly that
-//! number, and must never be moved. Through the private socket the launcher program names its
-//! process as the call's sender (the socket's own credentials) and is scoped. Through the session
-//! bus alone the broker's peer cannot be told from a proxy outside the namespace, so "the sender"
-//! is not sent: a manager that takes a pidfd (systemd 257 on) gets one and scopes the launch;
-//! an older one cannot be told which process is meant, and the launch is direct with the reason.
+//! number, and must never be moved. From there neither the private socket's other end nor the
+//! session bus's peer can be told from a relay or proxy outside the namespace (one that passes
+//! descriptors passes the one sent to show the manager), so "the sender" is never sent: a manager
+//! that takes a pidfd (systemd 257 on) gets one and scopes the launch; an older one cannot be told
+//! which process is meant, and the launch is direct with the reason.
 //! systemd-run cannot reach the manager from there at all, so the library launches directly and
 //! says why. Each case runs this test's binary again under `unshare --pid` as root.
 
@@ -92,14 +92,13 @@ fn ways(manager: &Manager) -> [(&'static str, Vec<(OsString, OsString)>); 2] {
     ]
 }
 
-/// Whether a launch through `way` from a pid namespace the broker is outside of is scoped on the
-/// rig's manager: always through the private socket; through the session bus alone where the
-/// manager takes a pidfd.
-fn scoped_through(way: &str, rig: &Rig) -> bool {
-    way == "private socket" || rig.version >= 257
+/// Whether a launch from a pid namespace the manager is outside of is scoped on the rig's manager,
+/// through either way: where the manager takes a pidfd.
+fn scoped_from_a_pid_namespace(rig: &Rig) -> bool {
+    rig.version >= 257
 }
 
-/// What a launch through the session bus alone says where the manager takes no pidfd.
+/// What a launch from there says where the manager takes no pidfd.
 const NO_PIDFD: &str = "takes no pidfd";
 
 /// Inside: the test process is at the decoy's number and makes its own scope (the command line's
@@ -150,7 +149,7 @@ fn a_process_that_makes_its_own_scope_is_never_named_by_its_pid_number() {
     let manager = Manager::with_session_bus(&rig);
     for (way, env) in ways(&manager) {
         let told = in_new_pid_namespace(name, &with_wrapper(&env, "synaps-scope-exec"));
-        if scoped_through(way, &rig) {
+        if scoped_from_a_pid_namespace(&rig) {
             let own = told
                 .lines()
                 .find_map(|line| line.split_once("in /").map(|(_, cgroup)| cgroup))
@@ -209,7 +208,7 @@ fn a_wrapped_launch_is_scoped_by_the_launcher_program_and_direct_with_systemd_ru
     let manager = Manager::with_session_bus(&rig);
     for (way, env) in ways(&manager) {
         let told = in_new_pid_namespace(name, &with_wrapper(&env, "synaps-scope-exec"));
-        if scoped_through(way, &rig) {
+        if scoped_from_a_pid_namespace(&rig) {
             assert!(
                 told.contains("in synaps-tool-"),
                 "{way}, launcher program: {told}"

@@ -44,6 +44,9 @@ fn an_undefined_slice_warns_once_after_the_request_has_returned() {
         ("PATH", &path_with_systemd_run_alone(&dir)),
         ("SYNAPS_CONFIG", &config_for(&dir, "r12undefined.slice")),
     ]);
+    // The stand-in is a relay in front of the manager: systemd-run, which would lose the launch
+    // behind one, is never used there (tests/host_relay.rs), so the launcher program is.
+    let env = common::with_wrapper(&env, "synaps-scope-exec");
 
     let capture = Capture::default();
     let started = Instant::now();
@@ -136,6 +139,9 @@ fn slow_checks(
             ("SYNAPS_CONFIG".into(), config_for(&dir, slice)),
         ],
     );
+    // The stand-in is a relay in front of the manager: systemd-run, which would lose the launch
+    // behind one, is never used there (tests/host_relay.rs), so the launcher program is.
+    let env = common::with_wrapper(&env, "synaps-scope-exec");
     (manager, slow, dir, env)
 }
 

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{KindReport, Outcome, Report, OLDEST_SUPPORTED_SYSTEMD};
-use crate::config::Origin;
-use crate::launcher::Wrapper;
+use crate::input::config::Origin;
+use crate::launch::launcher::Wrapper;
 
 impl Report {
     /// The report as data to serialize (`serde_json::to_string(&report.json())`).

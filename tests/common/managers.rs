@@ -98,6 +98,11 @@ impl Manager {
         self.child.as_ref().expect("manager running").id()
     }
 
+    /// What the manager (and each started in its place) wrote on stdout and stderr.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.scratch.path().join("manager.log")).unwrap_or_default()
+    }
+
     /// This process's environment, pointed at this manager.
     pub fn env(&self) -> Vec<(OsString, OsString)> {
         env_with(&[(
@@ -287,14 +292,38 @@ impl SlowManager {
         Self::start(&rig_runtime_dir(), needle, seconds, true)
     }
 
+    /// Slow to answer the first call that mentions `needle`, in front of the bus whose D-Bus
+    /// address is `address` (`unix:path=…`, a [`BareBus`]'s): its own address is
+    /// [`SlowManager::address`].
+    pub fn holding_first_in_front_of_a_bus(
+        address: &OsString,
+        needle: &str,
+        seconds: &str,
+    ) -> SlowManager {
+        let socket = address
+            .to_str()
+            .and_then(|address| address.strip_prefix("unix:path="))
+            .expect("a bus at a unix:path= address");
+        Self::in_front_of(Path::new(socket), needle, seconds, true)
+    }
+
     fn start(real_runtime: &Path, needle: &str, seconds: &str, first_only: bool) -> SlowManager {
+        Self::in_front_of(
+            &real_runtime.join("systemd/private"),
+            needle,
+            seconds,
+            first_only,
+        )
+    }
+
+    fn in_front_of(socket: &Path, needle: &str, seconds: &str, first_only: bool) -> SlowManager {
         let runtime = TempDir::new("slow-manager");
         fs::create_dir(runtime.path().join("systemd")).unwrap();
         let child = started_tool("slow_manager.py", |cmd| {
             cmd.arg("--listen")
                 .arg(runtime.path().join("systemd/private"))
                 .arg("--to")
-                .arg(real_runtime.join("systemd/private"))
+                .arg(socket)
                 .args(["--needle", needle, "--delay", seconds])
                 .args(first_only.then_some("--first-only"));
         });
@@ -304,6 +333,15 @@ impl SlowManager {
     /// The runtime directory whose `systemd/private` is the stand-in.
     pub fn runtime_dir(&self) -> OsString {
         self.runtime.path().as_os_str().to_owned()
+    }
+
+    /// The stand-in's D-Bus address.
+    pub fn address(&self) -> OsString {
+        format!(
+            "unix:path={}",
+            self.runtime.path().join("systemd/private").display()
+        )
+        .into()
     }
 }
 

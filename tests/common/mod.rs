@@ -12,12 +12,15 @@ use std::time::{Duration, Instant};
 
 mod managers;
 mod processes;
+mod standin;
 
 // Each test binary uses a different part of these, as of the rest of this module.
 #[allow(unused_imports)]
 pub use managers::*;
 #[allow(unused_imports)]
 pub use processes::*;
+#[allow(unused_imports)]
+pub use standin::*;
 
 use synaps_scope::diag::CallbackSubscriber;
 use synaps_scope::{inherited_env, set_env, with_overrides};

@@ -4,7 +4,11 @@ connects to the bus at ADDRESS (a unix:path= address), takes the name org.freede
 answers Introspect on /org/freedesktop/oom1 as oomd 252 and later does (listing its Killed
 signal; with --before-252, as older oomd, without it), prints "ready UNIQUE-NAME" on stdout, and
 then, for each line "kill CGROUP REASON" on stdin, sends Killed(CGROUP, REASON) as oomd does after a
-kill and prints "sent". Every other call is answered with UnknownMethod.
+kill and prints "sent". For "oomd-kill DIRECTORY CGROUP REASON [BUSY_MS]" it does all that oomd
+does in one turn of its loop, reading nothing from the bus meanwhile: its mark on the cgroup
+(user.oomd_ooms), the kill (cgroup.kill), BUSY_MS of other work, the count of the kill
+(user.oomd_kill), the signal, and prints "sent" ("gone" where the cgroup was). It answers Peer.Ping as sd-bus does, and every other call with
+UnknownMethod.
 
 With --hand-over it gives the name up (ReleaseName) as it answers its first Introspect, as an
 oomd being replaced does while a subscriber sets up; with --queue it asks for the name in the
@@ -21,6 +25,7 @@ import select
 import socket
 import struct
 import sys
+import time
 
 sys.dont_write_bytecode = True  # nothing left behind in the repository's tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -117,7 +122,29 @@ def main() -> None:
             command = stdin.readline()
             if not command:
                 return
-            _, cgroup, reason = command.decode().split()
+            verb, *words = command.decode().split()
+            if verb == "oomd-kill":
+                directory, cgroup, reason, *busy = words
+                try:
+                    os.setxattr(directory, "user.oomd_ooms", b"1")
+                except FileNotFoundError:
+                    print("gone", flush=True)  # nothing to kill
+                    continue
+                try:
+                    with open(os.path.join(directory, "cgroup.kill"), "w") as kill:
+                        kill.write("1")
+                except OSError:
+                    pass  # emptied and removed already
+                time.sleep(int(busy[0]) / 1000 if busy else 0)
+                try:
+                    os.setxattr(directory, "user.oomd_kill", b"1")
+                except OSError:
+                    pass
+                sock.sendall(killed(serial, cgroup, reason, None))
+                serial += 1
+                print("sent", flush=True)
+                continue
+            cgroup, reason = words
             if mode == "--forger":
                 sock.sendall(killed(serial, cgroup, reason, None))
                 serial += 1
@@ -160,7 +187,9 @@ def main() -> None:
                     sock.sendall(call(serial, "ReleaseName", "s", bytes(release)))
                     serial += 1
                     mode = "handed-over"
-                if fields.get(3) == "Introspect" and fields.get(1) == PATH and mode != "--forger":
+                if fields.get(3) == "Ping" and fields.get(2) == "org.freedesktop.DBus.Peer":
+                    reply = message(2, serial, [(5, "u", caller_serial), (6, "s", fields[7])], "", b"")
+                elif fields.get(3) == "Introspect" and fields.get(1) == PATH and mode != "--forger":
                     text = bytearray()
                     put_str(text, introspection(mode != "--before-252"))
                     reply = message(2, serial, [(5, "u", caller_serial), (6, "s", fields[7])], "s", bytes(text))

@@ -23,12 +23,15 @@ STATE/killed_at: time.monotonic() when the runaway's scope was seen killed (the 
 of oomd's mark, else the daemon's seeing its exit), for the warnings' lead time.
 STATE/warnings-c, STATE/warnings-node, STATE/warnings-python: the same watch made from C
 (watch-c), from Node (watch.js), where scripts/test-vm.sh staged them, and from Python's asyncio
-(watch.py: `async for`), each warning as "SECONDS UNIT RULE SURE FIGURE LIMIT"; STATE/watchers:
-each one's exit status once the runaway's end made the daemon stop them.
+(watch.py: `async for`), each warning as "SECONDS UNIT RULE SURE FIGURE LIMIT"; STATE/watchers-launched: when each was launched; STATE/watchers:
+each one's exit status once the runaway's end made the daemon stop them; STATE/watchers-memory:
+how much of each was in swap and how much resident as the daemon saw the runaway end.
 STATE/trigger: the library's word on the kernel's PSI trigger on each monitored unit: set, or why not.
 STATE/oomd_delay: where oomd killed it, the milliseconds from the library's reading of oomd's mark
 (written before the kill) to its hearing oomd's Killed signal (sent after it), from the library's
-own debug lines: what bounds the wait for the signal (docs/guarantees.md).
+own debug lines (the signal on its way is caught up with by a ping oomd answers after it).
+STATE/debug: the library's debug lines on oomd (its marks read, its signal heard, a subscription
+that could not be made), each after its moment (time.monotonic()), for a failure to show.
 """
 
 import logging
@@ -101,6 +104,16 @@ def launch(name, argv, wait=False):
     return tool
 
 
+def paged(pid):
+    """How much of process `pid`'s memory is in swap and how much resident, as its status says."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        return f"swap {fields['VmSwap'].strip()} resident {fields['VmRSS'].strip()}"
+    except (OSError, KeyError):
+        return "gone"
+
+
 class OomdTimes(logging.Handler):
     """When the library first read oomd's mark, and first heard its signal (time.monotonic)."""
 
@@ -111,6 +124,8 @@ class OomdTimes(logging.Handler):
 
     def emit(self, record):
         line = record.getMessage()
+        if "oomd" in line or line.startswith("marks read on "):
+            record_line("debug", f"{time.monotonic():.3f} {line}")
         if line.startswith("a PSI trigger on ") or line.startswith("no PSI trigger on "):
             record_line("trigger", line)
         if self.mark is None and line.startswith("marks read on ") and "user.oomd_ooms" in line:
@@ -157,14 +172,20 @@ if handle is not None:
         "node": [os.path.join(here, "node"), os.path.join(here, "node-project", "watch.js")],
         "python": [sys.executable, os.path.join(here, "watch.py")],
     }
+    # Started at once, beside the daemon: launched through the manager into scopes of their own
+    # (kept out of swap), Node's was twice still starting amid the thrash when oomd acted.
     for surface, command in surfaces.items():
         if all(os.path.exists(part) for part in command):
-            watchers.append(subprocess.Popen([*command, os.path.join(state, f"warnings-{surface}"), idle_unit, unit]))
+            argv = [*command, os.path.join(state, f"warnings-{surface}"), idle_unit, unit]
+            watchers.append((surface, subprocess.Popen(argv)))
+            record_line("watchers-launched", f"{surface} {time.monotonic():.3f}")
 after_done = False
 while True:
     record("heartbeat", str(time.time()))
     if not after_done and hog.poll() is not None:
         seen_ended = time.monotonic()
+        for surface, watcher in watchers:
+            record_line("watchers-memory", f"{surface} {paged(watcher.pid)}")
         after = subprocess.Popen(
             ["synaps-scope", "run", "--kind", "tool", "--", "sh", "-c", "grep ^0:: /proc/self/cgroup"],
             stdout=subprocess.PIPE,
@@ -179,9 +200,9 @@ while True:
             if oomd_times.mark is not None and oomd_times.signal is not None:
                 record("oomd_delay", f"{(oomd_times.signal - oomd_times.mark) * 1000:.1f}")
         # The C, Node and Python watchers end their watches (no warning may come after) and exit.
-        for watcher in watchers:
+        for _, watcher in watchers:
             watcher.terminate()
-        for watcher in watchers:
-            record_line("watchers", f"{watcher.args[0]} {watcher.wait(timeout=30)}")
+        for surface, watcher in watchers:
+            record_line("watchers", f"{surface} {watcher.wait(timeout=30)}")
         after_done = True
     time.sleep(0.1)

@@ -17,20 +17,26 @@ while [ $i -le 100 ]; do
   [ $((i % 2)) = 0 ] && rmdir "$scope/job$((i - 1))"
   i=$((i + 1))
 done
-bottom="$scope/leaf"
-mkdir "$bottom"
+# The same tree, made in the same order, but the chain by one mkdir -p and the walk down it one
+# relative `cd -P` a level: a mkdir process a level and a path of up to 900 levels looked up for
+# each (0.9 s against 0.05 s natively, on a tmpfs) cost the case many seconds under TCG.
+chain=leaf
 i=1
 while [ $i -lt 900 ]; do
-  bottom="$bottom/d"
-  mkdir "$bottom"
+  chain="$chain/d"
   i=$((i + 1))
 done
-echo $$ >"$bottom/cgroup.procs"
-level="$scope"
-echo +memory >"$level/cgroup.subtree_control"
-level="$level/leaf"
-while [ "$level" != "$bottom" ]; do
-  echo +memory >"$level/cgroup.subtree_control"
-  level="$level/d"
+mkdir -p "$scope/$chain"
+echo $$ >"$scope/$chain/cgroup.procs"
+back="$PWD"
+cd -P "$scope"
+echo +memory >cgroup.subtree_control
+cd -P leaf
+i=1
+while [ $i -lt 900 ]; do
+  echo +memory >cgroup.subtree_control
+  cd -P d
+  i=$((i + 1))
 done
+cd "$back"
 exec "$@"

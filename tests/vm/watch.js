@@ -3,8 +3,8 @@
 // systemd-oomd, from the npm project in which scripts/test-vm.sh installed the package tarball; started
 // by daemon.py beside its tools:
 //   node watch.js FILE UNIT...
-// Each 'warning' event goes to FILE as "SECONDS UNIT RULE SURE FIGURE LIMIT" (SECONDS on the
-// monotonic clock, Python's time.monotonic()). On SIGTERM the watch is closed, and an event after
+// FILE gets "started SECONDS" as the program starts, then each 'warning' event as "SECONDS UNIT
+// RULE SURE FIGURE LIMIT" (SECONDS on the monotonic clock, Python's time.monotonic()). On SIGTERM the watch is closed, and an event after
 // close() resolved would write "after-close" (none may come).
 const fs = require('node:fs');
 
@@ -13,6 +13,7 @@ const scope = require('synaps-scope');
 const [file, ...units] = process.argv.slice(2);
 const monotonic = () => (Number(process.hrtime.bigint()) / 1e9).toFixed(3);
 
+fs.appendFileSync(file, `started ${monotonic()}\n`);
 (async () => {
   const handles = await Promise.all(units.map((unit) => scope.ScopeHandle.fromManager(unit)));
   const watch = await scope.OomdWatch.create(handles);

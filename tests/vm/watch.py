@@ -3,8 +3,8 @@ against the real systemd-oomd, with the installed wheel; started by daemon.py be
 
     python watch.py FILE UNIT...
 
-Each warning that ``async for warning in watch`` yields goes to FILE as "SECONDS UNIT RULE SURE
-FIGURE LIMIT" (SECONDS on time.monotonic()). On SIGTERM the watch is closed, which must end the
+FILE gets "started SECONDS" as the program starts, then each warning that ``async for warning in
+watch`` yields as "SECONDS UNIT RULE SURE FIGURE LIMIT" (SECONDS on time.monotonic()). On SIGTERM the watch is closed, which must end the
 ``async for`` (FILE then gets "ended"), and the program exits 0.
 """
 
@@ -23,6 +23,7 @@ def write(file: str, line: str) -> None:
 
 
 async def main(file: str, units: List[str]) -> None:
+    write(file, f"started {time.monotonic():.3f}")
     handles = [synaps_scope.ScopeHandle.from_manager(unit) for unit in units]
     watch = synaps_scope.OomdWatch(handles)
     write(file, f"watching {len(watch.watched)}")

@@ -123,8 +123,8 @@ class ScopeHandle {
    * 'kernel-oom', 'handle-kill', 'on-its-own' or 'unknown'; `oomdRule` 'swap' or
    * 'memory-pressure' where oomd's signal names it or only one rule covers the scope; `evidence`
    * what the answer rests on, `forgeable` whether any process of the user could have made it. On
-   * a thread of the library's own (never libuv's pool): the wait for oomd's signal (no longer
-   * than oomd takes to send it), and an oomd kill's rule asked of the user and system managers,
+   * a thread of the library's own (never libuv's pool): the wait for oomd's signal (until oomd
+   * answers a ping sent after its mark), and an oomd kill's rule asked of the user and system managers,
    * within `timeoutMs`. Once the scope has ended, the first answer is kept and given again.
    */
   async ending({ env, timeoutMs: ms } = {}) {

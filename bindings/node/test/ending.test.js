@@ -144,9 +144,12 @@ test("an oomd kill swept up by a handle's kill is still oomd's", async (t) => {
 });
 
 /** A bus standing for the system bus with a stand-in systemd-oomd on it (tests/tools/oomd_bus.py;
- * the real oomd acts in the virtual machine), and the environment that names it. */
-async function oomdBus(/** @type {import('node:test').TestContext} */ t) {
-  const child = spawn('python3', [oomdBusScript, scratchDir(t, 'oomd-bus')], { stdio: ['pipe', 'pipe', 'inherit'] });
+ * the real oomd acts in the virtual machine), and the environment that names it. With
+ * `slowSetUp` (seconds), the environment names a stand-in in front of the bus that holds a
+ * subscription's question on oomd's introspection that long. */
+async function oomdBus(/** @type {import('node:test').TestContext} */ t, { slowSetUp = /** @type {number | undefined} */ (undefined) } = {}) {
+  const slow = slowSetUp === undefined ? [] : [String(slowSetUp)];
+  const child = spawn('python3', [oomdBusScript, scratchDir(t, 'oomd-bus'), ...slow], { stdio: ['pipe', 'pipe', 'inherit'] });
   t.after(() => child.stdin.end());
   const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const ready = String((await lines.next()).value).split(' ');
@@ -156,6 +159,13 @@ async function oomdBus(/** @type {import('node:test').TestContext} */ t) {
     /** Sends oomd's Killed(cgroup, reason), as oomd does after a kill. */
     async killed(/** @type {string} */ cgroup, /** @type {string} */ reason) {
       child.stdin.write(`kill ${cgroup} ${reason}\n`);
+      assert.equal((await lines.next()).value, 'sent');
+    },
+    /** oomd's whole kill of the cgroup at `dir` in one turn of its loop (its mark, the kill,
+     * `busyMs` of other work, its signal), answering nothing on the bus meanwhile; resolves once
+     * the signal is out. */
+    async oomdKill(/** @type {string} */ dir, /** @type {string} */ cgroup, /** @type {string} */ reason, /** @type {number} */ busyMs) {
+      child.stdin.write(`oomd-kill ${dir} ${cgroup} ${reason} ${busyMs}\n`);
       assert.equal((await lines.next()).value, 'sent');
     },
   };
@@ -182,15 +192,44 @@ async function oomdKills(/** @type {scope.ScopeHandle} */ handle, /** @type {str
   await bus.killed(`/${path.relative('/sys/fs/cgroup', handle.cgroup)}/${below}`, reason);
 }
 
+// oomd's signal comes 1 s after its kill (busy in the same turn of its loop) and after the
+// question: the answer waits for it.
 test("oomd's kill of a cgroup below the scope is told by its signal", async (t) => {
   if (!requireRig(t)) return;
   const bus = await oomdBus(t);
   const { child, handle } = await scopedBelow('leaf', bus.env);
   const exited = once(child, 'exit');
-  await oomdKills(handle, 'leaf', bus, 'memory-pressure');
+  const cgroup = `/${path.relative('/sys/fs/cgroup', handle.cgroup)}/leaf`;
+  const sent = bus.oomdKill(path.join(handle.cgroup, 'leaf'), cgroup, 'memory-pressure', 1000);
   assert.deepEqual(await exited, [null, 'SIGKILL']);
   await collected(handle);
   assert.deepEqual(await handle.ending({ env: bus.env }), { kind: 'oomd', oomdRule: 'memory-pressure', kernelOomKills: 0, evidence: 'oomd-signal', forgeable: false });
+  await sent;
+  handle.close();
+});
+
+// A system bus slow to answer the subscription's set-up (oomd's introspection held 1 s, as a
+// machine amid the thrash oomd acts on was seen to answer past the quarter second a handle waits):
+// the handle is made without waiting for it, and oomd's kill once the set-up is done is told by
+// its signal.
+test("a kill after a slow set-up of oomd's signal is heard", async (t) => {
+  if (!requireRig(t)) return;
+  const bus = await oomdBus(t, { slowSetUp: 1 });
+  const child = await scope.spawn('sh', ['-c', 'echo ready; exec sleep 100'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = once(child, 'exit');
+  const [ready] = await once(/** @type {import('node:stream').Readable} */ (child.stdout), 'data');
+  assert.equal(String(ready), 'ready\n');
+  const asked = performance.now();
+  const handle = await scope.ScopeHandle.fromManager(String(child.scopeUnit), { env: bus.env });
+  const waited = performance.now() - asked;
+  assert.ok(waited < 900, `the handle waited ${waited} ms for the slow bus`);
+  await new Promise((resolve) => setTimeout(resolve, 3000)); // the held question answered after 1 s
+  execFileSync('python3', ['-c', 'import os, sys; os.setxattr(sys.argv[1], "user.oomd_ooms", b"1")', handle.cgroup]);
+  fs.writeFileSync(path.join(handle.cgroup, 'cgroup.kill'), '1');
+  await bus.killed(`/${path.relative('/sys/fs/cgroup', handle.cgroup)}`, 'memory-used');
+  assert.deepEqual(await exited, [null, 'SIGKILL']);
+  await collected(handle);
+  assert.deepEqual(await handle.ending({ env: bus.env }), { kind: 'oomd', oomdRule: 'swap', kernelOomKills: 0, evidence: 'oomd-signal', forgeable: false });
   handle.close();
 });
 

@@ -174,13 +174,18 @@ test('a login shell gets its -sh argv0 through spawn({argv0})', async (t) => {
 test('from a pid namespace a launch is scoped, or direct with the reason under systemd-run', (t) => {
   if (!requireRig(t)) return;
   // A sandbox's `unshare --pid`: the manager is outside it. The launcher program names its process
-  // as the sender and is scoped; systemd-run cannot reach the manager from there, so the launch is
+  // by a pidfd and is scoped where the manager takes one (systemd 257 on), else the launch is direct
+  // and the warning says why; systemd-run cannot reach the manager from there, so the launch is
   // direct and the warning (the library's default sink, stderr) says why.
   const { unit, cgroup, stderr } = spawnInAPidNamespace(process.env);
   if (process.env.SYNAPS_SCOPE_LAUNCHER === 'systemd-run') {
     assert.equal(unit, 'null');
     assert.ok(!cgroup.includes('.scope'), cgroup);
     assert.match(stderr, /synaps-scope: warn: .*pid namespace/);
+  } else if (Number(process.env.SYNAPS_RIG_SYSTEMD_VERSION) < 257) {
+    assert.equal(unit, 'null');
+    assert.ok(!cgroup.includes('synaps-tool-'), cgroup);
+    assert.match(stderr, /synaps-scope: warn: .*takes no pidfd/);
   } else {
     assert.match(unit, /^synaps-tool-[0-9a-f]{32}\.scope$/);
     assert.ok(cgroup.endsWith(`/${unit}`), cgroup);
@@ -314,3 +319,25 @@ test('a wrapped argv spawned twice leaves the first tool running in its scope', 
     }
   }
 });
+
+for (const passFds of [false, true]) {
+  test(`systemd-run behind a relay${passFds ? ' that passes descriptors' : ''} is not used`, async (t) => {
+    if (!requireRig(t)) return;
+    // It would make the scope, then fail to find it as the sender's (the relay's) unit and never run
+    // the command: no launcher, and `required` rejects with the reason.
+    const dir = scratchDir(t, 'relayed');
+    fs.mkdirSync(path.join(dir, 'systemd'));
+    const socket = path.join(dir, 'relayed');
+    const target = path.join(process.env.XDG_RUNTIME_DIR ?? '', 'systemd', 'private');
+    const relayTool = path.join(__dirname, '..', '..', '..', 'tests', 'tools', 'bus_relay.py');
+    const relay = spawn('python3', [relayTool, ...(passFds ? ['--pass-fds'] : []), socket, target], { stdio: ['ignore', 'pipe', 'inherit'] });
+    t.after(() => relay.kill());
+    await new Promise((resolve) => relay.stdout.once('data', resolve));
+    fs.symlinkSync(socket, path.join(dir, 'systemd', 'private'));
+    /** @type {Record<string, string | undefined>} */
+    const env = { ...process.env, XDG_RUNTIME_DIR: dir, SYNAPS_SCOPE_LAUNCHER: 'systemd-run' };
+    delete env.DBUS_SESSION_BUS_ADDRESS;
+    assert.equal(await scope.launcherForEnv({ env }), null);
+    await assert.rejects(scope.launcherForEnv({ env: { ...env, SYNAPS_PROCESS_SCOPES: 'required' } }), /never running the command/);
+  });
+}

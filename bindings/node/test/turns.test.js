@@ -54,7 +54,9 @@ for (const [name, meanwhile] of Object.entries(CASES)) {
       proxy.once('exit', (code) => reject(new Error(`slow_manager.py exited ${code}`)));
     });
     /** @type {NodeJS.ProcessEnv} */
-    const env = { ...process.env, XDG_RUNTIME_DIR: runtime };
+    // The stand-in is a relay in front of the manager: systemd-run, which would lose the launch
+    // behind one, is never used there, so the launcher program is.
+    const env = { ...process.env, XDG_RUNTIME_DIR: runtime, SYNAPS_SCOPE_LAUNCHER: 'synaps-scope-exec' };
     delete env.DBUS_SESSION_BUS_ADDRESS;
     const began = Date.now();
     const holder = scope.launcherForEnv({ env, probeTimeoutMs: 3000 });

@@ -54,7 +54,9 @@ async function slowSliceCheckEnv(t, slice, firstOnly) {
     proxy.once('exit', (code) => reject(new Error(`slow_manager.py exited ${code}`)));
   });
   const stop = () => { proxy.kill('SIGKILL'); };
-  return { env: { ...process.env, SYNAPS_CONFIG: config, XDG_RUNTIME_DIR: dir }, stop };
+  // The stand-in is a relay in front of the manager: systemd-run, which would lose the launch
+  // behind one, is never used there, so the launcher program is.
+  return { env: { ...process.env, SYNAPS_CONFIG: config, XDG_RUNTIME_DIR: dir, SYNAPS_SCOPE_LAUNCHER: 'synaps-scope-exec' }, stop };
 }
 
 test('a slice check the busy manager did not answer asks again on its own and warns once', async (t) => {

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Awaitable, Dict, List, Tuple, TypeVar
+from typing import Awaitable, Dict, List, Optional, Tuple, TypeVar
 
 import pytest
 
@@ -78,10 +78,14 @@ OOMD_BUS = Path(__file__).resolve().parents[3] / "tests" / "tools" / "oomd_bus.p
 
 class OomdBus:
     """A bus standing for the system bus with a stand-in systemd-oomd on it (tests/tools/oomd_bus.py;
-    the real oomd acts in the virtual machine), and the environment that names it."""
+    the real oomd acts in the virtual machine), and the environment that names it. With
+    ``slow_set_up`` (seconds), the environment names a stand-in in front of the bus that holds a
+    subscription's question on oomd's introspection that long."""
 
-    def __init__(self, directory: Path) -> None:
-        self._proc = subprocess.Popen([sys.executable, str(OOMD_BUS), str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def __init__(self, directory: Path, slow_set_up: Optional[float] = None) -> None:
+        slow = [] if slow_set_up is None else [str(slow_set_up)]
+        command = [sys.executable, str(OOMD_BUS), str(directory), *slow]
+        self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
         ready = self._proc.stdout.readline().split()
         assert ready[:1] == ["ready"], ready
@@ -92,6 +96,19 @@ class OomdBus:
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._proc.stdin.write(f"kill {cgroup} {reason}\n")
         self._proc.stdin.flush()
+        assert self._proc.stdout.readline().strip() == "sent"
+
+    def oomd_kill_begun(self, directory: str, cgroup: str, reason: str, busy_ms: int) -> None:
+        """Has the stand-in make oomd's whole kill of the cgroup at ``directory`` in one turn of its
+        loop (its mark, the kill, ``busy_ms`` of other work, its signal), answering nothing on the
+        bus meanwhile; ``sent`` waits for its end."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(f"oomd-kill {directory} {cgroup} {reason} {busy_ms}\n")
+        self._proc.stdin.flush()
+
+    def sent(self) -> None:
+        """Waits until the signal of the kill begun is out."""
+        assert self._proc.stdout is not None
         assert self._proc.stdout.readline().strip() == "sent"
 
     def close(self) -> None:

@@ -179,6 +179,9 @@ def test_a_child_of_a_host_that_stopped_waiting_for_a_turn_holds_no_ticket_once_
         assert slow.stdout is not None and slow.stdout.readline().strip() == "ready"
         env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
         env["XDG_RUNTIME_DIR"] = str(runtime)
+        # The stand-in is a relay in front of the manager: systemd-run, which would lose the launch
+        # behind one, is never used there, so the launcher program is.
+        env["SYNAPS_SCOPE_LAUNCHER"] = "synaps-scope-exec"
         stuck: List[Optional[synaps_scope.ScopeLauncher]] = []
         holder = threading.Thread(target=lambda: stuck.append(synaps_scope.launcher_for_env(env, probe_timeout=5.0)))
         holder.start()

@@ -239,12 +239,16 @@ systemctl --user show -p MemoryMax --value -- "{unit_of_self}" >> '{log}'
 
 def test_from_a_pid_namespace_a_launch_is_scoped_or_direct_with_the_reason(rig: Dict[str, str]) -> None:
     """From a pid namespace the manager is outside of (a sandbox's `unshare --pid`), the launcher
-    program names its process as the sender and is scoped; systemd-run cannot reach the manager
+    program names its process by a pidfd and is scoped where the manager takes one (systemd 257
+    on), else the launch is direct and the warning says why; systemd-run cannot reach the manager
     from there, so the launch is direct and the warning says why."""
     unit, cgroup, stderr = popen_in_a_pid_namespace(None)
     if os.environ.get("SYNAPS_SCOPE_LAUNCHER") == "systemd-run":
         assert unit == "None" and ".scope" not in cgroup
         assert "WARNING" in stderr and "pid namespace" in stderr, stderr
+    elif int(os.environ["SYNAPS_RIG_SYSTEMD_VERSION"]) < 257:
+        assert unit == "None" and "synaps-tool-" not in cgroup, cgroup
+        assert "WARNING" in stderr and "takes no pidfd" in stderr, stderr
     else:
         assert unit.startswith("synaps-tool-") and cgroup.endswith(f"/{unit}")
         assert stderr == ""
@@ -379,3 +383,29 @@ def test_a_wrapped_argv_spawned_twice_leaves_the_first_tool_running(rig: Dict[st
         finally:
             first.kill()
             first.wait()
+
+
+RELAY = Path(__file__).resolve().parents[3] / "tests" / "tools" / "bus_relay.py"
+
+
+@pytest.mark.parametrize("pass_fds", [False, True])
+def test_systemd_run_behind_a_relay_is_not_used(rig: Dict[str, str], tmp_path: Path, pass_fds: bool) -> None:
+    """systemd-run behind a relay in front of the manager's private socket would make the scope,
+    then fail to find it as the sender's (the relay's) unit and never run the command: no launcher,
+    and `required` raises with the reason."""
+    (tmp_path / "systemd").mkdir()
+    socket = tmp_path / "relayed"
+    target = Path(os.environ["XDG_RUNTIME_DIR"]) / "systemd" / "private"
+    argv = [sys.executable, str(RELAY)] + (["--pass-fds"] if pass_fds else []) + [str(socket), str(target)]
+    relay = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert relay.stdout is not None and relay.stdout.readline().strip() == "ready"
+        (tmp_path / "systemd" / "private").symlink_to(socket)
+        env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
+        env.update(XDG_RUNTIME_DIR=str(tmp_path), SYNAPS_SCOPE_LAUNCHER="systemd-run")
+        assert synaps_scope.launcher_for_env(env) is None
+        with pytest.raises(synaps_scope.ScopeError, match="never running the command"):
+            synaps_scope.launcher_for_env({**env, "SYNAPS_PROCESS_SCOPES": "required"})
+    finally:
+        relay.kill()
+        relay.wait()

@@ -70,6 +70,9 @@ def test_a_held_turn_is_waited_for(manager: Manager, tmp_path: Path, case: str) 
         assert slow.stdout is not None and slow.stdout.readline().strip() == "ready"
         env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
         env["XDG_RUNTIME_DIR"] = str(runtime)
+        # The stand-in is a relay in front of the manager: systemd-run, which would lose the launch
+        # behind one, is never used there, so the launcher program is.
+        env["SYNAPS_SCOPE_LAUNCHER"] = "synaps-scope-exec"
         began = time.monotonic()
         holder = threading.Thread(target=lambda: synaps_scope.launcher_for_env(env, probe_timeout=3.0))
         holder.start()

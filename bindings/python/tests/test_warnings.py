@@ -75,8 +75,14 @@ def slow_slice_checks(tmp_path: Path, first_only: bool) -> Iterator[str]:
 
 
 def slice_env_at(tmp_path: Path, slice: str, runtime: str) -> Dict[str, str]:
-    """An environment whose tool slice is `slice`, reaching the manager through `runtime`."""
-    return {**config_env(tmp_path, f"tool_scope_slice = {slice}\n"), "XDG_RUNTIME_DIR": runtime}
+    """An environment whose tool slice is `slice`, reaching the manager through `runtime`. Where
+    that is a stand-in, a relay in front of the manager, systemd-run (which would lose the launch
+    behind one) is never used, so the launcher program is."""
+    return {
+        **config_env(tmp_path, f"tool_scope_slice = {slice}\n"),
+        "XDG_RUNTIME_DIR": runtime,
+        "SYNAPS_SCOPE_LAUNCHER": "synaps-scope-exec",
+    }
 
 
 def test_a_slice_check_the_busy_manager_did_not_answer_asks_again_on_its_own_and_warns_once(

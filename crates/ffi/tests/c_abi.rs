@@ -8,8 +8,8 @@ mod common;
 mod harness;
 
 use harness::{
-    compile, library_dir, repository, run_scenario, run_scenario_under, scenario,
-    scenario_launched, scenario_with_env, MACHINE, STRICT,
+    library_dir, repository, run_scenario, run_scenario_under, scenario, scenario_launched,
+    scenario_with_env, MACHINE,
 };
 
 use std::path::Path;
@@ -117,15 +117,16 @@ fn non_utf8_arguments_pass_byte_exact() {
 }
 
 /// From a pid namespace the manager is outside of (a sandbox's `unshare --pid`): the launcher
-/// program is scoped (the manager knows it as the sender of its call); systemd-run, which cannot
-/// reach the manager from there and would run nothing, is not used: NULL, and `required` says why.
+/// program is scoped where a pidfd names its process (257 on), else NULL with the reason;
+/// systemd-run, which cannot reach the manager from there and would run nothing, is not used:
+/// NULL, and `required` says why.
 #[test]
 fn from_a_pid_namespace_the_launcher_program_is_scoped_and_systemd_run_is_not_used() {
     let Some(_rig) = rig() else { return };
     let unshare = ["unshare", "--pid", "--fork", "--mount-proc", "--"];
     let _shared = MACHINE.read().unwrap_or_else(|p| p.into_inner());
     for (wrapper, name) in [
-        ("synaps-scope-exec", "scoped_spawn"),
+        ("synaps-scope-exec", "from_a_pid_namespace"),
         ("systemd-run", "direct_in_pid_namespace"),
     ] {
         let env = common::with_wrapper(&synaps_scope::inherited_env(), wrapper);
@@ -149,7 +150,33 @@ fn from_a_pid_namespace_with_the_session_bus_alone_a_pidfd_names_the_launch_or_i
     let env = common::with_wrapper(&manager.session_bus_only(), "synaps-scope-exec");
     let unshare = ["unshare", "--pid", "--fork", "--mount-proc", "--"];
     let _shared = MACHINE.read().unwrap_or_else(|p| p.into_inner());
-    run_scenario_under(&unshare, "pid_namespace_session_bus_alone", &env, None);
+    run_scenario_under(&unshare, "from_a_pid_namespace", &env, None);
+}
+
+/// systemd-run behind a relay in front of the manager's private socket (bytes only, and
+/// descriptors too): it would make the scope, then fail to find it as the sender's unit and never
+/// run the command; there is no launcher, and `required` says why.
+#[test]
+fn systemd_run_behind_a_relay_is_not_used() {
+    let Some(_rig) = rig() else { return };
+    let private = Path::new(&std::env::var_os("XDG_RUNTIME_DIR").unwrap()).join("systemd/private");
+    let _shared = MACHINE.read().unwrap_or_else(|p| p.into_inner());
+    for relay in [
+        common::Relay::to(&private),
+        common::Relay::passing_fds_to(&private),
+    ] {
+        let runtime = common::TempDir::new("c-relayed-runtime");
+        std::fs::create_dir(runtime.path().join("systemd")).unwrap();
+        std::os::unix::fs::symlink(&relay.socket, runtime.path().join("systemd/private")).unwrap();
+        let env = common::env_with(&[("XDG_RUNTIME_DIR", &runtime.path().as_os_str().to_owned())]);
+        let env = common::env_without(&env, &["DBUS_SESSION_BUS_ADDRESS"]);
+        run_scenario_under(
+            &[],
+            "systemd_run_behind_a_relay",
+            &common::with_wrapper(&env, "systemd-run"),
+            None,
+        );
+    }
 }
 
 #[test]
@@ -171,17 +198,19 @@ fn a_refused_slice_warns_once_through_the_callback() {
 }
 
 /// The environment of a slice-check scenario: `slice` for tool launches, reaching the manager
-/// through `slow`.
+/// through `slow`, a relay in front of it, with the launcher program (systemd-run, which would lose
+/// the launch behind a relay, is never used there).
 fn slow_slice_check_env(
     dir: &common::TempDir,
     slice: &str,
     slow: &common::SlowManager,
 ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     let config = dir.write("config", &format!("tool_scope_slice = {slice}\n"), false);
-    common::env_with(&[
+    let env = common::env_with(&[
         ("SYNAPS_CONFIG", &config.into_os_string()),
         ("XDG_RUNTIME_DIR", &slow.runtime_dir()),
-    ])
+    ]);
+    common::with_wrapper(&env, "synaps-scope-exec")
 }
 
 #[test]
@@ -249,12 +278,14 @@ fn requests_answer_to_a_queue_the_caller_takes_from() {
 }
 
 /// The leaf and framing cases from C, against a stand-in oomd on a bus standing for the system bus
-/// (`tests/tools/oomd_bus.py`), with the waits answered on the request's own thread.
+/// (`tests/tools/oomd_bus.py`), with the waits answered on the request's own thread; and a kill
+/// heard after a subscription slow to set up.
 #[test]
 fn oomds_signal_tells_its_kill_to_the_scope_it_hit_alone() {
     let Some(_rig) = rig() else { return };
     let env = oomd_bus_env();
     scenario_with_env("ending_oomd_signal", &env);
+    scenario_with_env("oomd_slow_set_up", &env);
 }
 
 /// The warning before systemd-oomd acts, where it cannot be given: against a stand-in oomd on a
@@ -287,7 +318,11 @@ fn a_child_of_a_host_that_stopped_waiting_for_a_turn_holds_no_ticket_once_the_ho
         ),
         &[("XDG_RUNTIME_DIR".into(), slow.runtime_dir())],
     );
-    scenario_with_env("fork_host_ticket", &env);
+    // The stand-in is a relay: the launcher program (systemd-run is never used behind one).
+    scenario_with_env(
+        "fork_host_ticket",
+        &common::with_wrapper(&env, "synaps-scope-exec"),
+    );
 }
 
 /// A turn held by a request of the host (C `held_turn`), its first authentication held 600 ms by
@@ -309,7 +344,11 @@ fn a_held_turn_is_waited_for_whatever_the_host_closes_or_how_it_spells_the_direc
                 ("SYNAPS_TEST_TURN_CASE".into(), case.into()),
             ],
         );
-        scenario_with_env("held_turn", &env);
+        // The stand-in is a relay: the launcher program (systemd-run is never used behind one).
+        scenario_with_env(
+            "held_turn",
+            &common::with_wrapper(&env, "synaps-scope-exec"),
+        );
     }
 }
 
@@ -418,42 +457,6 @@ fn a_stopped_broker_costs_a_burst_of_c_threads_one_wait() {
     common::signal(broker, common::Signal::CONT);
     let out = out.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
     assert!(out.contains("all scoped, each once"), "{out}");
-}
-
-#[test]
-fn the_header_compiles_as_strict_c99_and_cxx() {
-    let include = format!("-I{}", repository().join("include").display());
-    let source = Path::new(env!("CARGO_TARGET_TMPDIR")).join("header_check.c");
-    std::fs::write(
-        &source,
-        "#include \"synaps_scope.h\"\nint main(void) { return scope_abi_version() == SCOPE_ABI_VERSION ? 0 : 1; }\n",
-    )
-    .unwrap();
-    let source = source.to_str().unwrap();
-    let mut c = vec!["-std=c99", "-fsyntax-only", include.as_str(), source];
-    c.extend(STRICT);
-    compile("gcc", &c);
-    let mut cxx = vec![
-        "-std=c++17",
-        "-fsyntax-only",
-        "-x",
-        "c++",
-        include.as_str(),
-        source,
-    ];
-    cxx.extend(STRICT);
-    compile("g++", &cxx);
-}
-
-#[test]
-fn the_readme_shows_the_example_that_is_compiled() {
-    let root = repository();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let example = std::fs::read_to_string(root.join("examples/c/spawn.c")).unwrap();
-    assert!(
-        readme.contains(&example),
-        "README.md's C example differs from examples/c/spawn.c"
-    );
 }
 
 /// One manager for one environment, through the C ABI: where the session bus's

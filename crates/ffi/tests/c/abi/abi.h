@@ -64,7 +64,10 @@ struct oomd_bus {
     const char **env;
 };
 void oomd_bus_start(struct oomd_bus *bus);
+void oomd_bus_start_slow(struct oomd_bus *bus, const char *slow_set_up);
 void oomd_bus_killed(struct oomd_bus *bus, const char *cgroup, const char *reason);
+void oomd_bus_kill_begun(struct oomd_bus *bus, const char *dir, const char *cgroup, const char *reason, int busy_ms);
+void oomd_bus_sent(struct oomd_bus *bus);
 void oomd_bus_stop(struct oomd_bus *bus);
 
 /* The scenarios, each in the file of its concept. */
@@ -74,7 +77,8 @@ int scenario_login_shell(void);
 int scenario_nonutf8_argv(void);
 int scenario_direct_no_manager(void);
 int scenario_direct_in_pid_namespace(void);
-int scenario_pid_namespace_session_bus_alone(void);
+int scenario_from_a_pid_namespace(void);
+int scenario_systemd_run_behind_a_relay(void);
 int scenario_refused_slice(void);
 int scenario_default_log_stderr(void);
 int scenario_required(void);
@@ -94,6 +98,7 @@ int scenario_concurrent_slice_warning(void);
 int scenario_doctor(void);
 int scenario_removed_while_read(void);
 int scenario_ending_oomd_signal(void);
+int scenario_oomd_slow_set_up(void);
 int scenario_ending(void);
 int scenario_fork(void);
 int scenario_fork_host_ticket(void);

@@ -385,11 +385,15 @@ int scenario_ending_oomd_signal(void) {
     oomd_bus_start(&bus);
     scope_launcher *launcher = must_launcher(bus.env);
 
-    /* The leaf case. */
+    /* The leaf case, oomd's signal 1 s after its kill (busy in the same turn of its loop) and
+     * after the question: the answer waits for it. */
     pid_t leaf_pid;
     scope_argv *leaf_wrapped;
     scope_handle *leaf = scoped_below(launcher, "leaf", &bus, &leaf_pid, &leaf_wrapped);
-    oomd_kills(leaf, "leaf", &bus, "memory-pressure");
+    char leaf_dir[4200], leaf_cgroup[4300];
+    snprintf(leaf_dir, sizeof leaf_dir, "%s/leaf", scope_handle_cgroup(leaf));
+    snprintf(leaf_cgroup, sizeof leaf_cgroup, "%s/leaf", scope_handle_cgroup(leaf) + strlen("/sys/fs/cgroup"));
+    oomd_bus_kill_begun(&bus, leaf_dir, leaf_cgroup, "memory-pressure", 1000);
     CHECK(wait_exit(leaf_pid) == 128 + SIGKILL, "oomd's kill ended the tool");
     CHECK(collected(leaf), "the manager collected the scope");
     struct answer told = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, SCOPE_RESULT_PANIC, {0}, {0}, 0};
@@ -401,6 +405,7 @@ int scenario_ending_oomd_signal(void) {
               !told.ending.forgeable,
           "the leaf case: result %d, kind %d, rule %d, evidence %d", (int)told.result, (int)told.ending.kind,
           (int)told.ending.rule, (int)told.ending.evidence);
+    oomd_bus_sent(&bus);
     scope_argv_free(leaf_wrapped);
 
     /* The framing case: B ends on its own; A makes a cgroup named after B's unit below its own

@@ -141,6 +141,11 @@ static int direct_and_required_says(const char *why);
  * not reach the manager from there, so there is no launcher, and `required` says why. */
 int scenario_direct_in_pid_namespace(void) { return direct_and_required_says("pid namespace"); }
 
+/* Started with systemd-run as the wrapper and a relay in front of the manager's private socket:
+ * systemd-run would make the scope, then fail to find it as the sender's (the relay's) unit and
+ * never run the command, so there is no launcher, and `required` says why. */
+int scenario_systemd_run_behind_a_relay(void) { return direct_and_required_says("never running the command"); }
+
 /* No launcher for this process's environment (direct is not an error), and in `required` mode an
  * error whose message holds `why`, the out-parameter untouched. */
 static int direct_and_required_says(const char *why) {
@@ -157,11 +162,12 @@ static int direct_and_required_says(const char *why) {
     return 0;
 }
 
-/* Started in a pid namespace the broker is outside of, with the session bus alone and the launcher
- * program as the wrapper: "the sender" cannot be told from a proxy's there, so a manager that takes
- * a pidfd (systemd 257 on) is sent one and the child is scoped; before 257 there is no launcher,
- * and `required` says why. */
-int scenario_pid_namespace_session_bus_alone(void) {
+/* Started in a pid namespace the manager is outside of, with the launcher program as the wrapper,
+ * through either way to the manager: "the sender" cannot be told from a relay's or a proxy's there
+ * (one that passes descriptors passes the one sent to show the manager), so a manager that takes a
+ * pidfd (systemd 257 on) is sent one and the child is scoped; before 257 there is no launcher, and
+ * `required` says why. */
+int scenario_from_a_pid_namespace(void) {
     const char *version = getenv("SYNAPS_RIG_SYSTEMD_VERSION");
     CHECK(version != NULL, "SYNAPS_RIG_SYSTEMD_VERSION is set by the rig");
     return atoi(version) >= 257 ? scenario_scoped_spawn() : direct_and_required_says("takes no pidfd");

@@ -161,6 +161,12 @@ double now_ms(void) {
 
 
 void oomd_bus_start(struct oomd_bus *bus) {
+    oomd_bus_start_slow(bus, NULL);
+}
+
+/* oomd_bus_start, where `slow_set_up` (seconds, or NULL) has the environment name a stand-in in
+ * front of the bus that holds a subscription's question on oomd's introspection that long. */
+void oomd_bus_start_slow(struct oomd_bus *bus, const char *slow_set_up) {
     const char *script = getenv("SYNAPS_OOMD_BUS");
     CHECK(script != NULL, "SYNAPS_OOMD_BUS names tests/tools/oomd_bus.py");
     int in[2], out[2];
@@ -170,7 +176,7 @@ void oomd_bus_start(struct oomd_bus *bus) {
     if (bus->pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
-        execlp("python3", "python3", script, scratch_dir(), (char *)NULL);
+        execlp("python3", "python3", script, scratch_dir(), slow_set_up, (char *)NULL);
         _exit(127);
     }
     close(in[0]);
@@ -190,6 +196,18 @@ void oomd_bus_start(struct oomd_bus *bus) {
 /* oomd's Killed(cgroup, reason), sent as oomd sends it after a kill. */
 void oomd_bus_killed(struct oomd_bus *bus, const char *cgroup, const char *reason) {
     CHECK(dprintf(bus->to, "kill %s %s\n", cgroup, reason) > 0, "the kill to the stand-in");
+    char line[64];
+    CHECK(fgets(line, sizeof line, bus->from) != NULL && strcmp(line, "sent\n") == 0, "the stand-in sent the signal");
+}
+
+/* oomd's whole kill of the cgroup at `dir` in one turn of the stand-in's loop (its mark, the kill,
+ * `busy_ms` of other work, its signal), answering nothing on the bus meanwhile; oomd_bus_sent
+ * waits for its end. */
+void oomd_bus_kill_begun(struct oomd_bus *bus, const char *dir, const char *cgroup, const char *reason, int busy_ms) {
+    CHECK(dprintf(bus->to, "oomd-kill %s %s %s %d\n", dir, cgroup, reason, busy_ms) > 0, "the kill to the stand-in");
+}
+
+void oomd_bus_sent(struct oomd_bus *bus) {
     char line[64];
     CHECK(fgets(line, sizeof line, bus->from) != NULL && strcmp(line, "sent\n") == 0, "the stand-in sent the signal");
 }
