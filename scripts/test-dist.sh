@@ -54,6 +54,16 @@ if command -v cargo >/dev/null || command -v rustc >/dev/null; then fail "cargo 
 [ ! -e "$repo/Cargo.toml" ] || fail "the repository is visible at $repo"
 passed=0
 pass() { echo "ok: $*"; passed=$((passed + 1)); }
+# Every link of the README in directory $1 that leads to a file leads to one shipped beside it.
+readme_links_resolve() {
+  local dir="$1" target missing=()
+  while read -r target; do
+    target="${target%%#*}"
+    case "$target" in "" | *://* | mailto:*) continue ;; esac
+    [ -e "$dir/$target" ] || missing+=("$target")
+  done < <(grep -o '](\([^)]*\))' "$dir/README.md" | sed 's/^](\(.*\))$/\1/')
+  [ ${#missing[@]} -eq 0 ] || fail "$dir/README.md links to files not shipped: ${missing[*]}"
+}
 
 echo "== wheel: a fresh venv"
 wheel=$(ls dist/synaps_scope-"$version"-cp39-abi3-manylinux*.whl)
@@ -71,6 +81,8 @@ pass "npm package, its own library"
 (cd project && out=$(npx --no-install synaps-scope doctor) && grep -q '^verdict: *scopes will be used (exit 0)$' <<<"$out") \
   || fail "npx synaps-scope doctor did not report scopes"
 pass "npx synaps-scope doctor"
+readme_links_resolve project/node_modules/synaps-scope
+pass "npm package: README's links lead to files in the package"
 
 echo "== C tarball: unpacked"
 mkdir c
@@ -85,7 +97,8 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 report=$("$prefix/bin/synaps-scope" doctor) || fail "the tarball's synaps-scope doctor exited $?: $report"
 grep -qx "  synaps-scope-exec: $prefix/bin/../libexec/synaps-scope/synaps-scope-exec (in the libexec directory of $prefix/bin/synaps-scope)" <<<"$report" \
   || fail "the tarball's synaps-scope doctor does not use the tarball's launcher program: $report"
-pass "C tarball: soname, pkg-config version, doctor"
+readme_links_resolve "$prefix/share/doc/synaps-scope"
+pass "C tarball: soname, pkg-config version, doctor, README's links lead to files in the tarball"
 
 # The launcher program a shared build of the library uses: the tarball's, found from the library.
 expect_scoped() {

@@ -395,7 +395,16 @@ booted_phase() {
   wait "$pid" || { cat "$made_log" >&2; echo "test.sh: FAILED: making $what" >&2; exit 1; }
   cat "$made_log"
   log="$(mktemp)"
-  "$@" 2>&1 | tee "$log" || { rm -f "$log"; printf '%s\n' "${summary[@]}"; echo "test.sh: FAILED: $failure" >&2; exit 1; }
+  if ! "$@" 2>&1 | tee "$log"; then
+    show_times
+    printf '%s\n' "${summary[@]}"
+    # The failure's own lines again, last: a long phase's output scrolls them out of a log's tail.
+    echo "== what failed in $failure:"
+    grep -E -B 2 'FAIL|went silent|stopped answering' "$log" | tail -n 40 || true
+    rm -f "$log"
+    echo "test.sh: FAILED: $failure" >&2
+    exit 1
+  fi
   while IFS= read -r line; do summary+=("$line"); done < <(grep -E "$pattern" "$log")
   rm -f "$log"
   timed "$failure"

@@ -135,7 +135,9 @@ prepare() {
   basename "$(ls "$root"/boot/vmlinuz-* | tail -n 1)" | sed 's/^vmlinuz-//' >"$tmp/kernel-version"
   cp "$(ls "$root"/boot/initrd.img-* | tail -n 1)" "$tmp/initrd"
   rm -f "$tmp/disk.raw"
-  mkfs.ext4 -q -L synaps-root -d "$root" "$tmp/disk.raw" 4G
+  # mke2fs says "Creating regular file" on its standard output even with -q; this function's output
+  # is the directory it made.
+  mkfs.ext4 -q -L synaps-root -d "$root" "$tmp/disk.raw" 4G >&2
   # Swap as a disk of its own: a swap file inside the mkfs -d image is sparse, and refused.
   truncate -s 512M "$tmp/swap.raw"
   mkswap -q "$tmp/swap.raw" >/dev/null

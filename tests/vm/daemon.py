@@ -24,7 +24,9 @@ of oomd's mark, else the daemon's seeing its exit), for the warnings' lead time.
 STATE/warnings-c, STATE/warnings-node, STATE/warnings-python: the same watch made from C
 (watch-c), from Node (watch.js), where scripts/test-vm.sh staged them, and from Python's asyncio
 (watch.py: `async for`), each warning as "SECONDS UNIT RULE SURE FIGURE LIMIT"; STATE/watchers-launched: when each was launched; STATE/watchers:
-each one's exit status once the runaway's end made the daemon stop them; STATE/watchers-memory:
+each one's exit status once the runaway's end made the daemon stop them; STATE/go: when the
+runaway was let grow, once every watcher watched (or 120 s passed: "without" names who did not);
+STATE/watchers-memory:
 how much of each was in swap and how much resident as the daemon saw the runaway end.
 STATE/trigger: the library's word on the kernel's PSI trigger on each monitored unit: set, or why not.
 STATE/oomd_delay: where oomd killed it, the milliseconds from the library's reading of oomd's mark
@@ -139,6 +141,11 @@ logging.getLogger("synaps_scope").addHandler(oomd_times)
 logging.getLogger("synaps_scope").setLevel(logging.DEBUG)
 
 record("daemon", f"{os.getpid()} {cgroup(os.getpid())}")
+# The runaway grows only once the watchers below watch (hog.py waits for STATE/go): a daemon's
+# watch is in place before its tool runs away. Started beside a runaway already thrashing, Node's
+# watcher took 62 s to write its first line on Debian 12 under TCG, after oomd's kill.
+go = os.path.join(state, "go")
+os.environ["SYNAPS_VM_GO"] = go
 idle = launch("idle", ["sleep", "100000"])
 hog_argv = ["python3", os.path.join(here, "hog.py"), hog_limit]
 if mode == "leaf":
@@ -179,6 +186,23 @@ if handle is not None:
             argv = [*command, os.path.join(state, f"warnings-{surface}"), idle_unit, unit]
             watchers.append((surface, subprocess.Popen(argv)))
             record_line("watchers-launched", f"{surface} {time.monotonic():.3f}")
+
+
+def watching(surface, watcher):
+    """Whether the watcher has said what it watches, failed, or ended."""
+    try:
+        with open(os.path.join(state, f"warnings-{surface}")) as f:
+            said = f.read().splitlines()
+    except OSError:
+        said = []
+    return watcher.poll() is not None or any(line.startswith(("watching ", "failed")) for line in said)
+
+
+go_by = time.monotonic() + 120
+while time.monotonic() < go_by and not all(watching(*w) for w in watchers):
+    time.sleep(0.1)
+late = " ".join(surface for surface, watcher in watchers if not watching(surface, watcher))
+record("go", f"{time.monotonic():.3f}{' without ' + late if late else ''}")
 after_done = False
 while True:
     record("heartbeat", str(time.time()))

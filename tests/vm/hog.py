@@ -9,6 +9,7 @@ it holds (so that, beyond RAM, it thrashes through swap) until killed.
                                 since) would otherwise stop it before it thrashes at all.
 """
 
+import os
 import sys
 import time
 
@@ -27,6 +28,12 @@ def own_swap_percent() -> float:
 
 limit = sys.argv[1]
 chunks = []
+# SYNAPS_VM_GO: a file the daemon makes once its watchers watch; the runaway grows only then, within
+# 300 s (daemon.py says why).
+go = os.environ.get("SYNAPS_VM_GO")
+go_by = time.monotonic() + 300
+while go and not os.path.exists(go) and time.monotonic() < go_by:
+    time.sleep(0.05)
 
 
 def grown() -> bool:

@@ -245,8 +245,9 @@ warned_first() {
 }
 
 # surface_warned CASE STATE SURFACE HOG-UNIT IDLE-UNIT RULE: the same watch made from C, Node or
-# Python's asyncio (watch-c, watch.js, watch.py, which daemon.py starts beside its tools) warned of
-# the runaway's scope under RULE, never of the idle tool's, and nothing after the watch was freed
+# Python's asyncio (watch-c, watch.js, watch.py, which daemon.py starts beside its tools, and which
+# watch before the runaway grows) warned of the runaway's scope under RULE, never of the idle
+# tool's, and nothing after the watch was freed
 # (Python: closing it ended its `async for`). C's callback, on the library's thread, warned before
 # oomd killed it. Node's and Python's warnings reach their host's event loop, which runs only once
 # the kernel gives the host its pages back: their lead over the kill and their lag behind C's are
@@ -256,7 +257,7 @@ surface_warned() {
   local case="$1" state="$2" surface="$3" hog_unit="$4" idle_unit="$5" rule="$6" file first lead paged
   file="$state/warnings-$surface"
   wait_until 30 sh -c "grep -q ' 0$' '$state/watchers' 2>/dev/null && [ \$(grep -c ' 0$' '$state/watchers') = 3 ]" \
-    || fail "$case: the C, Node and Python watchers did not all end cleanly: $(cat "$state/watchers" 2>/dev/null); launched at $(cat "$state/watchers-launched" 2>/dev/null | paste -sd' '), stopped at $(cat "$state/killed_at" 2>/dev/null); what each wrote: $(for s in c node python; do echo "$s: $(head -c 300 "$state/warnings-$s" 2>/dev/null | paste -sd'|')"; done | paste -sd';')"
+    || fail "$case: the C, Node and Python watchers did not all end cleanly: $(cat "$state/watchers" 2>/dev/null); launched at $(cat "$state/watchers-launched" 2>/dev/null | paste -sd' '), the runaway let grow at $(cat "$state/go" 2>/dev/null), stopped at $(cat "$state/killed_at" 2>/dev/null); what each wrote: $(for s in c node python; do echo "$s: $(head -c 300 "$state/warnings-$s" 2>/dev/null | paste -sd'|')"; done | paste -sd';')"
   grep -q '^watching 2$' "$file" || fail "$case ($surface): the watch did not watch both tools: $(cat "$file" 2>/dev/null)"
   ! grep -q '^after-' "$file" || fail "$case ($surface): a warning came after the watch was freed: $(cat "$file")"
   [ "$surface" != python ] || tail -n 1 "$file" | grep -q '^ended$' \

@@ -122,7 +122,8 @@ enum Action {
 /// How the command names itself.
 #[derive(Args)]
 struct CommandName {
-    /// What PROGRAM sees as its argv[0] (as `exec -a` sets it), e.g. -bash for a login shell.
+    /// The name PROGRAM sees as its own, argument zero (as `exec -a` sets it), e.g. -bash for a
+    /// login shell.
     /// Through systemd-run, which cannot pass one, PROGRAM sees its own path instead.
     #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
     argv0: Option<OsString>,
