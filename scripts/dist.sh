@@ -87,8 +87,8 @@ for file in synaps_scope-config synaps_scope-config-version; do
   sed -e "s/@VERSION@/$version/g" -e "s/@VERSION_MAJOR@/$major/g" -e "s/@STATIC_LIBS@/$static_libs/g" \
     "crates/ffi/cmake/$file.cmake.in" >"$c_root/lib/cmake/synaps_scope/$file.cmake"
 done
-# README's links lead into docs/, which goes beside it wherever README goes.
-cp -r README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE docs "$c_root/share/doc/synaps-scope/"
+# README's links lead into docs/, and docs/c.md's to examples/: both go beside it wherever it goes.
+cp -r README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE docs examples "$c_root/share/doc/synaps-scope/"
 soname=$(readelf -d "$c_root/lib/libsynaps_scope.so.$version" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ "$soname" = "libsynaps_scope.so.$major" ] || { echo "dist.sh: soname $soname, not libsynaps_scope.so.$major" >&2; exit 1; }
 tar -C "$stage" --owner=0 --group=0 --numeric-owner -czf "$out/$c_name.tar.gz" "$c_name"
@@ -110,7 +110,7 @@ npm_root="$stage/npm"
 mkdir -p "$npm_root/prebuilds/linux-x64"
 cp bindings/node/package.json bindings/node/index.js bindings/node/index.d.ts bindings/node/cli.js \
   README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE "$npm_root/"
-cp -r bindings/node/lib docs "$npm_root/"
+cp -r bindings/node/lib docs examples "$npm_root/"
 install -m 0755 "$c_root/lib/libsynaps_scope.so.$version" "$npm_root/prebuilds/linux-x64/libsynaps_scope.so"
 install -m 0755 "$exec_program" "$npm_root/prebuilds/linux-x64/synaps-scope-exec"
 (cd "$npm_root" && npm pack --silent --pack-destination "$out" >/dev/null)

@@ -54,15 +54,17 @@ if command -v cargo >/dev/null || command -v rustc >/dev/null; then fail "cargo 
 [ ! -e "$repo/Cargo.toml" ] || fail "the repository is visible at $repo"
 passed=0
 pass() { echo "ok: $*"; passed=$((passed + 1)); }
-# Every link of the README in directory $1 that leads to a file leads to one shipped beside it.
-readme_links_resolve() {
-  local dir="$1" target missing=()
-  while read -r target; do
-    target="${target%%#*}"
-    case "$target" in "" | *://* | mailto:*) continue ;; esac
-    [ -e "$dir/$target" ] || missing+=("$target")
-  done < <(grep -o '](\([^)]*\))' "$dir/README.md" | sed 's/^](\(.*\))$/\1/')
-  [ ${#missing[@]} -eq 0 ] || fail "$dir/README.md links to files not shipped: ${missing[*]}"
+# Every link to a file in the README of directory $1 and in its docs/ leads to one shipped there.
+links_resolve() {
+  local dir="$1" page target missing=()
+  for page in "$dir/README.md" "$dir"/docs/*.md; do
+    while read -r target; do
+      target="${target%%#*}"
+      case "$target" in "" | *://* | mailto:*) continue ;; esac
+      [ -e "$(dirname "$page")/$target" ] || missing+=("${page#"$dir"/} -> $target")
+    done < <(grep -o '](\([^)]*\))' "$page" | sed 's/^](\(.*\))$/\1/')
+  done
+  [ ${#missing[@]} -eq 0 ] || fail "in $dir, links to files not shipped: ${missing[*]}"
 }
 
 echo "== wheel: a fresh venv"
@@ -81,8 +83,8 @@ pass "npm package, its own library"
 (cd project && out=$(npx --no-install synaps-scope doctor) && grep -q '^verdict: *scopes will be used (exit 0)$' <<<"$out") \
   || fail "npx synaps-scope doctor did not report scopes"
 pass "npx synaps-scope doctor"
-readme_links_resolve project/node_modules/synaps-scope
-pass "npm package: README's links lead to files in the package"
+links_resolve project/node_modules/synaps-scope
+pass "npm package: the links of its README and docs lead to files in the package"
 
 echo "== C tarball: unpacked"
 mkdir c
@@ -97,8 +99,8 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 report=$("$prefix/bin/synaps-scope" doctor) || fail "the tarball's synaps-scope doctor exited $?: $report"
 grep -qx "  synaps-scope-exec: $prefix/bin/../libexec/synaps-scope/synaps-scope-exec (in the libexec directory of $prefix/bin/synaps-scope)" <<<"$report" \
   || fail "the tarball's synaps-scope doctor does not use the tarball's launcher program: $report"
-readme_links_resolve "$prefix/share/doc/synaps-scope"
-pass "C tarball: soname, pkg-config version, doctor, README's links lead to files in the tarball"
+links_resolve "$prefix/share/doc/synaps-scope"
+pass "C tarball: soname, pkg-config version, doctor, the links of its README and docs lead to files in it"
 
 # The launcher program a shared build of the library uses: the tarball's, found from the library.
 expect_scoped() {

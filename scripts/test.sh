@@ -400,7 +400,7 @@ booted_phase() {
     printf '%s\n' "${summary[@]}"
     # The failure's own lines again, last: a long phase's output scrolls them out of a log's tail.
     echo "== what failed in $failure:"
-    grep -E -B 2 'FAIL|went silent|stopped answering' "$log" | tail -n 40 || true
+    grep -E -B 2 '^(\[[^]]*\] )?FAIL|FAILED' "$log" | tail -n 40 || true
     rm -f "$log"
     echo "test.sh: FAILED: $failure" >&2
     exit 1

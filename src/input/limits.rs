@@ -169,8 +169,15 @@ impl Limit {
         &self.text
     }
 
-    /// What `StartTransientUnit` takes for it: the property's name on the bus and its value.
-    pub(crate) fn on_the_bus(&self) -> (String, BusValue) {
+    /// Whether the value is a share, which goes on the bus scaled as the manager's own
+    /// systemd-run scales it: [`Limit::on_the_bus`] then wants the manager's version.
+    pub(crate) fn is_share(&self) -> bool {
+        matches!(self.value, Value::Permyriad(_))
+    }
+
+    /// What `StartTransientUnit` takes for it, on a manager of major version `manager` (None or 0:
+    /// unknown, taken as the newest): the property's name on the bus and its value.
+    pub(crate) fn on_the_bus(&self, manager: Option<u32>) -> (String, BusValue) {
         let name = self.property.name();
         match (self.property, self.value) {
             (Property::CpuQuota, Value::Number(usec)) => {
@@ -181,7 +188,7 @@ impl Limit {
             }
             (_, Value::Number(n)) => (name.to_owned(), BusValue::U64(n)),
             (_, Value::Infinity) => (name.to_owned(), BusValue::U64(u64::MAX)),
-            (_, Value::Permyriad(p)) => (format!("{name}Scale"), BusValue::U32(scale(p))),
+            (_, Value::Permyriad(p)) => (format!("{name}Scale"), BusValue::U32(scale(p, manager))),
         }
     }
 
@@ -471,9 +478,20 @@ fn parse_quota(value: &str) -> Result<u64, String> {
     }
 }
 
-/// A share of 10000 as a share of `u32::MAX`, rounded to nearest, as systemd scales it.
-fn scale(permyriad: u32) -> u32 {
-    let scaled = (u64::from(permyriad) * u64::from(u32::MAX) + 5000) / 10_000;
+/// The first systemd whose systemd-run rounds a share to the nearest part of `u32::MAX`
+/// (`UINT32_SCALE_FROM_PERMYRIAD`); 247's rounded down. The manager works out its limit from the
+/// scaled share, rounding down to a page, so the two differ by a page on machines of an even
+/// number of pages at 50%, say: a manager of 247 is sent what its own systemd-run sends.
+const SHARES_ROUNDED_SINCE: u32 = 248;
+
+/// A share of 10000 as a share of `u32::MAX`, as the systemd-run of a manager of major version
+/// `manager` scales it (None or 0: unknown, taken as the newest).
+fn scale(permyriad: u32, manager: Option<u32>) -> u32 {
+    let rounding = match manager {
+        Some(version) if version != 0 && version < SHARES_ROUNDED_SINCE => 0,
+        _ => 5000,
+    };
+    let scaled = (u64::from(permyriad) * u64::from(u32::MAX) + rounding) / 10_000;
     u32::try_from(scaled).unwrap_or(u32::MAX)
 }
 
@@ -482,11 +500,31 @@ mod tests {
     use super::*;
 
     fn bus(assignment: &str) -> (String, BusValue) {
-        assignment.parse::<Limit>().unwrap().on_the_bus()
+        assignment.parse::<Limit>().unwrap().on_the_bus(None)
     }
 
     fn refused(assignment: &str) -> String {
         assignment.parse::<Limit>().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_share_is_scaled_as_the_managers_own_systemd_run_scales_it() {
+        let share = |assignment: &str, manager| {
+            assignment
+                .parse::<Limit>()
+                .unwrap()
+                .on_the_bus(Some(manager))
+                .1
+        };
+        // 247 rounded down (`r * UINT32_MAX / 1000`); 248 on round to nearest.
+        assert_eq!(share("MemoryMax=50%", 247), BusValue::U32(2_147_483_647));
+        assert_eq!(share("MemoryMax=50%", 248), BusValue::U32(2_147_483_648));
+        assert_eq!(share("MemoryMax=50%", 262), BusValue::U32(2_147_483_648));
+        assert_eq!(share("MemoryMax=50%", 0), BusValue::U32(2_147_483_648));
+        assert_eq!(share("MemoryHigh=100%", 247), BusValue::U32(u32::MAX));
+        assert_eq!(share("TasksMax=0.1%", 247), BusValue::U32(4_294_967));
+        assert_eq!(share("TasksMax=0.1%", 252), BusValue::U32(4_294_967));
+        assert_eq!(share("MemorySwapMax=0%", 247), BusValue::U32(0));
     }
 
     #[test]

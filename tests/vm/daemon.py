@@ -36,6 +36,7 @@ STATE/debug: the library's debug lines on oomd (its marks read, its signal heard
 that could not be made), each after its moment (time.monotonic()), for a failure to show.
 """
 
+import atexit
 import logging
 import os
 import subprocess
@@ -146,6 +147,9 @@ record("daemon", f"{os.getpid()} {cgroup(os.getpid())}")
 # watcher took 62 s to write its first line on Debian 12 under TCG, after oomd's kill.
 go = os.path.join(state, "go")
 os.environ["SYNAPS_VM_GO"] = go
+# A daemon that fails before its watchers watch still lets the runaway go: the case then fails on
+# the daemon's own error (STATE/log), not on a runaway that waits.
+atexit.register(lambda: os.path.exists(go) or record("go", f"{time.monotonic():.3f} the daemon ended first"))
 idle = launch("idle", ["sleep", "100000"])
 hog_argv = ["python3", os.path.join(here, "hog.py"), hog_limit]
 if mode == "leaf":

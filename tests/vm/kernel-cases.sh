@@ -17,7 +17,9 @@ cap_case() {
   daemon_cg=$(cgroup_in "$state/daemon"); hog_cg=$(cgroup_in "$state/hog"); idle_cg=$(cgroup_in "$state/idle")
   [[ "$hog_cg" == */agent.slice/agent-tools.slice/synaps-tool-*.scope ]] || fail "cap: the runaway is not in agent-tools.slice: $hog_cg"
   [[ "$idle_cg" == */agent.slice/agent-tools.slice/synaps-tool-*.scope ]] || fail "cap: the idle tool is not in agent-tools.slice: $idle_cg"
-  wait_until 120 test -s "$state/after" || { cat "$state/log"; fail "cap: the runaway was not killed within 120 s"; }
+  # The runaway grows once the daemon's watchers watch (daemon.py makes STATE/go, within 120 s).
+  wait_until 130 test -s "$state/go" || { cat "$state/log"; fail "cap: the daemon never let the runaway grow"; }
+  wait_until 120 test -s "$state/after" || { cat "$state/log"; fail "cap: the runaway was not killed within 120 s of its growing ($(cat "$state/go"))"; }
   local after; after=$(cat "$state/after")
   [[ "$after" == *" hog -9" ]] || fail "cap: the runaway ended otherwise than by SIGKILL: $after"
   local slice_events; slice_events="/sys/fs/cgroup${hog_cg%/*}/memory.events"

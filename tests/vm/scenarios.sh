@@ -363,6 +363,8 @@ oomd_case() {
   high=$(cat "/sys/fs/cgroup$slice/memory.high")
   [ "$high" = "$want" ] || fail "$rule/$placement/$mode: the runaway's slice $slice has memory.high $high, not $want"
   local where="from a login shell"; [ "$placement" = tab ] && where="from a terminal tab's scope"
+  # The runaway grows once the daemon's watchers watch (daemon.py makes STATE/go, within 120 s).
+  wait_until 130 test -s "$state/go" || { cat "$state/log"; fail "$rule/$placement/$mode: the daemon never let the runaway grow"; }
   # oomd's own journal line: "Killed CGROUP due to ...".
   local waited=$SECONDS
   line=""

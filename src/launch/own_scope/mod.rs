@@ -7,13 +7,14 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use crate::input::inputs::NO_USER_BUS;
-use crate::input::limits::{BusValue, Limits};
+use crate::input::limits::{BusValue, Limit, Limits};
 use crate::input::unit_name::parse_unit_name;
 use crate::kernel::cgroup;
 use crate::manager::bus::comeback::Comeback;
 use crate::manager::bus::wire::{Call, Property, Value};
 use crate::manager::bus::{
-    identity_on, pool, BusError, Connection, Fallback, Identity, Route, MANAGER, MANAGER_PATH,
+    identity_on, manager_version, pool, BusError, Connection, Fallback, Identity, Route, MANAGER,
+    MANAGER_PATH,
 };
 use crate::manager::turn::{self, Turn};
 
@@ -512,10 +513,17 @@ fn make_own_scope_over(
         }
         Identity::Nothing(why) => return Err(NotMade::before_sending(why)),
     };
+    // A share goes on the bus scaled as the manager's own systemd-run scales it, which changed in
+    // 248: asked only where the request has one.
+    let manager = if request.limits.iter().any(Limit::is_share) {
+        Some(manager_version(&mut bus).map_err(before)?)
+    } else {
+        None
+    };
     // Both ways here (a new connection, or a kept one taken renewed) bound it by `deadline`.
     bus.listen_for_jobs();
     bus.subscribe_job_removed().map_err(before)?;
-    let call = start_scope_call(request, who);
+    let call = start_scope_call(request, who, manager);
     launch.sending_a_start();
     let sent = match who {
         Who::Pid(_) => bus.send_manager("StartTransientUnit", call),
@@ -600,7 +608,8 @@ enum Who<'fd> {
 /// while the scope holds the command's pid from its start job on (and a unit with a job or a
 /// process is never collected). It costs the manager a match on the broker and the name's
 /// disappearance to handle: 0.29 ms a launch and a quarter of its CPU per launch, measured.
-fn start_scope_call(request: &ScopeRequest<'_>, who: Who<'_>) -> Call {
+/// `manager`: the manager's major version, where the request has a share ([`Limit::on_the_bus`]).
+fn start_scope_call(request: &ScopeRequest<'_>, who: Who<'_>, manager: Option<u32>) -> Call {
     let pids;
     let mut properties = vec![
         ("Description", Property::Str(request.description)),
@@ -609,7 +618,11 @@ fn start_scope_call(request: &ScopeRequest<'_>, who: Who<'_>) -> Call {
     if let Some(slice) = request.slice {
         properties.push(("Slice", Property::Str(slice)));
     }
-    let limits: Vec<(String, BusValue)> = request.limits.iter().map(|l| l.on_the_bus()).collect();
+    let limits: Vec<(String, BusValue)> = request
+        .limits
+        .iter()
+        .map(|limit| limit.on_the_bus(manager))
+        .collect();
     properties.extend(limits.iter().map(|(name, value)| {
         let value = match *value {
             BusValue::U64(n) => Property::U64(n),
@@ -657,7 +670,7 @@ impl KeptConnection {
         deadline: Instant,
     ) -> Result<(), String> {
         self.bus.renew(deadline).map_err(|e| e.to_string())?;
-        let call = start_scope_call(request, Who::Pid(pid));
+        let call = start_scope_call(request, Who::Pid(pid), None);
         let serial = self
             .bus
             .send_manager("StartTransientUnit", call)

@@ -275,7 +275,7 @@ fn pinged_with_a_descriptor(
 }
 
 /// The manager's major version, asked on `bus` (0 where it does not say).
-fn manager_version(bus: &mut Connection) -> Result<u32, BusError> {
+pub(crate) fn manager_version(bus: &mut Connection) -> Result<u32, BusError> {
     let version = bus.manager_property("Version")?;
     Ok(version
         .first_str()

@@ -23,7 +23,7 @@ pub(crate) use connect::Socket;
 pub(in crate::manager) use connection::{job_removed, Ahead, PROPERTIES};
 pub(crate) use connection::{Connection, MANAGER, MANAGER_PATH, SYSTEMD};
 pub(crate) use error::BusError;
-pub(crate) use identity::{identity_on, sender_on, Identity, Sender};
+pub(crate) use identity::{identity_on, manager_version, sender_on, Identity, Sender};
 pub(crate) use route::{Fallback, Route};
 
 /// The fuzz target's conversation (`crate::__fuzz::converse_with_peer`): a socket pair whose far
