@@ -26,7 +26,8 @@ const EVENT_AFTER_MS: [u64; 3] = [0, 40, 80];
 const BOUND_MS: u64 = 2000;
 
 /// The launcher program's command line for launch `n`: `--required`, so a launch that cannot be
-/// scoped within its bound exits 125 without running its command.
+/// scoped within its bound exits 125 without running its command. Every other launch has a share
+/// as a limit, for which the launcher program asks the manager's version before its start.
 fn launch(
     env: &[(OsString, OsString)],
     log: &Path,
@@ -39,8 +40,11 @@ fn launch(
     cmd.arg(format!("--unit=synaps-tool-{label}{n:0>width$x}.scope"))
         .arg("--description=manager events")
         .arg(format!("--timeout-ms={bound_ms}"))
-        .arg("--required")
-        .arg("--")
+        .arg("--required");
+    if n % 2 == 1 {
+        cmd.arg("--property=MemoryHigh=90%");
+    }
+    cmd.arg("--")
         .arg("/bin/sh")
         .args(burst::recording_argv(log, n));
     set_env(&mut cmd, env);

@@ -514,11 +514,35 @@ fn make_own_scope_over(
         Identity::Nothing(why) => return Err(NotMade::before_sending(why)),
     };
     // A share goes on the bus scaled as the manager's own systemd-run scales it, which changed in
-    // 248: asked only where the request has one.
-    let manager = if request.limits.iter().any(Limit::is_share) {
-        Some(manager_version(&mut bus).map_err(before)?)
-    } else {
-        None
+    // 248: asked only where the request has one. The question changes nothing, so a manager gone
+    // meanwhile (a re-exec) is waited for and asked again, and one not on the session bus is asked
+    // on the private socket, as for the start; a refusal to say (a filtering proxy) is taken as the
+    // newest.
+    let manager = match request.limits.iter().any(Limit::is_share) {
+        false => None,
+        true => match manager_version(&mut bus) {
+            Ok(version) => Some(version),
+            Err(e) if bus.via_broker && e.means_no_manager_on_bus() => {
+                let Some(private) = route.without_session_bus() else {
+                    return Err(before(e));
+                };
+                tracing::debug!(target: crate::diag::TARGET, "{e}; trying the private socket");
+                drop(bus);
+                let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
+                return make_own_scope_over(&private, bus, turn, launch, deadline);
+            }
+            Err(e)
+                if (e.means_owner_left() || matches!(e, BusError::Broken(_)))
+                    && route.manager_has_lived() =>
+            {
+                return Err(NotMade::unsent(route, BusError::Away(e.to_string())))
+            }
+            Err(e @ BusError::Refused { .. }) if !e.means_no_such_method() => {
+                tracing::debug!(target: crate::diag::TARGET, "the manager's version not said ({e}); a share scaled as the newest systemd scales it");
+                None
+            }
+            Err(e) => return Err(before(e)),
+        },
     };
     // Both ways here (a new connection, or a kept one taken renewed) bound it by `deadline`.
     bus.listen_for_jobs();
@@ -670,7 +694,11 @@ impl KeptConnection {
         deadline: Instant,
     ) -> Result<(), String> {
         self.bus.renew(deadline).map_err(|e| e.to_string())?;
-        let call = start_scope_call(request, Who::Pid(pid), None);
+        let manager = match request.limits.iter().any(Limit::is_share) {
+            true => Some(manager_version(&mut self.bus).map_err(|e| e.to_string())?),
+            false => None,
+        };
+        let call = start_scope_call(request, Who::Pid(pid), manager);
         let serial = self
             .bus
             .send_manager("StartTransientUnit", call)
