@@ -523,13 +523,8 @@ fn make_own_scope_over(
         true => match manager_version(&mut bus) {
             Ok(version) => Some(version),
             Err(e) if bus.via_broker && e.means_no_manager_on_bus() => {
-                let Some(private) = route.without_session_bus() else {
-                    return Err(before(e));
-                };
-                tracing::debug!(target: crate::diag::TARGET, "{e}; trying the private socket");
                 drop(bus);
-                let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
-                return make_own_scope_over(&private, bus, turn, launch, deadline);
+                return over_the_private_socket(route, e, turn, launch, deadline);
             }
             Err(e)
                 if (e.means_owner_left() || matches!(e, BusError::Broken(_)))
@@ -588,13 +583,8 @@ fn make_own_scope_over(
             })
         }
         Err((e, _)) if bus.via_broker && e.means_no_manager_on_bus() => {
-            let Some(private) = route.without_session_bus() else {
-                return Err(before(e));
-            };
-            tracing::debug!(target: crate::diag::TARGET, "{e}; trying the private socket");
             drop(bus);
-            let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
-            return make_own_scope_over(&private, bus, turn, launch, deadline);
+            return over_the_private_socket(route, e, turn, launch, deadline);
         }
         // Refused before its authentication was answered, the call was never read: a manager
         // going away (re-executing) drops its connections so.
@@ -609,6 +599,24 @@ fn make_own_scope_over(
         .ok_or_else(|| NotMade::before_sending("StartTransientUnit gave no job path"))?
         .to_owned();
     wait_for_start(route, bus, turn.take(), &job, launch, deadline)
+}
+
+/// [`make_own_scope_over`] the private socket of `route`, whose session bus said `error`: the
+/// manager is not on it, so nothing was passed on. Where the route has no private socket, `error`.
+fn over_the_private_socket(
+    route: &Route,
+    error: BusError,
+    turn: &mut Option<Turn>,
+    launch: &Launch<'_, '_>,
+    deadline: Instant,
+) -> Result<(), NotMade> {
+    let before = |e: BusError| NotMade::unsent(route, e);
+    let Some(private) = route.without_session_bus() else {
+        return Err(before(error));
+    };
+    tracing::debug!(target: crate::diag::TARGET, "{error}; trying the private socket");
+    let bus = Connection::open_pipelined(&private, deadline).map_err(before)?;
+    make_own_scope_over(&private, bus, turn, launch, deadline)
 }
 
 /// In `PIDs`, the process that sent the call, as the manager knows it: from the socket's
