@@ -152,13 +152,15 @@ function scratchDir(t, label) {
 
 /**
  * Copies the package's own files, as npm would install them (package.json's "files" but its
- * prebuilds), into `dir`, with its node_modules linked: a copy of the package outside the repository.
+ * prebuilds, and the repository's docs/ and examples/, which scripts/dist.sh puts beside them), into
+ * `dir`, with its node_modules linked: a copy of the package outside the repository.
  * @param {string} dir
  */
 function copyPackage(dir) {
   const root = path.join(__dirname, '..');
   const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
-  for (const file of [...pkg.files, 'package.json'].filter((f) => !f.startsWith('prebuilds'))) {
+  const fromDist = ['prebuilds/', 'docs/', 'examples/'];
+  for (const file of [...pkg.files, 'package.json'].filter((f) => !fromDist.includes(f))) {
     fs.cpSync(path.join(root, file), path.join(dir, file), { recursive: true });
   }
   fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
